@@ -1,0 +1,150 @@
+//! The production disk: glommio DMA files (O_DIRECT through io_uring).
+//!
+//! Directory operations (list, mkdir, remove, statvfs) are rare — start-up, segment
+//! roll, retention — and use std's blocking calls; every data read, write and sync goes
+//! through the shard's io_uring ring.
+//!
+//! Invariant: only used from inside a glommio executor (DMA buffers come from it).
+
+use super::{Disk, DiskFile, DiskSpace, IoBuf, IoError, BLOCK_BYTES};
+use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
+use std::ops::{Deref, DerefMut};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DmaDisk;
+
+pub struct DmaBuf(DmaBuffer);
+
+impl Deref for DmaBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+impl DerefMut for DmaBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.0.as_bytes_mut()
+    }
+}
+impl IoBuf for DmaBuf {}
+
+pub struct DmaDiskFile {
+    file: DmaFile,
+    path: PathBuf,
+}
+
+fn glommio_err(op: &'static str, path: &Path, err: glommio::GlommioError<()>) -> IoError {
+    let io: std::io::Error = err.into();
+    IoError::from_std(op, path, &io)
+}
+
+impl Disk for DmaDisk {
+    type File = DmaDiskFile;
+
+    async fn open(&self, path: &Path, create: bool) -> Result<DmaDiskFile, IoError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .dma_open(path)
+            .await
+            .map_err(|e| glommio_err("open", path, e))?;
+        Ok(DmaDiskFile { file, path: path.to_path_buf() })
+    }
+
+    async fn list(&self, dir: &Path) -> Result<Vec<String>, IoError> {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(IoError::from_std("list", dir, &e)),
+        };
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| IoError::from_std("list", dir, &e))?;
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    async fn create_dir_all(&self, dir: &Path) -> Result<(), IoError> {
+        std::fs::create_dir_all(dir).map_err(|e| IoError::from_std("mkdir", dir, &e))
+    }
+
+    async fn remove(&self, path: &Path) -> Result<(), IoError> {
+        let result = if path.is_dir() { std::fs::remove_dir(path) } else { std::fs::remove_file(path) };
+        result.map_err(|e| IoError::from_std("remove", path, &e))
+    }
+
+    async fn exists(&self, path: &Path) -> Result<bool, IoError> {
+        Ok(path.exists())
+    }
+
+    async fn space(&self, path: &Path) -> Result<DiskSpace, IoError> {
+        statvfs(path)
+    }
+}
+
+/// Total and available bytes of the filesystem holding `path`.
+pub fn statvfs(path: &Path) -> Result<DiskSpace, IoError> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| IoError::new(super::IoErrorKind::Device, "statvfs", path, "path has NUL"))?;
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c_path is a valid NUL-terminated string and stat a valid out pointer.
+    let rc = unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) };
+    if rc != 0 {
+        return Err(IoError::from_std("statvfs", path, &std::io::Error::last_os_error()));
+    }
+    let block = stat.f_frsize as u64;
+    Ok(DiskSpace { total_bytes: stat.f_blocks as u64 * block, free_bytes: stat.f_bavail as u64 * block })
+}
+
+impl DiskFile for DmaDiskFile {
+    type Buf = DmaBuf;
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn alloc_buf(&self, len: usize) -> DmaBuf {
+        let mut buf = self.file.alloc_dma_buffer(len);
+        buf.as_bytes_mut().fill(0);
+        DmaBuf(buf)
+    }
+
+    async fn read_at(&self, pos: u64, len: usize) -> Result<Vec<u8>, IoError> {
+        let result = self.file.read_at(pos, len).await.map_err(|e| glommio_err("read", &self.path, e))?;
+        Ok(result.to_vec())
+    }
+
+    async fn write_at(&self, pos: u64, buf: DmaBuf) -> Result<(), IoError> {
+        assert!(pos % BLOCK_BYTES == 0, "write_at: unaligned position {pos} in {}", self.path.display());
+        let len = buf.0.len();
+        assert!(len as u64 % BLOCK_BYTES == 0, "write_at: unaligned length {len}");
+        let written = self.file.write_at(buf.0, pos).await.map_err(|e| glommio_err("write", &self.path, e))?;
+        if written != len {
+            // O_DIRECT short writes mean the device is full or failing; never retry.
+            return Err(IoError::new(
+                super::IoErrorKind::NoSpace,
+                "write",
+                &self.path,
+                format!("short write: {written} of {len} bytes"),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn sync(&self) -> Result<(), IoError> {
+        self.file.fdatasync().await.map_err(|e| glommio_err("sync", &self.path, e))
+    }
+
+    async fn truncate(&self, len: u64) -> Result<(), IoError> {
+        self.file.truncate(len).await.map_err(|e| glommio_err("truncate", &self.path, e))
+    }
+
+    async fn size(&self) -> Result<u64, IoError> {
+        self.file.file_size().await.map_err(|e| glommio_err("size", &self.path, e))
+    }
+}

@@ -1,0 +1,3 @@
+//! The per-shard storage engine (DESIGN.md §3–4).
+
+pub mod io;
