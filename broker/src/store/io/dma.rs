@@ -81,6 +81,11 @@ impl Disk for DmaDisk {
         Ok(path.exists())
     }
 
+    async fn sync_dir(&self, dir: &Path) -> Result<(), IoError> {
+        let handle = std::fs::File::open(dir).map_err(|e| IoError::from_std("open dir", dir, &e))?;
+        handle.sync_all().map_err(|e| IoError::from_std("sync dir", dir, &e))
+    }
+
     async fn space(&self, path: &Path) -> Result<DiskSpace, IoError> {
         statvfs(path)
     }

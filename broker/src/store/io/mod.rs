@@ -90,6 +90,8 @@ pub trait Disk: Clone + 'static {
     /// Removes a file or an empty directory.
     async fn remove(&self, path: &Path) -> Result<(), IoError>;
     async fn exists(&self, path: &Path) -> Result<bool, IoError>;
+    /// Makes a directory's entries (files created or removed in it) durable.
+    async fn sync_dir(&self, dir: &Path) -> Result<(), IoError>;
     async fn space(&self, path: &Path) -> Result<DiskSpace, IoError>;
 }
 

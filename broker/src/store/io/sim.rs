@@ -271,6 +271,11 @@ impl Disk for SimDisk {
         Ok(state.files.contains_key(path) || state.dirs.contains(path))
     }
 
+    async fn sync_dir(&self, _dir: &Path) -> Result<(), IoError> {
+        // Metadata is durable at once in this model.
+        Ok(())
+    }
+
     async fn space(&self, _path: &Path) -> Result<DiskSpace, IoError> {
         let state = self.state.borrow();
         let total = state.faults.capacity_bytes;

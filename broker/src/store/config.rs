@@ -1,0 +1,129 @@
+//! Store configuration: every bound the store enforces, with its unit in its name.
+//!
+//! Invariant (checked by `validate`): a segment holds at least one maximal record plus
+//! the 8-byte blank that ends it, and one flush window holds at least one maximal
+//! record, so recovery's torn-tail window (`dirty_bytes_max`) always covers a whole write.
+
+use super::index::IndexConfig;
+use thiserror::Error;
+
+pub const KIB: u64 = 1024;
+pub const MIB: u64 = 1024 * KIB;
+pub const GIB: u64 = 1024 * MIB;
+
+/// When an append is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushMode {
+    /// After the group-commit flush that covers it (write + fdatasync).
+    Sync,
+    /// After the append; flushed every `flush_interval_ms` or at `flush_min_bytes`.
+    Async,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreConfig {
+    pub segment_bytes: u64,
+    pub flush_mode: FlushMode,
+    pub flush_interval_ms: u64,
+    pub flush_min_bytes: u64,
+    /// Appended but unflushed bytes beyond which appends are refused as busy. One
+    /// group commit writes all dirty bytes, so this is also the torn-tail window.
+    pub dirty_bytes_max: u64,
+    /// Flushed CommitLog bytes kept in memory for tail reads.
+    pub tail_cache_bytes: u64,
+    /// Largest encoded record accepted.
+    pub record_bytes_max: u64,
+    /// ConsumeQueue entries per file (a multiple of 1024 so files are block-aligned).
+    pub cq_entries_per_file: u64,
+    /// ConsumeQueue entries each queue keeps in memory after they are flushed.
+    pub cq_tail_entries: u64,
+    pub index: IndexConfig,
+    pub file_reserved_hours: u64,
+    /// Hour of day (0–23, UTC) at which expired segments are deleted.
+    pub delete_when_hour: u32,
+    pub disk_warn_ratio: f64,
+    pub disk_force_clean_ratio: f64,
+    pub disk_refuse_ratio: f64,
+    /// Start even if a record in the middle of the log is corrupt, truncating there.
+    pub allow_truncate_corrupt: bool,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            segment_bytes: GIB,
+            flush_mode: FlushMode::Async,
+            flush_interval_ms: 500,
+            flush_min_bytes: 4 * MIB,
+            dirty_bytes_max: 64 * MIB,
+            tail_cache_bytes: 64 * MIB,
+            record_bytes_max: 4 * MIB + 64 * KIB,
+            cq_entries_per_file: 300 * 1024,
+            cq_tail_entries: 1024,
+            index: IndexConfig::default(),
+            file_reserved_hours: 72,
+            delete_when_hour: 4,
+            disk_warn_ratio: 0.75,
+            disk_force_clean_ratio: 0.85,
+            disk_refuse_ratio: 0.90,
+            allow_truncate_corrupt: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Error, PartialEq)]
+#[error("invalid store configuration: {0}")]
+pub struct ConfigError(pub String);
+
+impl StoreConfig {
+    /// A small configuration for tests: 64 KiB segments, tiny index.
+    pub fn for_tests() -> Self {
+        Self {
+            segment_bytes: 64 * KIB,
+            flush_min_bytes: 8 * KIB,
+            dirty_bytes_max: 32 * KIB,
+            tail_cache_bytes: 8 * KIB,
+            record_bytes_max: 8 * KIB,
+            cq_entries_per_file: 1024,
+            cq_tail_entries: 16,
+            index: IndexConfig { slot_count: 64, entries_max: 256 },
+            ..Self::default()
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let fail = |m: String| Err(ConfigError(m));
+        if self.segment_bytes % super::io::BLOCK_BYTES != 0 {
+            return fail(format!("segment_bytes {} is not a multiple of 4096", self.segment_bytes));
+        }
+        if self.segment_bytes < self.record_bytes_max + 8 {
+            return fail(format!(
+                "segment_bytes {} must exceed record_bytes_max {} + 8",
+                self.segment_bytes, self.record_bytes_max
+            ));
+        }
+        if self.dirty_bytes_max < self.record_bytes_max {
+            return fail(format!(
+                "dirty_bytes_max {} must be at least record_bytes_max {}",
+                self.dirty_bytes_max, self.record_bytes_max
+            ));
+        }
+        if self.cq_entries_per_file == 0 || self.cq_entries_per_file % 1024 != 0 {
+            return fail(format!("cq_entries_per_file {} must be a positive multiple of 1024", self.cq_entries_per_file));
+        }
+        if self.delete_when_hour > 23 {
+            return fail(format!("delete_when_hour {} is not an hour of the day", self.delete_when_hour));
+        }
+        let ratios = [self.disk_warn_ratio, self.disk_force_clean_ratio, self.disk_refuse_ratio];
+        if ratios.iter().any(|r| !(0.0..=1.0).contains(r)) || !(ratios[0] <= ratios[1] && ratios[1] <= ratios[2]) {
+            return fail("disk ratios must satisfy 0 <= warn <= force_clean <= refuse <= 1".into());
+        }
+        Ok(())
+    }
+
+    /// Bytes past a torn tail that recovery may find garbage in: one group commit
+    /// (all dirty bytes) plus the blocks it starts and ends in.
+    pub fn torn_window_bytes(&self) -> u64 {
+        self.dirty_bytes_max + 2 * super::io::BLOCK_BYTES
+    }
+}

@@ -1,0 +1,872 @@
+//! `Store`: one shard's storage engine — CommitLog, ConsumeQueues, IndexFile,
+//! checkpoint — behind one owner.
+//!
+//! Appends (`put`) do no IO and never await: they encode the record into the
+//! CommitLog's in-memory tail and add its ConsumeQueue and index entries. IO happens in
+//! `flush` (group commit of the CommitLog), `flush_logics` (ConsumeQueues, index,
+//! checkpoint), `prepare_next_segment`, reads, and retention. A driver (`flusher.rs` in
+//! production, the test itself in simulation) decides when to call them.
+//!
+//! Architecture Invariant: a `put` acknowledged under sync flush (its `wait_durable`
+//! resolved `Ok`) survives any crash: its bytes were written and fdatasynced.
+//! Architecture Invariant: after any IO error the store is failed: every later call
+//! returns `StoreError::Failed` and every waiter wakes with an error (fsyncgate).
+//! Architecture Invariant: `Inner` is borrowed only between awaits, never across one.
+
+use super::checkpoint::Checkpoint;
+use super::config::{FlushMode, StoreConfig};
+use super::consumequeue::{ConsumeQueue, CqEntry, ENTRY_BYTES};
+use super::error::StoreError;
+use super::index::IndexService;
+use super::io::{align_down, align_up, Clock, Disk, DiskFile, IoError, IoErrorKind, BLOCK_BYTES};
+use super::segmented::{ensure_segment, flush_log, log_accessor, read_log, FlushDone, SegmentedLog};
+use ringmq_client::hash::tag_hash_code;
+use ringmq_client::message::properties::{keys, Properties};
+use ringmq_client::message::stored::{encode_blank, StoredMessage, StoredMessageView, BLANK_LEN_MIN_BYTES};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+/// Physical offsets carry the shard id in their top bits (DESIGN.md §3), so an
+/// offsetMsgId routes to its shard with no table. 56 bits leave 64 PiB per shard.
+pub const SHARD_SHIFT: u32 = 56;
+pub const SHARD_COUNT_MAX: u16 = 128;
+pub const LOCAL_MASK: u64 = (1 << SHARD_SHIFT) - 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ShardId(pub u16);
+
+impl ShardId {
+    pub fn phys(self, local: u64) -> u64 {
+        debug_assert!(local <= LOCAL_MASK);
+        ((self.0 as u64) << SHARD_SHIFT) | local
+    }
+    pub fn of_phys(phys: u64) -> ShardId {
+        ShardId((phys >> SHARD_SHIFT) as u16)
+    }
+}
+
+pub fn local_of(phys: u64) -> u64 {
+    phys & LOCAL_MASK
+}
+
+/// Most messages one `get_messages` returns.
+pub const GET_MESSAGES_MAX: usize = 1024;
+/// Bytes read from disk in one piece during a cold read or a recovery scan.
+pub const READ_SPAN_BYTES_MAX: u64 = 1024 * 1024;
+
+/// A message as handed to the store by a request handler.
+#[derive(Debug, Clone)]
+pub struct MessageToStore<'a> {
+    pub topic: &'a str,
+    pub queue_id: i32,
+    pub flag: i32,
+    pub body: &'a [u8],
+    pub properties: &'a str,
+    pub sys_flag: i32,
+    pub born_timestamp_ms: i64,
+    pub born_host: SocketAddr,
+    pub store_host: SocketAddr,
+    pub reconsume_times: i32,
+    pub prepared_transaction_offset: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PutResult {
+    pub phys_offset: u64,
+    pub queue_offset: u64,
+    pub size_bytes: u32,
+    pub store_timestamp_ms: i64,
+    /// Pass to `wait_durable` (sync flush): the local CommitLog end of the record.
+    pub durable_ticket: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GetStatus {
+    Found,
+    NoMatchedMessage,
+    NoMessageInQueue,
+    OffsetTooSmall,
+    OffsetOverflowOne,
+    OffsetOverflowBadly,
+    /// The entries point at CommitLog data deleted by retention.
+    OffsetFoundNull,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetResult {
+    pub status: GetStatus,
+    pub next_offset: u64,
+    pub min_offset: u64,
+    pub max_offset: u64,
+    /// Stored records, back to back, exactly as in the CommitLog.
+    pub records: Vec<u8>,
+    pub record_count: usize,
+}
+
+/// What recovery did, for the start-up log line and for tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub unclean: bool,
+    pub checkpoint_found: bool,
+    pub scanned_from: u64,
+    pub end_offset: u64,
+    pub records_scanned: u64,
+    pub truncated_bytes: u64,
+    pub rebuilt_queues: usize,
+    pub index_replayed: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub flushes: u64,
+    pub flushed_bytes: u64,
+    pub records_put: u64,
+}
+
+type QueueKey = (String, i32);
+
+struct Inner<D: Disk> {
+    commitlog: SegmentedLog<D>,
+    queues: HashMap<QueueKey, ConsumeQueue<D>>,
+    /// Taken out while a flush or query of the index is in flight; puts made meanwhile
+    /// wait in `index_pending` (bounded by `dirty_bytes_max` through `put`).
+    index: Option<IndexService<D>>,
+    index_pending: Vec<(String, u64, i64)>,
+    scratch: Vec<u8>,
+    failed: Option<String>,
+    /// Appends refused because the disk passed its refuse watermark or ran out.
+    disk_full: Option<(u32, u32)>,
+    waiters: BTreeMap<u64, Vec<Waker>>,
+    checkpoint_sequence: u64,
+    checkpoint_file: Option<Rc<D::File>>,
+    logics_flushing: bool,
+    stats: StoreStats,
+}
+
+fn commitlog_of<D: Disk>(inner: &mut Inner<D>) -> &mut SegmentedLog<D> {
+    &mut inner.commitlog
+}
+
+/// One shard's store. Clones share the same state (one owner: the shard).
+pub struct Store<D: Disk, C: Clock> {
+    inner: Rc<RefCell<Inner<D>>>,
+    disk: D,
+    clock: C,
+    config: Rc<StoreConfig>,
+    shard: ShardId,
+    dir: PathBuf,
+}
+
+impl<D: Disk, C: Clock> Clone for Store<D, C> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            disk: self.disk.clone(),
+            clock: self.clock.clone(),
+            config: self.config.clone(),
+            shard: self.shard,
+            dir: self.dir.clone(),
+        }
+    }
+}
+
+fn tag_hash_of(props: &Properties) -> i64 {
+    props.tags().map(tag_hash_code).unwrap_or(0)
+}
+
+fn index_keys(topic: &str, props: &Properties) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(uniq) = props.get(keys::UNIQ_KEY) {
+        out.push(format!("{topic}#{uniq}"));
+    }
+    for key in props.keys() {
+        out.push(format!("{topic}#{key}"));
+    }
+    out
+}
+
+impl<D: Disk, C: Clock> Store<D, C> {
+    pub fn shard(&self) -> ShardId {
+        self.shard
+    }
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn stats(&self) -> StoreStats {
+        self.inner.borrow().stats
+    }
+
+    fn commitlog_dir(dir: &Path) -> PathBuf {
+        dir.join("commitlog")
+    }
+    fn cq_dir(&self, topic: &str, queue_id: i32) -> PathBuf {
+        self.dir.join("consumequeue").join(topic).join(queue_id.to_string())
+    }
+
+    fn check_alive(&self) -> Result<(), StoreError> {
+        match &self.inner.borrow().failed {
+            Some(reason) => Err(StoreError::Failed(reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Marks the store failed and wakes every waiter (they will see the failure).
+    fn fail(&self, err: &StoreError) {
+        let mut inner = self.inner.borrow_mut();
+        if inner.failed.is_none() {
+            tracing::error!(shard = self.shard.0, error = %err, "store failed; it accepts nothing more");
+            inner.failed = Some(err.to_string());
+        }
+        for (_, wakers) in std::mem::take(&mut inner.waiters) {
+            wakers.into_iter().for_each(Waker::wake);
+        }
+    }
+
+    /// Appends a message. No IO: durable after a covering `flush` (see `wait_durable`).
+    pub fn put(&self, msg: &MessageToStore<'_>) -> Result<PutResult, StoreError> {
+        self.check_alive()?;
+        let mut guard = self.inner.borrow_mut();
+        let inner = &mut *guard;
+        if let Some((used_percent, refuse_percent)) = inner.disk_full {
+            return Err(StoreError::DiskFull { used_percent, refuse_percent });
+        }
+        if msg.topic.is_empty() || msg.topic.len() > ringmq_client::message::stored::TOPIC_LEN_MAX_BYTES {
+            return Err(StoreError::Illegal(format!("topic length {} not in 1..=127", msg.topic.len())));
+        }
+        if msg.queue_id < 0 {
+            return Err(StoreError::Illegal(format!("queue id {} is negative", msg.queue_id)));
+        }
+        if msg.properties.len() > i16::MAX as usize {
+            return Err(StoreError::Illegal(format!("properties are {} bytes (max 32767)", msg.properties.len())));
+        }
+        let size = ringmq_client::message::stored::encoded_len(
+            msg.topic.len(),
+            msg.body.len(),
+            msg.properties.len(),
+            &msg.born_host,
+            &msg.store_host,
+        ) as u64;
+        if size > self.config.record_bytes_max {
+            return Err(StoreError::TooLarge { size_bytes: size, max_bytes: self.config.record_bytes_max });
+        }
+        let dirty = inner.commitlog.dirty_bytes();
+        if dirty + size > self.config.dirty_bytes_max {
+            return Err(StoreError::Busy { dirty_bytes: dirty, max_bytes: self.config.dirty_bytes_max });
+        }
+        let props = Properties::decode_str(msg.properties);
+        let key = (msg.topic.to_string(), msg.queue_id);
+        if !inner.queues.contains_key(&key) {
+            let cq = ConsumeQueue::new(
+                self.cq_dir(msg.topic, msg.queue_id),
+                msg.topic,
+                msg.queue_id,
+                self.config.cq_entries_per_file,
+                self.config.cq_tail_entries,
+            );
+            inner.queues.insert(key.clone(), cq);
+        }
+        // Roll: a record never straddles segments, and every segment ends with a blank
+        // record of at least 8 bytes.
+        let log = &mut inner.commitlog;
+        let seg_end = log.segment_start(log.write_pos) + log.segment_bytes;
+        if log.write_pos + size + BLANK_LEN_MIN_BYTES as u64 > seg_end {
+            let blank_len = (seg_end - log.write_pos) as usize;
+            let mut blank = vec![0u8; blank_len];
+            encode_blank(&mut blank);
+            log.append(&blank);
+        }
+        let local = log.write_pos;
+        let cq = inner.queues.get_mut(&key).expect("queue inserted above");
+        let queue_offset = cq.max_offset();
+        let store_timestamp_ms = self.clock.now_ms();
+        let record = StoredMessage {
+            queue_id: msg.queue_id,
+            flag: msg.flag,
+            queue_offset: queue_offset as i64,
+            physical_offset: self.shard.phys(local) as i64,
+            sys_flag: msg.sys_flag,
+            born_timestamp_ms: msg.born_timestamp_ms,
+            born_host: msg.born_host,
+            store_timestamp_ms,
+            store_host: msg.store_host,
+            reconsume_times: msg.reconsume_times,
+            prepared_transaction_offset: msg.prepared_transaction_offset,
+            body: Vec::new(),
+            topic: String::new(),
+            properties: String::new(),
+        };
+        inner.scratch.clear();
+        encode_record(&record, msg, &mut inner.scratch);
+        debug_assert_eq!(inner.scratch.len() as u64, size);
+        inner.commitlog.append(&inner.scratch);
+        let tag_hash = tag_hash_of(&props);
+        cq.append(CqEntry { phys_offset: self.shard.phys(local), size: size as u32, tag_hash });
+        for k in index_keys(msg.topic, &props) {
+            match inner.index.as_mut() {
+                Some(index) => index.put(&k, self.shard.phys(local), store_timestamp_ms),
+                None => inner.index_pending.push((k, self.shard.phys(local), store_timestamp_ms)),
+            }
+        }
+        inner.stats.records_put += 1;
+        Ok(PutResult {
+            phys_offset: self.shard.phys(local),
+            queue_offset,
+            size_bytes: size as u32,
+            store_timestamp_ms,
+            durable_ticket: local + size,
+        })
+    }
+
+    /// Resolves once the CommitLog is durable up to `ticket`, or with the error that
+    /// stopped the store.
+    pub fn wait_durable(&self, ticket: u64) -> DurableWait<D> {
+        DurableWait { inner: self.inner.clone(), ticket }
+    }
+
+    pub fn flushed_offset(&self) -> u64 {
+        self.inner.borrow().commitlog.flushed_pos
+    }
+    pub fn write_offset(&self) -> u64 {
+        self.inner.borrow().commitlog.write_pos
+    }
+    pub fn dirty_bytes(&self) -> u64 {
+        self.inner.borrow().commitlog.dirty_bytes()
+    }
+    pub fn is_flushing(&self) -> bool {
+        self.inner.borrow().commitlog.flushing
+    }
+    pub fn has_waiters(&self) -> bool {
+        !self.inner.borrow().waiters.is_empty()
+    }
+    pub fn failure(&self) -> Option<String> {
+        self.inner.borrow().failed.clone()
+    }
+
+    /// One group commit of the CommitLog: everything appended before it is written and
+    /// synced. Wakes the waiters it covers. Always ends on a record boundary.
+    pub async fn flush(&self) -> Result<Option<FlushDone>, StoreError> {
+        self.check_alive()?;
+        let result = flush_log(&*self.inner, &commitlog_of, &self.disk, u64::MAX).await;
+        match result {
+            Ok(done) => {
+                let mut inner = self.inner.borrow_mut();
+                if let Some(done) = done {
+                    inner.stats.flushes += 1;
+                    inner.stats.flushed_bytes += done.to - done.from;
+                }
+                let flushed = inner.commitlog.flushed_pos;
+                let covered: Vec<u64> = inner.waiters.range(..=flushed).map(|(k, _)| *k).collect();
+                for key in covered {
+                    if let Some(wakers) = inner.waiters.remove(&key) {
+                        wakers.into_iter().for_each(Waker::wake);
+                    }
+                }
+                Ok(done)
+            }
+            Err(e) if e.kind == IoErrorKind::NoSpace && e.op != "write" && e.op != "sync" => {
+                // The next segment could not be pre-allocated: nothing was written, so
+                // refuse appends until space is freed instead of stopping the store.
+                self.on_no_space(&e).await;
+                Err(StoreError::NoSpace)
+            }
+            Err(e) => {
+                let err = StoreError::Io(e);
+                self.fail(&err);
+                Err(err)
+            }
+        }
+    }
+
+    async fn on_no_space(&self, e: &IoError) {
+        tracing::warn!(shard = self.shard.0, error = %e, "disk full: refusing appends until space is freed");
+        self.inner.borrow_mut().disk_full = Some((100, (self.config.disk_refuse_ratio * 100.0) as u32));
+        // A half-written segment must not be registered; remove it to free its space.
+        let _ = self.disk.remove(&e.path).await;
+    }
+
+    /// Flushes until everything appended so far is durable.
+    pub async fn flush_all(&self) -> Result<(), StoreError> {
+        loop {
+            let (dirty, flushing) = {
+                let inner = self.inner.borrow();
+                (inner.commitlog.dirty_bytes(), inner.commitlog.flushing)
+            };
+            if dirty == 0 {
+                return Ok(());
+            }
+            if flushing {
+                // Another task's flush is in flight; let it finish.
+                futures_lite::future::yield_now().await;
+                continue;
+            }
+            self.flush().await?;
+        }
+    }
+
+    /// Pre-allocates (and pre-zeroes) the segment after the active one, if missing.
+    pub async fn prepare_next_segment(&self) -> Result<bool, StoreError> {
+        self.check_alive()?;
+        let next = {
+            let inner = self.inner.borrow();
+            let log = &inner.commitlog;
+            let next = log.segment_start(log.write_pos) + log.segment_bytes;
+            if log.files.contains_key(&next) {
+                return Ok(false);
+            }
+            next
+        };
+        match ensure_segment(&*self.inner, &commitlog_of, &self.disk, next).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind == IoErrorKind::NoSpace => {
+                self.on_no_space(&e).await;
+                Err(StoreError::NoSpace)
+            }
+            Err(e) => {
+                let err = StoreError::Io(e);
+                self.fail(&err);
+                Err(err)
+            }
+        }
+    }
+
+    /// Syncs every ConsumeQueue and the index, then writes the checkpoint.
+    pub async fn flush_logics(&self) -> Result<(), StoreError> {
+        self.check_alive()?;
+        let result = self.flush_logics_inner().await;
+        if let Err(e) = &result {
+            if e.is_fatal() || matches!(e, StoreError::Index(_)) {
+                self.fail(e);
+            }
+        }
+        result
+    }
+
+    async fn flush_logics_inner(&self) -> Result<(), StoreError> {
+        let (logics_phys, keys) = {
+            let mut inner = self.inner.borrow_mut();
+            if inner.logics_flushing {
+                return Ok(());
+            }
+            inner.logics_flushing = true;
+            // Every record below the CommitLog's durable end already has its entries in
+            // the queues' tails, because `put` adds both at once.
+            let phys = inner.commitlog.flushed_pos;
+            (phys, inner.queues.keys().cloned().collect::<Vec<_>>())
+        };
+        let result = async {
+            for key in keys {
+                flush_queue(&self.inner, &self.disk, &key).await?;
+            }
+            let mut index = self.take_index().await;
+            let flushed = index.flush().await;
+            self.return_index(index);
+            flushed?;
+            self.write_checkpoint(logics_phys).await
+        }
+        .await;
+        self.inner.borrow_mut().logics_flushing = false;
+        result
+    }
+
+    async fn write_checkpoint(&self, logics_phys: u64) -> Result<(), StoreError> {
+        let path = self.dir.join("checkpoint");
+        let file = match self.inner.borrow().checkpoint_file.clone() {
+            Some(f) => f,
+            None => Rc::new(self.disk.open(&path, true).await?),
+        };
+        let checkpoint = {
+            let mut inner = self.inner.borrow_mut();
+            inner.checkpoint_file = Some(file.clone());
+            inner.checkpoint_sequence += 1;
+            Checkpoint {
+                sequence: inner.checkpoint_sequence,
+                commitlog_phys: inner.commitlog.flushed_pos.max(logics_phys),
+                logics_phys,
+                timestamp_ms: self.clock.now_ms(),
+            }
+        };
+        checkpoint.store(&*file).await?;
+        Ok(())
+    }
+
+    /// Flushes everything, writes the checkpoint and removes the abort file.
+    pub async fn close(&self) -> Result<(), StoreError> {
+        self.flush_all().await?;
+        self.flush_logics().await?;
+        let abort = self.dir.join("abort");
+        if self.disk.exists(&abort).await? {
+            self.disk.remove(&abort).await?;
+        }
+        self.disk.sync_dir(&self.dir).await?;
+        Ok(())
+    }
+
+    async fn take_index(&self) -> IndexService<D> {
+        loop {
+            if let Some(index) = self.inner.borrow_mut().index.take() {
+                return index;
+            }
+            futures_lite::future::yield_now().await;
+        }
+    }
+
+    fn return_index(&self, mut index: IndexService<D>) {
+        let mut inner = self.inner.borrow_mut();
+        for (key, phys, ts) in inner.index_pending.drain(..) {
+            index.put(&key, phys, ts);
+        }
+        inner.index = Some(index);
+    }
+
+    // ---- reads ----
+
+    pub fn queue_ids(&self, topic: &str) -> Vec<i32> {
+        let inner = self.inner.borrow();
+        let mut ids: Vec<i32> = inner.queues.keys().filter(|(t, _)| t == topic).map(|(_, q)| *q).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Every (topic, queue id) that has a ConsumeQueue.
+    pub fn queues(&self) -> Vec<(String, i32)> {
+        let mut all: Vec<_> = self.inner.borrow().queues.keys().cloned().collect();
+        all.sort();
+        all
+    }
+
+    pub fn min_offset(&self, topic: &str, queue_id: i32) -> u64 {
+        let inner = self.inner.borrow();
+        inner.queues.get(&(topic.to_string(), queue_id)).map(|q| q.min_offset).unwrap_or(0)
+    }
+
+    pub fn max_offset(&self, topic: &str, queue_id: i32) -> u64 {
+        let inner = self.inner.borrow();
+        inner.queues.get(&(topic.to_string(), queue_id)).map(|q| q.max_offset()).unwrap_or(0)
+    }
+
+    /// ConsumeQueue entries `[from, from + count)` (clamped to what exists).
+    pub async fn cq_entries(&self, topic: &str, queue_id: i32, from: u64, count: u64) -> Result<Vec<CqEntry>, StoreError> {
+        let key = (topic.to_string(), queue_id);
+        let (from, to) = {
+            let inner = self.inner.borrow();
+            let Some(q) = inner.queues.get(&key) else { return Ok(Vec::new()) };
+            let from = from.max(q.min_offset);
+            (from, (from + count).min(q.max_offset()))
+        };
+        if from >= to {
+            return Ok(Vec::new());
+        }
+        let bytes = read_queue(&self.inner, &key, from * ENTRY_BYTES, ((to - from) * ENTRY_BYTES) as usize).await?;
+        Ok(bytes.chunks_exact(ENTRY_BYTES as usize).map(CqEntry::decode).collect())
+    }
+
+    /// Reads `len` CommitLog bytes at a physical offset of this shard.
+    async fn read_commitlog(&self, phys: u64, len: usize) -> Result<Vec<u8>, StoreError> {
+        Ok(read_log(&*self.inner, &commitlog_of, local_of(phys), len).await?)
+    }
+
+    fn commitlog_min(&self) -> u64 {
+        let inner = self.inner.borrow();
+        inner.commitlog.files.keys().next().copied().unwrap_or(inner.commitlog.tail.base())
+    }
+
+    /// The stored record at `phys`, CRC-checked; `None` if retention deleted it or no
+    /// record starts there.
+    pub async fn read_record(&self, phys: u64, size: Option<u32>) -> Result<Option<Vec<u8>>, StoreError> {
+        if ShardId::of_phys(phys) != self.shard {
+            return Ok(None);
+        }
+        let local = local_of(phys);
+        if local < self.commitlog_min() || local >= self.write_offset() {
+            return Ok(None);
+        }
+        let size = match size {
+            Some(s) => s as usize,
+            None => {
+                let head = self.read_commitlog(phys, 4).await?;
+                if head.len() < 4 {
+                    return Ok(None);
+                }
+                i32::from_be_bytes([head[0], head[1], head[2], head[3]]).max(0) as usize
+            }
+        };
+        if size as u64 > self.config.record_bytes_max {
+            return Ok(None);
+        }
+        let bytes = self.read_commitlog(phys, size).await?;
+        match StoredMessageView::parse_verified(&bytes) {
+            Ok(view) if view.physical_offset() as u64 == phys => Ok(Some(bytes)),
+            Ok(_) => Ok(None),
+            Err(e) => Err(StoreError::Corrupt {
+                file: self.dir.join("commitlog"),
+                offset: phys,
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    /// Up to `max_messages` records of a queue from `offset`, at most `max_bytes` in
+    /// total (at least one record if any matches), skipping records whose tag hash
+    /// `filter` rejects.
+    pub async fn get_messages(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: u64,
+        max_messages: usize,
+        max_bytes: usize,
+        filter: &dyn Fn(i64) -> bool,
+    ) -> Result<GetResult, StoreError> {
+        let max_messages = max_messages.clamp(1, GET_MESSAGES_MAX);
+        let (min, max) = (self.min_offset(topic, queue_id), self.max_offset(topic, queue_id));
+        let mut result =
+            GetResult { status: GetStatus::NoMatchedMessage, next_offset: offset, min_offset: min, max_offset: max, records: Vec::new(), record_count: 0 };
+        if max == 0 {
+            result.status = GetStatus::NoMessageInQueue;
+            result.next_offset = 0;
+            return Ok(result);
+        }
+        if offset < min {
+            result.status = GetStatus::OffsetTooSmall;
+            result.next_offset = min;
+            return Ok(result);
+        }
+        if offset == max {
+            result.status = GetStatus::OffsetOverflowOne;
+            return Ok(result);
+        }
+        if offset > max {
+            result.status = GetStatus::OffsetOverflowBadly;
+            result.next_offset = max;
+            return Ok(result);
+        }
+        // Scan more entries than wanted so that a selective filter still finds matches,
+        // but bounded.
+        let scan = (max_messages as u64 * 4).max(64).min(16 * 1024);
+        let entries = self.cq_entries(topic, queue_id, offset, scan).await?;
+        let commitlog_min = self.commitlog_min();
+        let mut next = offset;
+        let mut i = 0;
+        while i < entries.len() && result.record_count < max_messages {
+            let entry = entries[i];
+            if local_of(entry.phys_offset) < commitlog_min {
+                result.status = GetStatus::OffsetFoundNull;
+                next += 1;
+                i += 1;
+                continue;
+            }
+            if !filter(entry.tag_hash) {
+                next += 1;
+                i += 1;
+                continue;
+            }
+            if result.record_count > 0 && result.records.len() + entry.size as usize > max_bytes {
+                break;
+            }
+            // Coalesce the following matching entries whose records lie close behind.
+            let mut j = i + 1;
+            let span_start = entry.phys_offset;
+            let mut span_end = entry.phys_offset + entry.size as u64;
+            let mut taken = vec![entry];
+            while j < entries.len() && result.record_count + taken.len() < max_messages {
+                let e = entries[j];
+                if !filter(e.tag_hash) {
+                    break;
+                }
+                let end = e.phys_offset + e.size as u64;
+                let bytes_so_far: usize = result.records.len() + taken.iter().map(|t| t.size as usize).sum::<usize>();
+                if e.phys_offset < span_end || end - span_start > READ_SPAN_BYTES_MAX || bytes_so_far + e.size as usize > max_bytes {
+                    break;
+                }
+                span_end = end;
+                taken.push(e);
+                j += 1;
+            }
+            let span = self.read_commitlog(span_start, (span_end - span_start) as usize).await?;
+            for e in &taken {
+                let at = (e.phys_offset - span_start) as usize;
+                let Some(bytes) = span.get(at..at + e.size as usize) else {
+                    return Err(StoreError::Corrupt { file: self.dir.join("commitlog"), offset: e.phys_offset, reason: "short read".into() });
+                };
+                if let Err(err) = StoredMessageView::parse_verified(bytes) {
+                    return Err(StoreError::Corrupt { file: self.dir.join("commitlog"), offset: e.phys_offset, reason: err.to_string() });
+                }
+                result.records.extend_from_slice(bytes);
+                result.record_count += 1;
+            }
+            next += taken.len() as u64;
+            i = j;
+        }
+        result.next_offset = next;
+        if result.record_count > 0 {
+            result.status = GetStatus::Found;
+        }
+        Ok(result)
+    }
+
+    async fn store_timestamp_at(&self, entry: &CqEntry) -> Result<Option<i64>, StoreError> {
+        Ok(match self.read_record(entry.phys_offset, Some(entry.size)).await? {
+            Some(bytes) => StoredMessageView::parse(&bytes).ok().map(|v| v.store_timestamp_ms()),
+            None => None,
+        })
+    }
+
+    /// Store time of the oldest readable message of a queue.
+    pub async fn earliest_store_time(&self, topic: &str, queue_id: i32) -> Result<Option<i64>, StoreError> {
+        let min = self.min_offset(topic, queue_id);
+        let entries = self.cq_entries(topic, queue_id, min, 1).await?;
+        match entries.first() {
+            Some(e) => self.store_timestamp_at(e).await,
+            None => Ok(None),
+        }
+    }
+
+    /// The first queue offset whose message was stored at or after `timestamp_ms`
+    /// (the max offset if none), by binary search over store timestamps.
+    pub async fn search_offset_by_time(&self, topic: &str, queue_id: i32, timestamp_ms: i64) -> Result<u64, StoreError> {
+        let (mut lo, mut hi) = (self.min_offset(topic, queue_id), self.max_offset(topic, queue_id));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let entries = self.cq_entries(topic, queue_id, mid, 1).await?;
+            let Some(entry) = entries.first() else { break };
+            match self.store_timestamp_at(entry).await? {
+                Some(ts) if ts >= timestamp_ms => hi = mid,
+                Some(_) => lo = mid + 1,
+                None => lo = mid + 1,
+            }
+        }
+        Ok(lo)
+    }
+
+    /// Records whose `topic#key` index entry matches, newest first, with the key
+    /// checked on the record (index hash collisions are filtered out).
+    pub async fn query_by_key(&self, topic: &str, key: &str, max_results: usize, begin_ms: i64, end_ms: i64) -> Result<Vec<Vec<u8>>, StoreError> {
+        let index_key = format!("{topic}#{key}");
+        let offsets = {
+            // Queries read sealed index files from disk; the service is borrowed
+            // immutably only for the call.
+            let index = self.take_index().await;
+            let found = index.query(&index_key, max_results.max(1) * 2, begin_ms, end_ms).await;
+            self.return_index(index);
+            found?
+        };
+        let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for phys in offsets {
+            if out.len() >= max_results || !seen.insert(phys) {
+                continue;
+            }
+            let Some(bytes) = self.read_record(phys, None).await? else { continue };
+            let Ok(view) = StoredMessageView::parse(&bytes) else { continue };
+            if view.topic_bytes() != topic.as_bytes() {
+                continue;
+            }
+            let props = Properties::decode_str(&String::from_utf8_lossy(view.properties_bytes()));
+            if props.get(keys::UNIQ_KEY) == Some(key) || props.keys().any(|k| k == key) {
+                out.push(bytes);
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn encode_record(header: &StoredMessage, msg: &MessageToStore<'_>, out: &mut Vec<u8>) {
+    // Encode with empty variable fields, then splice them in: avoids copying the body
+    // into an owned StoredMessage first.
+    let full = StoredMessage {
+        body: Vec::new(),
+        topic: String::new(),
+        properties: String::new(),
+        ..header.clone()
+    };
+    let start = out.len();
+    full.encode_into(out);
+    // Fixed part ends with BODY len (4) + TOPIC len (1) + PROPS len (2) = 7 bytes.
+    out.truncate(out.len() - 7);
+    let total = ringmq_client::message::stored::encoded_len(msg.topic.len(), msg.body.len(), msg.properties.len(), &msg.born_host, &msg.store_host);
+    out[start..start + 4].copy_from_slice(&(total as i32).to_be_bytes());
+    out[start + 8..start + 12].copy_from_slice(&ringmq_client::message::stored::body_crc(msg.body).to_be_bytes());
+    out.extend_from_slice(&(msg.body.len() as i32).to_be_bytes());
+    out.extend_from_slice(msg.body);
+    out.push(msg.topic.len() as u8);
+    out.extend_from_slice(msg.topic.as_bytes());
+    out.extend_from_slice(&(msg.properties.len() as i16).to_be_bytes());
+    out.extend_from_slice(msg.properties.as_bytes());
+}
+
+async fn flush_queue<D: Disk>(cell: &RefCell<Inner<D>>, disk: &D, key: &QueueKey) -> Result<(), StoreError> {
+    // Queues are never removed from the map, so the projection cannot fail.
+    let get = log_accessor(|inner: &mut Inner<D>| &mut inner.queues.get_mut(key).expect("queues are never removed").log);
+    flush_log(cell, &get, disk, u64::MAX).await?;
+    Ok(())
+}
+
+async fn read_queue<D: Disk>(cell: &RefCell<Inner<D>>, key: &QueueKey, pos: u64, len: usize) -> Result<Vec<u8>, IoError> {
+    // Reads never mutate the log; clone what the read needs (handles, tail slice).
+    let (tail_base, tail_bytes, files, segment_bytes) = {
+        let inner = cell.borrow();
+        let Some(q) = inner.queues.get(key) else { return Ok(Vec::new()) };
+        let log = &q.log;
+        let tail_base = log.tail.base();
+        let end = (pos + len as u64).min(log.write_pos);
+        let tail_bytes = if end > tail_base.max(pos) { log.tail.read(tail_base.max(pos), (end - tail_base.max(pos)) as usize) } else { Vec::new() };
+        let files: Vec<(u64, Rc<D::File>)> = log.files.iter().map(|(k, v)| (*k, v.clone())).collect();
+        (tail_base, tail_bytes, files, log.segment_bytes)
+    };
+    let mut out = Vec::with_capacity(len);
+    let mut at = pos;
+    let disk_end = (pos + len as u64).min(tail_base);
+    while at < disk_end {
+        let seg_start = align_down(at, segment_bytes);
+        let Some((_, file)) = files.iter().find(|(s, _)| *s == seg_start) else { break };
+        let piece_end = disk_end.min(seg_start + segment_bytes);
+        let bytes = file.read_at(at - seg_start, (piece_end - at) as usize).await?;
+        let short = (bytes.len() as u64) < piece_end - at;
+        out.extend_from_slice(&bytes);
+        if short {
+            return Ok(out);
+        }
+        at = piece_end;
+    }
+    out.extend_from_slice(&tail_bytes);
+    Ok(out)
+}
+
+/// Future returned by [`Store::wait_durable`].
+pub struct DurableWait<D: Disk> {
+    inner: Rc<RefCell<Inner<D>>>,
+    ticket: u64,
+}
+
+impl<D: Disk> Future for DurableWait<D> {
+    type Output = Result<(), StoreError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut inner = self.inner.borrow_mut();
+        if let Some(reason) = &inner.failed {
+            return Poll::Ready(Err(StoreError::Failed(reason.clone())));
+        }
+        if inner.commitlog.flushed_pos >= self.ticket {
+            return Poll::Ready(Ok(()));
+        }
+        inner.waiters.entry(self.ticket).or_default().push(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+pub(crate) mod open;
+pub use open::open_store;
+
+#[allow(dead_code)]
+fn _assert_units() {
+    let _ = (align_up(1, BLOCK_BYTES), FlushMode::Sync);
+}

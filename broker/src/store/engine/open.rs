@@ -1,0 +1,438 @@
+//! Opening a shard's store: recovery (DESIGN.md §3).
+//!
+//! 1. An `abort` file present means the last stop was unclean; it is (re)created now
+//!    and removed only by a clean `close`.
+//! 2. The checkpoint (newest valid copy) says where the CommitLog, the ConsumeQueues
+//!    and the index were known durable; without one, everything is scanned.
+//! 3. ConsumeQueue entries at or past the replay point are cut; then every record from
+//!    the scan start to the end is verified (magic, lengths, body CRC, physical offset)
+//!    and its queue and index entries are re-added past their persisted end.
+//! 4. The first bad or empty position `E` is the end of the log only if nothing but
+//!    zeros follows past one group-commit window (`torn_window_bytes`): a torn tail.
+//!    Data beyond that window means a record in the middle is bad: start-up stops with
+//!    an error naming the file and offset, unless `allow_truncate_corrupt`.
+//! 5. A queue whose entries do not line up with the records (deleted or damaged files)
+//!    is rebuilt from the whole CommitLog.
+//!
+//! Invariant: after `open_store` returns, the bytes past the end within one window are
+//! zero on disk, so the next recovery cannot mistake stale garbage for a torn tail.
+
+use super::*;
+use ringmq_client::message::stored::{record_head, RecordHead};
+use std::collections::HashSet;
+
+/// Bytes read per piece while scanning.
+const SCAN_READ_BYTES: u64 = 4 * 1024 * 1024;
+
+struct Scanner<F: DiskFile> {
+    files: BTreeMap<u64, Rc<F>>,
+    segment_bytes: u64,
+    buf: Vec<u8>,
+    buf_start: u64,
+}
+
+impl<F: DiskFile> Scanner<F> {
+    /// Up to `len` bytes at `pos` within `pos`'s segment (short at the file's end).
+    async fn bytes_at(&mut self, pos: u64, len: u64) -> Result<&[u8], IoError> {
+        let buf_end = self.buf_start + self.buf.len() as u64;
+        if !(pos >= self.buf_start && pos + len <= buf_end) {
+            let seg = align_down(pos, self.segment_bytes);
+            let Some(file) = self.files.get(&seg) else {
+                self.buf.clear();
+                self.buf_start = pos;
+                return Ok(&self.buf[..]);
+            };
+            let want = len.max(SCAN_READ_BYTES).min(seg + self.segment_bytes - pos);
+            self.buf = file.read_at(pos - seg, want as usize).await?;
+            self.buf_start = pos;
+        }
+        let at = (pos - self.buf_start) as usize;
+        let end = (at + len as usize).min(self.buf.len());
+        Ok(&self.buf[at..end])
+    }
+
+    /// The first non-zero byte at or after `from`, in any segment.
+    async fn first_nonzero_from(&mut self, from: u64) -> Result<Option<u64>, IoError> {
+        let starts: Vec<u64> = self.files.keys().copied().filter(|s| s + self.segment_bytes > from).collect();
+        for seg in starts {
+            let file = self.files[&seg].clone();
+            let size = file.size().await?.min(self.segment_bytes);
+            let mut at = from.max(seg) - seg;
+            while at < size {
+                let n = SCAN_READ_BYTES.min(size - at);
+                let bytes = file.read_at(at, n as usize).await?;
+                if let Some(i) = bytes.iter().position(|&b| b != 0) {
+                    return Ok(Some(seg + at + i as u64));
+                }
+                if (bytes.len() as u64) < n {
+                    break;
+                }
+                at += n;
+            }
+        }
+        Ok(None)
+    }
+}
+
+enum ScanEnd {
+    /// Zeros: nothing was written here.
+    Empty,
+    /// No segment file holds this position.
+    NoFile,
+    Bad(String),
+}
+
+/// Opens (recovering if needed) the store of one shard under `dir`.
+pub async fn open_store<D: Disk, C: Clock>(
+    disk: D,
+    clock: C,
+    dir: PathBuf,
+    shard: ShardId,
+    config: StoreConfig,
+) -> Result<(Store<D, C>, RecoveryReport), StoreError> {
+    config.validate()?;
+    assert!(shard.0 < SHARD_COUNT_MAX, "shard id {} out of range", shard.0);
+    let mut report = RecoveryReport::default();
+    disk.create_dir_all(&dir).await?;
+    let abort = dir.join("abort");
+    report.unclean = disk.exists(&abort).await?;
+    if !report.unclean {
+        disk.open(&abort, true).await?;
+        disk.sync_dir(&dir).await?;
+    }
+    let checkpoint = Checkpoint::load(&disk, &dir.join("checkpoint")).await?;
+    report.checkpoint_found = checkpoint.is_some();
+
+    // CommitLog segments.
+    let commitlog_dir = Store::<D, C>::commitlog_dir(&dir);
+    let mut commitlog = SegmentedLog::<D>::new(commitlog_dir.clone(), config.segment_bytes, shard.phys(0), 1024 * 1024, config.tail_cache_bytes, true);
+    let mut sizes = BTreeMap::new();
+    for name in disk.list(&commitlog_dir).await? {
+        let Some(start) = commitlog.parse_name(&name) else {
+            tracing::warn!(file = %commitlog_dir.join(&name).display(), "ignoring unexpected file in commitlog directory");
+            continue;
+        };
+        let file = disk.open(&commitlog.path_of(start), false).await?;
+        sizes.insert(start, file.size().await?);
+        commitlog.files.insert(start, Rc::new(file));
+    }
+    let first_segment = commitlog.files.keys().next().copied().unwrap_or(0);
+
+    // Index and ConsumeQueues.
+    let index = IndexService::open(disk.clone(), dir.join("index"), config.index.clone(), !report.unclean, clock.now_ms()).await?;
+    let index_from = local_of(index.replay_from_phys()).max(first_segment);
+    let mut queues: HashMap<QueueKey, ConsumeQueue<D>> = HashMap::new();
+    let cq_root = dir.join("consumequeue");
+    for topic in disk.list(&cq_root).await? {
+        for qid_name in disk.list(&cq_root.join(&topic)).await? {
+            let Ok(queue_id) = qid_name.parse::<i32>() else { continue };
+            let mut cq = ConsumeQueue::new(cq_root.join(&topic).join(&qid_name), &topic, queue_id, config.cq_entries_per_file, config.cq_tail_entries);
+            cq.load(&disk).await?;
+            queues.insert((topic.clone(), queue_id), cq);
+        }
+    }
+    let has_data = sizes.values().any(|&s| s > 0);
+    let mut cq_from = checkpoint.map(|c| c.logics_phys).unwrap_or(first_segment).max(first_segment);
+    if queues.is_empty() && has_data {
+        // The whole consumequeue directory is gone: rebuild every queue.
+        cq_from = first_segment;
+    }
+    let verify_from = checkpoint.map(|c| c.commitlog_phys).unwrap_or(first_segment).max(first_segment);
+    let scan_from = verify_from.min(cq_from).min(index_from);
+    report.scanned_from = scan_from;
+    report.index_replayed = index_from < verify_from;
+
+    // Cut queue entries at or past the replay point; they are re-added by the scan.
+    for cq in queues.values_mut() {
+        cut_queue(&disk, cq, shard.phys(cq_from)).await?;
+    }
+
+    let store = Store {
+        inner: Rc::new(RefCell::new(Inner {
+            commitlog,
+            queues,
+            index: Some(index),
+            index_pending: Vec::new(),
+            scratch: Vec::new(),
+            failed: None,
+            disk_full: None,
+            waiters: BTreeMap::new(),
+            checkpoint_sequence: checkpoint.map(|c| c.sequence).unwrap_or(0),
+            checkpoint_file: None,
+            logics_flushing: false,
+            stats: StoreStats::default(),
+        })),
+        disk: disk.clone(),
+        clock,
+        config: Rc::new(config),
+        shard,
+        dir: dir.clone(),
+    };
+
+    // Scan.
+    let files = store.inner.borrow().commitlog.files.clone();
+    let mut scanner = Scanner { files, segment_bytes: store.config.segment_bytes, buf: Vec::new(), buf_start: 0 };
+    let mut rebuild: HashSet<QueueKey> = HashSet::new();
+    let (end, how) = scan(&store, &mut scanner, scan_from, &sizes, &mut |store, pos, view| {
+        dispatch(store, pos, view, cq_from, index_from, &mut rebuild, None);
+    })
+    .await?;
+    report.records_scanned = store.stats().records_put;
+    let window = store.config.torn_window_bytes();
+    let end_file = store.inner.borrow().commitlog.path_of(align_down(end, store.config.segment_bytes));
+    let beyond = scanner.first_nonzero_from(end + window).await?;
+    let bad_reason = match (&how, beyond) {
+        (_, Some(at)) => Some(format!(
+            "{}; valid-looking data follows at offset {} past the last write window ({} bytes)",
+            match &how {
+                ScanEnd::Bad(r) => r.clone(),
+                _ => "the log has a hole".into(),
+            },
+            store.shard.phys(at),
+            window
+        )),
+        _ => None,
+    };
+    if let Some(reason) = bad_reason {
+        let err = StoreError::Corrupt { file: end_file.clone(), offset: store.shard.phys(end), reason };
+        if !store.config.allow_truncate_corrupt {
+            return Err(err);
+        }
+        tracing::error!(error = %err, "allow_truncate_corrupt is set: truncating the CommitLog here, losing what follows");
+    } else if let ScanEnd::Bad(reason) = &how {
+        tracing::warn!(file = %end_file.display(), offset = store.shard.phys(end), %reason, "torn tail inside the last write window: truncated");
+    }
+    if let Some(cp) = checkpoint {
+        if end < cp.commitlog_phys && !store.config.allow_truncate_corrupt {
+            return Err(StoreError::Corrupt {
+                file: end_file,
+                offset: store.shard.phys(end),
+                reason: format!("the log ends before the checkpoint's durable offset {}", store.shard.phys(cp.commitlog_phys)),
+            });
+        }
+    }
+    report.end_offset = end;
+    let written_end = scanner.first_nonzero_from(end).await?.map(|_| end + window).unwrap_or(end);
+    report.truncated_bytes = written_end - end;
+
+    // Queues that did not line up are rebuilt from the start of the log.
+    if !rebuild.is_empty() {
+        report.rebuilt_queues = rebuild.len();
+        for key in &rebuild {
+            tracing::warn!(topic = %key.0, queue = key.1, "consume queue inconsistent with the commitlog: rebuilding");
+            let dir = store.cq_dir(&key.0, key.1);
+            for name in disk.list(&dir).await? {
+                disk.remove(&dir.join(name)).await?;
+            }
+            let fresh = ConsumeQueue::new(dir, &key.0, key.1, store.config.cq_entries_per_file, store.config.cq_tail_entries);
+            store.inner.borrow_mut().queues.insert(key.clone(), fresh);
+        }
+        let mut fresh_scanner = Scanner { files: scanner.files.clone(), segment_bytes: store.config.segment_bytes, buf: Vec::new(), buf_start: 0 };
+        let only = rebuild.clone();
+        let mut ignored = HashSet::new();
+        scan(&store, &mut fresh_scanner, first_segment, &sizes, &mut |store, pos, view| {
+            dispatch(store, pos, view, 0, u64::MAX, &mut ignored, Some(&only));
+        })
+        .await?;
+    }
+
+    // Position the CommitLog at `end`, zero what lies past it within one window, and
+    // drop segments that were never completely pre-allocated.
+    let segment_bytes = store.config.segment_bytes;
+    let end_segment = align_down(end, segment_bytes);
+    let block = align_down(end, BLOCK_BYTES);
+    let prefix = if end > block { scanner.bytes_at(block, end - block).await?.to_vec() } else { Vec::new() };
+    if prefix.len() as u64 != end - block {
+        return Err(StoreError::Corrupt { file: end_file, offset: store.shard.phys(end), reason: "short read of the last block".into() });
+    }
+    for (&start, &size) in &sizes {
+        if start >= end_segment && size < segment_bytes {
+            tracing::warn!(segment = start, size, "removing a segment whose pre-allocation did not finish");
+            store.inner.borrow_mut().commitlog.files.remove(&start);
+            disk.remove(&store.inner.borrow().commitlog.path_of(start)).await?;
+        } else if start < end_segment && size < segment_bytes {
+            return Err(StoreError::Corrupt {
+                file: store.inner.borrow().commitlog.path_of(start),
+                offset: store.shard.phys(start),
+                reason: format!("segment is {size} bytes, expected {segment_bytes}"),
+            });
+        }
+    }
+    store.inner.borrow_mut().commitlog.reset_at(end, &prefix);
+    if written_end > end {
+        zero_range(&store, align_up(end, BLOCK_BYTES), written_end).await?;
+    }
+    // Rewrite the partial last block (zeros after `end`) before anything else.
+    store.inner.borrow_mut().commitlog.flushed_pos = block;
+    store.flush().await?;
+    store.flush_logics().await?;
+    if report.unclean {
+        tracing::info!(shard = shard.0, end, scanned_from = scan_from, records = report.records_scanned, "recovered after an unclean stop");
+    }
+    // Counters describe this run, not recovery.
+    store.inner.borrow_mut().stats = StoreStats::default();
+    Ok((store, report))
+}
+
+async fn cut_queue<D: Disk>(disk: &D, cq: &mut ConsumeQueue<D>, cut_phys: u64) -> Result<(), IoError> {
+    // Entries are in CommitLog order within a queue: binary search the first entry at
+    // or past the cut.
+    let cell = RefCell::new(std::mem::replace(cq, ConsumeQueue::new(cq.log.dir.clone(), &cq.topic, cq.queue_id, cq.log.segment_bytes / ENTRY_BYTES, 0)));
+    let get = log_accessor(|q: &mut ConsumeQueue<D>| &mut q.log);
+    let (mut lo, mut hi) = { let q = cell.borrow(); (q.min_offset, q.max_offset()) };
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let bytes = read_log(&cell, &get, mid * ENTRY_BYTES, ENTRY_BYTES as usize).await?;
+        if bytes.len() < ENTRY_BYTES as usize || CqEntry::decode(&bytes).phys_offset >= cut_phys {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    let mut q = cell.into_inner();
+    if lo < q.max_offset() {
+        let new_end = lo * ENTRY_BYTES;
+        let block = align_down(new_end, BLOCK_BYTES);
+        let prefix = {
+            let c = RefCell::new(q);
+            let p = read_log(&c, &get, block, (new_end - block) as usize).await?;
+            q = c.into_inner();
+            p
+        };
+        // Drop files past the new end and shorten the last one to the block boundary;
+        // the partial block is rewritten (zeros after the end) by the next flush.
+        let seg = q.log.segment_start(new_end);
+        let later: Vec<u64> = q.log.files.keys().copied().filter(|&s| s > seg || (s == seg && new_end == s && s > 0 && false)).collect();
+        for s in later {
+            q.log.files.remove(&s);
+            disk.remove(&q.log.path_of(s)).await?;
+        }
+        if let Some(file) = q.log.files.get(&seg) {
+            file.truncate(block - seg).await?;
+        }
+        q.log.reset_at(new_end, &prefix);
+        q.log.flushed_pos = block;
+    }
+    *cq = q;
+    Ok(())
+}
+
+async fn zero_range<D: Disk, C: Clock>(store: &Store<D, C>, from: u64, to: u64) -> Result<(), StoreError> {
+    let (files, segment_bytes) = {
+        let inner = store.inner.borrow();
+        (inner.commitlog.files.clone(), inner.commitlog.segment_bytes)
+    };
+    let mut at = from;
+    while at < to {
+        let seg = align_down(at, segment_bytes);
+        let piece_end = to.min(seg + segment_bytes).min(at + super::super::segmented::WRITE_CHUNK_BYTES);
+        if let Some(file) = files.get(&seg) {
+            file.write_at(at - seg, file.alloc_buf((piece_end - at) as usize)).await?;
+            file.sync().await?;
+        }
+        at = piece_end;
+    }
+    Ok(())
+}
+
+/// Scans records from `from`; calls `on_record` for each valid one. Returns the end
+/// position and why the scan stopped there.
+async fn scan<D: Disk, C: Clock>(
+    store: &Store<D, C>,
+    scanner: &mut Scanner<D::File>,
+    from: u64,
+    sizes: &BTreeMap<u64, u64>,
+    on_record: &mut dyn FnMut(&Store<D, C>, u64, &StoredMessageView<'_>),
+) -> Result<(u64, ScanEnd), StoreError> {
+    let segment_bytes = store.config.segment_bytes;
+    let mut pos = from;
+    loop {
+        let seg = align_down(pos, segment_bytes);
+        let seg_end = seg + segment_bytes;
+        if !scanner.files.contains_key(&seg) || sizes.get(&seg).copied().unwrap_or(0) < segment_bytes {
+            return Ok((pos, ScanEnd::NoFile));
+        }
+        let head = scanner.bytes_at(pos, 8).await?;
+        if head.len() < 8 {
+            return Ok((pos, ScanEnd::Bad("short read".into())));
+        }
+        match record_head(head) {
+            RecordHead::Empty => return Ok((pos, ScanEnd::Empty)),
+            RecordHead::Blank(n) => {
+                if pos + n as u64 != seg_end {
+                    return Ok((pos, ScanEnd::Bad(format!("blank record of {n} bytes does not end its segment"))));
+                }
+                pos = seg_end;
+            }
+            RecordHead::Message(n) => {
+                if n as u64 > store.config.record_bytes_max || pos + n as u64 + BLANK_LEN_MIN_BYTES as u64 > seg_end {
+                    return Ok((pos, ScanEnd::Bad(format!("record length {n} does not fit its segment"))));
+                }
+                let bytes = scanner.bytes_at(pos, n as u64).await?;
+                let view = match StoredMessageView::parse_verified(bytes) {
+                    Ok(v) => v,
+                    Err(e) => return Ok((pos, ScanEnd::Bad(e.to_string()))),
+                };
+                if view.physical_offset() as u64 != store.shard.phys(pos) {
+                    return Ok((pos, ScanEnd::Bad(format!("record says physical offset {}", view.physical_offset()))));
+                }
+                let view_copy = view;
+                on_record(store, pos, &view_copy);
+                pos += n as u64;
+            }
+            RecordHead::Invalid => return Ok((pos, ScanEnd::Bad("bad magic code or length".into()))),
+        }
+    }
+}
+
+fn dispatch<D: Disk, C: Clock>(
+    store: &Store<D, C>,
+    pos: u64,
+    view: &StoredMessageView<'_>,
+    cq_from: u64,
+    index_from: u64,
+    rebuild: &mut HashSet<QueueKey>,
+    only: Option<&HashSet<QueueKey>>,
+) {
+    let Ok(topic) = view.topic() else { return };
+    let key = (topic.to_string(), view.queue_id());
+    let phys = store.shard.phys(pos);
+    let mut inner = store.inner.borrow_mut();
+    inner.stats.records_put += 1;
+    let props = Properties::decode_str(&String::from_utf8_lossy(view.properties_bytes()));
+    if pos >= cq_from && only.is_none_or(|o| o.contains(&key)) && !rebuild.contains(&key) {
+        let queue_offset = view.queue_offset().max(0) as u64;
+        if !inner.queues.contains_key(&key) {
+            let cq = ConsumeQueue::new(store.cq_dir(topic, view.queue_id()), topic, view.queue_id(), store.config.cq_entries_per_file, store.config.cq_tail_entries);
+            inner.queues.insert(key.clone(), cq);
+            if only.is_some() || queue_offset > 0 {
+                // Starting mid-queue: everything before was deleted by retention (full
+                // rebuild) or is missing (incremental replay: rebuild).
+                let cq = inner.queues.get_mut(&key).expect("just inserted");
+                if only.is_some() {
+                    let start = queue_offset * ENTRY_BYTES;
+                    let block = align_down(start, BLOCK_BYTES);
+                    cq.log.reset_at(start, &vec![0u8; (start - block) as usize]);
+                    cq.log.flushed_pos = block;
+                    cq.min_offset = queue_offset;
+                }
+            }
+        }
+        let cq = inner.queues.get_mut(&key).expect("inserted above");
+        if cq.max_offset() == queue_offset {
+            cq.append(CqEntry { phys_offset: phys, size: view.total_size() as u32, tag_hash: tag_hash_of(&props) });
+        } else if only.is_none() {
+            rebuild.insert(key.clone());
+        }
+    }
+    if pos >= index_from && only.is_none() {
+        let ts = view.store_timestamp_ms();
+        let Inner { index, index_pending, .. } = &mut *inner;
+        for k in index_keys(topic, &props) {
+            match index.as_mut() {
+                Some(index) => index.put(&k, phys, ts),
+                None => index_pending.push((k, phys, ts)),
+            }
+        }
+    }
+}

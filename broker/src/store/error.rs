@@ -1,0 +1,39 @@
+//! Store errors. `Io` and `Failed` are fatal for the shard's store (fsyncgate: never
+//! retry a failed write or sync and pretend); the rest are answers to a caller.
+
+use super::io::IoError;
+use std::path::PathBuf;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("I/O failure, store stopped: {0}")]
+    Io(#[from] IoError),
+    #[error("store stopped after an earlier failure: {0}")]
+    Failed(String),
+    #[error("corrupt record in {file} at offset {offset}: {reason}")]
+    Corrupt { file: PathBuf, offset: u64, reason: String },
+    #[error("message too large: {size_bytes} bytes (max {max_bytes})")]
+    TooLarge { size_bytes: u64, max_bytes: u64 },
+    #[error("invalid message: {0}")]
+    Illegal(String),
+    #[error("store busy: {dirty_bytes} bytes waiting for flush (max {max_bytes})")]
+    Busy { dirty_bytes: u64, max_bytes: u64 },
+    #[error("disk full: {used_percent}% used, writes refused above {refuse_percent}%")]
+    DiskFull { used_percent: u32, refuse_percent: u32 },
+    #[error("no space left on device while writing; free space and restart")]
+    NoSpace,
+    #[error("store is already open by another process: {0}")]
+    Locked(String),
+    #[error(transparent)]
+    Config(#[from] super::config::ConfigError),
+    #[error(transparent)]
+    Index(#[from] super::index::IndexError),
+}
+
+impl StoreError {
+    /// Whether the store must stop (and the process crash and recover).
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, StoreError::Io(_) | StoreError::Failed(_) | StoreError::NoSpace)
+    }
+}

@@ -1,0 +1,752 @@
+//! The per-shard message-key index (RocketMQ's IndexFile, DESIGN.md §3): maps a key
+//! (`topic#key`) to the physical offsets of the records that carry it, newest first.
+//! It owns the files in one directory (`<shard>/index/`), each named by the zero-padded
+//! 20-digit epoch-ms of its creation, and is derived data: anything lost is rebuilt by
+//! replaying the CommitLog from [`IndexService::replay_from_phys`].
+//!
+//! File layout, big-endian, identical to RocketMQ's:
+//! - header, 40 bytes: beginTimestamp i64, endTimestamp i64, beginPhyOffset i64,
+//!   endPhyOffset i64, hashSlotCount i32 (slots in use), indexCount i32 (next entry
+//!   number; starts at 1);
+//! - `slot_count` slots of i32: the number of the newest entry whose key hash falls in
+//!   the slot, 0 = empty;
+//! - `entries_max` entries of 20 bytes: keyHash i32, phyOffset i64, timeDiff i32
+//!   (seconds since beginTimestamp), prevIndex i32 (the previous entry of the same
+//!   slot, 0 = end). Entry `n` lives at `n * 20` past the slots, so entry 0 is never
+//!   used and a file holds `entries_max - 1` entries (as in RocketMQ);
+//! - zero padding to a multiple of [`BLOCK_BYTES`] (O_DIRECT writes).
+//!
+//! Invariants:
+//! - Files are ordered by name, and the physical offsets they index never decrease
+//!   from one file to the next (a record whose keys straddle a roll appears as the
+//!   endPhyOffset of one file and the beginPhyOffset of the next).
+//! - The newest file is the active one, kept in memory; only it can be torn on disk.
+//!   A full file is "sealed, pending write" until `flush` writes it whole and syncs
+//!   it; a newer file is created on disk only after every older one is synced, so every
+//!   file but the newest on disk is complete and trusted.
+//! - A valid chain strictly decreases (`prevIndex < n`), so walking one takes at most
+//!   indexCount steps; anything else is garbage and ends the walk.
+//!
+//! Memory: the active file is one `Vec` holding the header, every slot (allocated up
+//! front) and the entries written so far, plus a dirty bit per 4 KiB page: at most
+//! [`IndexConfig::file_bytes`] (about 42 MB at the defaults). Each file sealed since the
+//! last `flush` keeps its image until that flush writes it (the store flushes far more
+//! often than a file fills, so in practice at most one). Sealed files on disk cost a
+//! header and a handle each.
+
+use super::io::{align_up, Disk, DiskFile, IoError, IoErrorKind, BLOCK_BYTES};
+use ringmq_client::hash::java_string_hash;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+pub const HEADER_BYTES: u64 = 40;
+pub const SLOT_BYTES: u64 = 4;
+pub const ENTRY_BYTES: u64 = 20;
+/// Hard cap on the offsets one query returns, whatever the caller asks for.
+pub const QUERY_RESULTS_MAX: usize = 64;
+/// Largest index file a config may describe; the active one is held in memory whole.
+pub const INDEX_FILE_BYTES_MAX: u64 = 1 << 30;
+/// Largest single write, so sealing a file does not allocate a second file-sized buffer.
+const WRITE_CHUNK_BYTES: u64 = 1 << 20;
+const FILE_NAME_DIGITS: usize = 20;
+/// timeDiff is stored in whole seconds.
+const TIME_DIFF_UNIT_MS: i64 = 1000;
+/// Entry number meaning "none" in a slot or a prevIndex.
+const NO_ENTRY: i32 = 0;
+/// The first entry number; a header with this indexCount indexes nothing.
+const FIRST_ENTRY: i32 = 1;
+const PAGE_BYTES: u64 = BLOCK_BYTES;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexConfig {
+    pub slot_count: u32,
+    /// Entry positions per file; one (entry 0) is never used.
+    pub entries_max: u32,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        Self { slot_count: 500_000, entries_max: 2_000_000 }
+    }
+}
+
+impl IndexConfig {
+    fn validate(&self) -> Result<(), IndexError> {
+        if self.slot_count == 0 {
+            return Err(IndexError::InvalidConfig("slot_count must be at least 1".into()));
+        }
+        if self.entries_max < 2 || self.entries_max > i32::MAX as u32 {
+            return Err(IndexError::InvalidConfig(format!(
+                "entries_max {} must lie in 2..={} (entry 0 is never used)",
+                self.entries_max,
+                i32::MAX
+            )));
+        }
+        if self.file_bytes() > INDEX_FILE_BYTES_MAX {
+            return Err(IndexError::InvalidConfig(format!(
+                "an index file would take {} bytes, more than {INDEX_FILE_BYTES_MAX}",
+                self.file_bytes()
+            )));
+        }
+        Ok(())
+    }
+
+    fn entries_base(&self) -> u64 {
+        HEADER_BYTES + self.slot_count as u64 * SLOT_BYTES
+    }
+
+    fn slot_pos(&self, key_hash: i32) -> u64 {
+        // key_hash is never negative (see `key_hash`).
+        HEADER_BYTES + (key_hash as u32 % self.slot_count) as u64 * SLOT_BYTES
+    }
+
+    fn entry_pos(&self, entry: i32) -> u64 {
+        self.entries_base() + entry as u64 * ENTRY_BYTES
+    }
+
+    /// Length of a file on disk: every entry position, rounded up to whole blocks.
+    pub fn file_bytes(&self) -> u64 {
+        align_up(self.entries_base() + self.entries_max as u64 * ENTRY_BYTES, BLOCK_BYTES)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum IndexError {
+    #[error("index: {0}")]
+    Io(#[from] IoError),
+    #[error("index file {}: corrupt header: {reason}", .path.display())]
+    CorruptHeader { path: PathBuf, reason: String },
+    #[error("index config: {0}")]
+    InvalidConfig(String),
+}
+
+/// RocketMQ's key hash: `abs(String.hashCode())`, where `abs(i32::MIN)` (still
+/// negative in Java) becomes 0.
+pub fn key_hash(key: &str) -> i32 {
+    positive_hash(java_string_hash(key))
+}
+
+fn positive_hash(hash: i32) -> i32 {
+    hash.checked_abs().unwrap_or(0)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Header {
+    begin_ts: i64,
+    end_ts: i64,
+    /// Physical offsets are u64 (the shard id sits in the top bits); stored with the
+    /// same bits as RocketMQ's i64.
+    begin_phys: u64,
+    end_phys: u64,
+    hash_slot_count: i32,
+    index_count: i32,
+}
+
+impl Header {
+    fn empty() -> Self {
+        Self { index_count: FIRST_ENTRY, ..Self::default() }
+    }
+
+    fn encode(&self, out: &mut [u8]) {
+        out[0..8].copy_from_slice(&self.begin_ts.to_be_bytes());
+        out[8..16].copy_from_slice(&self.end_ts.to_be_bytes());
+        out[16..24].copy_from_slice(&self.begin_phys.to_be_bytes());
+        out[24..32].copy_from_slice(&self.end_phys.to_be_bytes());
+        out[32..36].copy_from_slice(&self.hash_slot_count.to_be_bytes());
+        out[36..40].copy_from_slice(&self.index_count.to_be_bytes());
+    }
+
+    fn decode(b: &[u8; HEADER_BYTES as usize]) -> Self {
+        Self {
+            begin_ts: i64::from_be_bytes(arr(&b[0..8])),
+            end_ts: i64::from_be_bytes(arr(&b[8..16])),
+            begin_phys: u64::from_be_bytes(arr(&b[16..24])),
+            end_phys: u64::from_be_bytes(arr(&b[24..32])),
+            hash_slot_count: i32::from_be_bytes(arr(&b[32..36])),
+            index_count: i32::from_be_bytes(arr(&b[36..40])),
+        }
+    }
+
+    fn has_entries(&self) -> bool {
+        self.index_count > FIRST_ENTRY
+    }
+
+    fn is_full(&self, config: &IndexConfig) -> bool {
+        self.index_count as i64 >= config.entries_max as i64
+    }
+
+    /// Self-consistency only: what a header says can be checked against itself and the
+    /// config, not against the entries (which the query path distrusts anyway).
+    fn check(&self, config: &IndexConfig) -> Result<(), String> {
+        if self.index_count < FIRST_ENTRY || self.index_count as i64 > config.entries_max as i64 {
+            return Err(format!("indexCount {} outside 1..={}", self.index_count, config.entries_max));
+        }
+        let used_max = (self.index_count - FIRST_ENTRY).min(config.slot_count.min(i32::MAX as u32) as i32);
+        if self.hash_slot_count < 0 || self.hash_slot_count > used_max {
+            return Err(format!("hashSlotCount {} outside 0..={used_max}", self.hash_slot_count));
+        }
+        if self.has_entries() && (self.begin_ts > self.end_ts || self.begin_phys > self.end_phys) {
+            return Err(format!(
+                "begin after end (timestamps {}..{}, offsets {}..{})",
+                self.begin_ts, self.end_ts, self.begin_phys, self.end_phys
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn arr<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    let mut out = [0; N];
+    out.copy_from_slice(bytes);
+    out
+}
+
+struct Entry {
+    key_hash: i32,
+    phys: u64,
+    time_diff_s: i32,
+    prev: i32,
+}
+
+impl Entry {
+    fn encode(&self, out: &mut [u8]) {
+        out[0..4].copy_from_slice(&self.key_hash.to_be_bytes());
+        out[4..12].copy_from_slice(&self.phys.to_be_bytes());
+        out[12..16].copy_from_slice(&self.time_diff_s.to_be_bytes());
+        out[16..20].copy_from_slice(&self.prev.to_be_bytes());
+    }
+
+    fn decode(b: &[u8; ENTRY_BYTES as usize]) -> Self {
+        Self {
+            key_hash: i32::from_be_bytes(arr(&b[0..4])),
+            phys: u64::from_be_bytes(arr(&b[4..12])),
+            time_diff_s: i32::from_be_bytes(arr(&b[12..16])),
+            prev: i32::from_be_bytes(arr(&b[16..20])),
+        }
+    }
+}
+
+fn file_name(name_ms: i64) -> String {
+    format!("{:0width$}", name_ms, width = FILE_NAME_DIGITS)
+}
+
+fn parse_file_name(name: &str) -> Option<i64> {
+    if name.len() != FILE_NAME_DIGITS || !name.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    name.parse().ok()
+}
+
+/// A file held in memory: the active one, or a full one waiting for `flush`.
+struct MemFile<F> {
+    path: PathBuf,
+    header: Header,
+    /// Header, every slot, then entries 0..indexCount; grows with each put.
+    bytes: Vec<u8>,
+    /// One bit per page of the file that differs from what was last synced.
+    dirty_pages: Vec<u64>,
+    /// Set once the file exists on disk.
+    handle: Option<F>,
+}
+
+impl<F: DiskFile> MemFile<F> {
+    fn new(path: PathBuf, config: &IndexConfig) -> Self {
+        let pages = config.file_bytes() / PAGE_BYTES;
+        let mut file = Self {
+            path,
+            header: Header::empty(),
+            bytes: vec![0; config.entry_pos(FIRST_ENTRY) as usize],
+            dirty_pages: vec![0; pages.div_ceil(64) as usize],
+            handle: None,
+        };
+        file.header.encode(&mut file.bytes[..HEADER_BYTES as usize]);
+        file.mark_dirty(0, HEADER_BYTES);
+        file
+    }
+
+    fn mark_dirty(&mut self, pos: u64, len: u64) {
+        for page in pos / PAGE_BYTES..=(pos + len - 1) / PAGE_BYTES {
+            self.dirty_pages[(page / 64) as usize] |= 1 << (page % 64);
+        }
+    }
+
+    fn is_dirty(&self, page: u64) -> bool {
+        self.dirty_pages[(page / 64) as usize] & (1 << (page % 64)) != 0
+    }
+
+    fn read_i32(&self, pos: u64) -> i32 {
+        i32::from_be_bytes(arr(&self.bytes[pos as usize..pos as usize + 4]))
+    }
+
+    fn append(&mut self, config: &IndexConfig, key_hash: i32, phys: u64, store_timestamp_ms: i64) {
+        let entry_no = self.header.index_count;
+        let slot_pos = config.slot_pos(key_hash);
+        let mut prev = self.read_i32(slot_pos);
+        // A file loaded from disk may hold garbage; a chain must strictly decrease.
+        if prev <= NO_ENTRY || prev >= entry_no {
+            prev = NO_ENTRY;
+        }
+        if entry_no == FIRST_ENTRY {
+            self.header.begin_ts = store_timestamp_ms;
+            self.header.end_ts = store_timestamp_ms;
+            self.header.begin_phys = phys;
+            self.header.end_phys = phys;
+        }
+        let time_diff_s = (store_timestamp_ms.saturating_sub(self.header.begin_ts) / TIME_DIFF_UNIT_MS)
+            .clamp(0, i32::MAX as i64) as i32;
+        let entry_pos = config.entry_pos(entry_no);
+        self.bytes.resize(entry_pos as usize + ENTRY_BYTES as usize, 0);
+        let entry = Entry { key_hash, phys, time_diff_s, prev };
+        entry.encode(&mut self.bytes[entry_pos as usize..]);
+        self.bytes[slot_pos as usize..slot_pos as usize + 4].copy_from_slice(&entry_no.to_be_bytes());
+        if prev == NO_ENTRY {
+            self.header.hash_slot_count += 1;
+        }
+        self.header.index_count += 1;
+        // Max rather than last, so that the header bounds every entry even if the clock
+        // or the caller's order ever steps back.
+        self.header.end_ts = self.header.end_ts.max(store_timestamp_ms);
+        self.header.end_phys = self.header.end_phys.max(phys);
+        self.header.encode(&mut self.bytes[..HEADER_BYTES as usize]);
+        self.mark_dirty(0, HEADER_BYTES);
+        self.mark_dirty(slot_pos, SLOT_BYTES);
+        self.mark_dirty(entry_pos, ENTRY_BYTES);
+    }
+
+    async fn handle<D: Disk<File = F>>(&mut self, disk: &D) -> Result<&F, IoError> {
+        if self.handle.is_none() {
+            self.handle = Some(disk.open(&self.path, true).await?);
+        }
+        match &self.handle {
+            Some(handle) => Ok(handle),
+            None => Err(IoError::new(IoErrorKind::NotFound, "open", &self.path, "no handle")),
+        }
+    }
+
+    /// Writes `[pos, pos + len)` of the file image; the image is zero past `bytes`.
+    async fn write_range(&self, handle: &F, pos: u64, len: u64) -> Result<(), IoError> {
+        let mut buf = handle.alloc_buf(len as usize);
+        let from = (pos as usize).min(self.bytes.len());
+        let to = ((pos + len) as usize).min(self.bytes.len());
+        buf[..to - from].copy_from_slice(&self.bytes[from..to]);
+        handle.write_at(pos, buf).await
+    }
+
+    /// The whole file, then sync: a sealed file is complete on disk before anything
+    /// newer is created.
+    async fn write_whole<D: Disk<File = F>>(&mut self, disk: &D, config: &IndexConfig) -> Result<(), IoError> {
+        self.handle(disk).await?;
+        let Some(handle) = &self.handle else { return Ok(()) };
+        let file_bytes = config.file_bytes();
+        let mut pos = 0;
+        while pos < file_bytes {
+            let len = WRITE_CHUNK_BYTES.min(file_bytes - pos);
+            self.write_range(handle, pos, len).await?;
+            pos += len;
+        }
+        handle.sync().await?;
+        self.dirty_pages.iter_mut().for_each(|w| *w = 0);
+        Ok(())
+    }
+
+    /// The dirty pages, coalesced into runs, then sync.
+    async fn write_dirty<D: Disk<File = F>>(&mut self, disk: &D) -> Result<(), IoError> {
+        if self.dirty_pages.iter().all(|w| *w == 0) {
+            return Ok(());
+        }
+        self.handle(disk).await?;
+        let Some(handle) = &self.handle else { return Ok(()) };
+        let pages = self.dirty_pages.len() as u64 * 64;
+        let run_pages_max = WRITE_CHUNK_BYTES / PAGE_BYTES;
+        let mut page = 0;
+        while page < pages {
+            if !self.is_dirty(page) {
+                page += 1;
+                continue;
+            }
+            let start = page;
+            while page < pages && self.is_dirty(page) && page - start < run_pages_max {
+                page += 1;
+            }
+            self.write_range(handle, start * PAGE_BYTES, (page - start) * PAGE_BYTES).await?;
+        }
+        handle.sync().await?;
+        self.dirty_pages.iter_mut().for_each(|w| *w = 0);
+        Ok(())
+    }
+}
+
+/// A full file, complete and synced on disk; only its header is kept in memory.
+struct SealedFile<F> {
+    path: PathBuf,
+    header: Header,
+    handle: F,
+}
+
+/// Where a chain walk reads slots and entries from.
+enum Source<'a, F> {
+    Mem(&'a [u8]),
+    Disk(&'a F),
+}
+
+impl<F: DiskFile> Source<'_, F> {
+    /// `None` when the bytes lie past the end: a short file ends the walk, it is not an
+    /// error.
+    async fn read<const N: usize>(&self, pos: u64) -> Result<Option<[u8; N]>, IoError> {
+        match self {
+            Source::Mem(bytes) => {
+                Ok(bytes.get(pos as usize..pos as usize + N).map(arr::<N>))
+            }
+            Source::Disk(file) => {
+                let got = file.read_at(pos, N).await?;
+                Ok((got.len() == N).then(|| arr::<N>(&got)))
+            }
+        }
+    }
+}
+
+/// What one query looks for, and what it found so far.
+struct QueryState {
+    key_hash: i32,
+    begin_ms: i64,
+    end_ms: i64,
+    limit: usize,
+    found: Vec<u64>,
+}
+
+impl QueryState {
+    fn done(&self) -> bool {
+        self.found.len() >= self.limit
+    }
+
+    /// Walks one file's chain for the key, newest first.
+    async fn walk<F: DiskFile>(
+        &mut self,
+        config: &IndexConfig,
+        header: &Header,
+        source: Source<'_, F>,
+    ) -> Result<(), IoError> {
+        if self.done()
+            || !header.has_entries()
+            || header.end_ts < self.begin_ms
+            || header.begin_ts > self.end_ms
+        {
+            return Ok(());
+        }
+        let Some(slot) = source.read::<4>(config.slot_pos(self.key_hash)).await? else {
+            return Ok(());
+        };
+        let count = header.index_count;
+        let mut next = i32::from_be_bytes(slot);
+        let mut steps = 0;
+        while next > NO_ENTRY && next < count && steps < count && !self.done() {
+            steps += 1;
+            let Some(raw) = source.read::<{ ENTRY_BYTES as usize }>(config.entry_pos(next)).await? else {
+                break;
+            };
+            let entry = Entry::decode(&raw);
+            if entry.key_hash == self.key_hash
+                && self.time_matches(header, entry.time_diff_s)
+                && !self.found.contains(&entry.phys)
+            {
+                self.found.push(entry.phys);
+            }
+            if entry.prev >= next {
+                break;
+            }
+            next = entry.prev;
+        }
+        Ok(())
+    }
+
+    /// timeDiff keeps whole seconds, so an entry stands for the second
+    /// `[lo, lo + 999]` (clipped to the file's end): it matches when that second
+    /// overlaps the range. A query may thus return an entry up to 999 ms outside it,
+    /// but never misses one inside it.
+    fn time_matches(&self, header: &Header, time_diff_s: i32) -> bool {
+        if time_diff_s < 0 {
+            return false;
+        }
+        let lo = header.begin_ts.saturating_add(time_diff_s as i64 * TIME_DIFF_UNIT_MS);
+        let hi = lo.saturating_add(TIME_DIFF_UNIT_MS - 1).min(header.end_ts.max(lo));
+        lo <= self.end_ms && hi >= self.begin_ms
+    }
+}
+
+pub struct IndexService<D: Disk> {
+    disk: D,
+    dir: PathBuf,
+    config: IndexConfig,
+    /// Oldest first; complete and synced.
+    sealed: Vec<SealedFile<D::File>>,
+    /// Oldest first; full, not yet written whole. All newer than `sealed`.
+    pending: Vec<MemFile<D::File>>,
+    active: Option<MemFile<D::File>>,
+    replay_from_phys: u64,
+    /// Names must keep increasing even when store timestamps do not (replay, clock
+    /// steps), since name order is file order.
+    last_name_ms: i64,
+    dir_created: bool,
+}
+
+impl<D: Disk> IndexService<D> {
+    /// Loads existing files. `clean` = the previous stop was clean (no abort file).
+    ///
+    /// After an unclean stop the newest file may be torn anywhere, undetectably, so it
+    /// is removed, and [`Self::replay_from_phys`] says where the CommitLog replay must
+    /// start to rebuild it. After a clean stop the newest file is kept, unless its
+    /// header fails its checks (then it is treated as torn). Every older file must pass
+    /// them, else [`IndexError::CorruptHeader`]: those were synced whole when sealed, so
+    /// damage there is media corruption, not a torn tail.
+    pub async fn open(disk: D, dir: PathBuf, config: IndexConfig, clean: bool, now_ms: i64) -> Result<Self, IndexError> {
+        config.validate()?;
+        let mut names: Vec<(i64, String)> = Vec::new();
+        for name in disk.list(&dir).await? {
+            match parse_file_name(&name) {
+                Some(ms) => names.push((ms, name)),
+                None => tracing::warn!(dir = %dir.display(), name, "index: ignoring a file that is not an index file"),
+            }
+        }
+        names.sort();
+        let last_name_ms = names.last().map_or(i64::MIN, |(ms, _)| *ms).max(now_ms.saturating_sub(1));
+        let mut service = Self {
+            disk,
+            dir,
+            config,
+            sealed: Vec::new(),
+            pending: Vec::new(),
+            active: None,
+            replay_from_phys: 0,
+            last_name_ms,
+            dir_created: !names.is_empty(),
+        };
+        let Some((_, newest)) = names.pop() else {
+            return Ok(service);
+        };
+        for (_, name) in &names {
+            let path = service.dir.join(name);
+            let (handle, header) = service.load_sealed(&path).await?;
+            service.sealed.push(SealedFile { path, header, handle });
+        }
+        let newest = service.dir.join(newest);
+        if clean {
+            match service.load_newest(&newest).await {
+                Ok(()) => {
+                    service.replay_from_phys = service.indexed_end().map_or(0, |end| end.saturating_add(1));
+                    return Ok(service);
+                }
+                Err(IndexError::CorruptHeader { reason, .. }) => tracing::warn!(
+                    path = %newest.display(), reason,
+                    "index: newest file failed its checks after a clean stop; rebuilding it"
+                ),
+                Err(other) => return Err(other),
+            }
+        }
+        service.replay_from_phys = service.discard_newest(&newest).await?;
+        Ok(service)
+    }
+
+    /// Records with a physical offset >= this must be `put` again by the caller (the
+    /// CommitLog replays them; the caller clamps it to the CommitLog's first offset).
+    /// 0 when no file indexes anything.
+    pub fn replay_from_phys(&self) -> u64 {
+        self.replay_from_phys
+    }
+
+    /// Indexes `key` for the record at `phys_offset`. In memory only: it never awaits,
+    /// because the store calls it on the append path. A full active file is sealed
+    /// (written by the next `flush`) and a new one started.
+    pub fn put(&mut self, key: &str, phys_offset: u64, store_timestamp_ms: i64) {
+        let mut active = match self.active.take() {
+            Some(active) if !active.header.is_full(&self.config) => active,
+            Some(full) => {
+                self.pending.push(full);
+                self.new_file(store_timestamp_ms)
+            }
+            None => self.new_file(store_timestamp_ms),
+        };
+        active.append(&self.config, key_hash(key), phys_offset, store_timestamp_ms);
+        self.active = Some(active);
+    }
+
+    /// Writes every sealed-pending file whole (then syncs it), oldest first, then the
+    /// active file's dirty pages (then syncs). Once it returns `Ok`, every `put` before
+    /// it is durable. An error leaves the state dirty; per DESIGN §3 the caller treats it
+    /// as fatal for the shard rather than retrying.
+    pub async fn flush(&mut self) -> Result<(), IndexError> {
+        let active_dirty = self.active.as_ref().is_some_and(|a| a.dirty_pages.iter().any(|w| *w != 0));
+        if (active_dirty || !self.pending.is_empty()) && !self.dir_created {
+            self.disk.create_dir_all(&self.dir).await?;
+            self.dir_created = true;
+        }
+        while !self.pending.is_empty() {
+            let mut file = self.pending.remove(0);
+            if let Err(err) = file.write_whole(&self.disk, &self.config).await {
+                self.pending.insert(0, file);
+                return Err(err.into());
+            }
+            match file.handle {
+                Some(handle) => self.sealed.push(SealedFile { path: file.path, header: file.header, handle }),
+                None => return Err(IoError::new(IoErrorKind::NotFound, "open", &file.path, "no handle").into()),
+            }
+        }
+        if let Some(active) = &mut self.active {
+            active.write_dirty(&self.disk).await?;
+        }
+        Ok(())
+    }
+
+    /// Physical offsets of entries whose key hash matches `key` and whose time lies in
+    /// `[begin_ms, end_ms]` (to the second: see `QueryState::time_matches`), newest
+    /// first, each once, at most `max_results` (capped at [`QUERY_RESULTS_MAX`]). Hash
+    /// collisions are expected: the caller verifies the key on the record.
+    pub async fn query(&self, key: &str, max_results: usize, begin_ms: i64, end_ms: i64) -> Result<Vec<u64>, IndexError> {
+        let mut state = QueryState {
+            key_hash: key_hash(key),
+            begin_ms,
+            end_ms,
+            limit: max_results.min(QUERY_RESULTS_MAX),
+            found: Vec::new(),
+        };
+        if begin_ms > end_ms {
+            return Ok(state.found);
+        }
+        let config = &self.config;
+        for file in self.active.iter().chain(self.pending.iter().rev()) {
+            state.walk::<D::File>(config, &file.header, Source::Mem(&file.bytes)).await?;
+        }
+        for file in self.sealed.iter().rev() {
+            state.walk(config, &file.header, Source::Disk(&file.handle)).await?;
+        }
+        Ok(state.found)
+    }
+
+    /// Deletes whole files whose endPhyOffset < `min_phys` (retention follows the
+    /// CommitLog), oldest first, stopping at the first one still needed. Only files
+    /// complete on disk are candidates: never the active one, nor one pending a flush.
+    pub async fn delete_files_before(&mut self, min_phys: u64) -> Result<usize, IndexError> {
+        let mut deleted = 0;
+        while let Some(oldest) = self.sealed.first() {
+            if oldest.header.end_phys >= min_phys {
+                break;
+            }
+            match self.disk.remove(&oldest.path).await {
+                Ok(()) => {}
+                Err(err) if err.kind == IoErrorKind::NotFound => {}
+                Err(err) => return Err(err.into()),
+            }
+            self.sealed.remove(0);
+            deleted += 1;
+        }
+        Ok(deleted)
+    }
+
+    /// Files on disk or pending, plus the active one.
+    pub fn file_count(&self) -> usize {
+        self.sealed.len() + self.pending.len() + usize::from(self.active.is_some())
+    }
+
+    fn new_file(&mut self, store_timestamp_ms: i64) -> MemFile<D::File> {
+        let name_ms = store_timestamp_ms.max(self.last_name_ms.saturating_add(1));
+        self.last_name_ms = name_ms;
+        MemFile::new(self.dir.join(file_name(name_ms)), &self.config)
+    }
+
+    /// The endPhyOffset of the newest kept file that indexes anything.
+    fn indexed_end(&self) -> Option<u64> {
+        let sealed = self.sealed.iter().map(|f| &f.header);
+        let active = self.active.iter().map(|f| &f.header);
+        sealed.chain(active).filter(|h| h.has_entries()).map(|h| h.end_phys).next_back()
+    }
+
+    async fn read_header(&self, handle: &D::File, path: &Path) -> Result<Header, IndexError> {
+        let bytes = handle.read_at(0, HEADER_BYTES as usize).await?;
+        if bytes.len() != HEADER_BYTES as usize {
+            return Err(corrupt(path, format!("{} bytes long, shorter than a header", bytes.len())));
+        }
+        Ok(Header::decode(&arr(&bytes)))
+    }
+
+    async fn load_sealed(&self, path: &Path) -> Result<(D::File, Header), IndexError> {
+        let handle = self.disk.open(path, false).await?;
+        let header = self.read_header(&handle, path).await?;
+        header.check(&self.config).map_err(|reason| corrupt(path, reason))?;
+        let size = handle.size().await?;
+        if size != self.config.file_bytes() {
+            return Err(corrupt(
+                path,
+                format!(
+                    "length {size}, expected {} (sealed files are written whole; did the index config change?)",
+                    self.config.file_bytes()
+                ),
+            ));
+        }
+        Ok((handle, header))
+    }
+
+    /// After a clean stop: the newest file becomes the active one again, or a sealed
+    /// one if it is full.
+    async fn load_newest(&mut self, path: &Path) -> Result<(), IndexError> {
+        let handle = self.disk.open(path, false).await?;
+        let header = self.read_header(&handle, path).await?;
+        header.check(&self.config).map_err(|reason| corrupt(path, reason))?;
+        let size = handle.size().await?;
+        let used = self.config.entry_pos(header.index_count);
+        if size < used || size > self.config.file_bytes() {
+            return Err(corrupt(path, format!("length {size} outside {used}..={}", self.config.file_bytes())));
+        }
+        if header.is_full(&self.config) {
+            self.sealed.push(SealedFile { path: path.to_path_buf(), header, handle });
+            return Ok(());
+        }
+        let bytes = handle.read_at(0, used as usize).await?;
+        if bytes.len() as u64 != used {
+            return Err(corrupt(path, format!("read {} bytes of {used}", bytes.len())));
+        }
+        let mut file = MemFile::new(path.to_path_buf(), &self.config);
+        file.header = header;
+        file.bytes = bytes;
+        file.dirty_pages.iter_mut().for_each(|w| *w = 0);
+        file.handle = Some(handle);
+        self.active = Some(file);
+        Ok(())
+    }
+
+    /// Removes the possibly torn newest file and returns where the replay starts: its
+    /// beginPhyOffset if its header is believable, else the previous file's
+    /// endPhyOffset (not + 1: the keys of the record there may straddle the two files),
+    /// else 0.
+    async fn discard_newest(&mut self, path: &Path) -> Result<u64, IndexError> {
+        let previous_end = self.indexed_end();
+        let begin = match self.disk.open(path, false).await {
+            Ok(handle) => match self.read_header(&handle, path).await {
+                Ok(header)
+                    if header.check(&self.config).is_ok()
+                        && header.has_entries()
+                        && previous_end.map_or(true, |end| header.begin_phys >= end) =>
+                {
+                    Some(header.begin_phys)
+                }
+                Ok(_) | Err(IndexError::CorruptHeader { .. }) => None,
+                Err(other) => return Err(other),
+            },
+            Err(err) if err.kind == IoErrorKind::NotFound => None,
+            Err(err) => return Err(err.into()),
+        };
+        match self.disk.remove(path).await {
+            Ok(()) => {}
+            Err(err) if err.kind == IoErrorKind::NotFound => {}
+            Err(err) => return Err(err.into()),
+        }
+        let replay_from = begin.or(previous_end).unwrap_or(0);
+        tracing::info!(path = %path.display(), replay_from, "index: discarded the newest file after an unclean stop");
+        Ok(replay_from)
+    }
+}
+
+fn corrupt(path: &Path, reason: String) -> IndexError {
+    IndexError::CorruptHeader { path: path.to_path_buf(), reason }
+}
+
+#[cfg(test)]
+mod tests;

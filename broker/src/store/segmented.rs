@@ -1,0 +1,294 @@
+//! `SegmentedLog`: an append-only byte space stored in fixed-size segment files,
+//! shared by the CommitLog (records) and every ConsumeQueue (20-byte entries).
+//!
+//! Owns: the open segment handles, the append position, the durable position, and the
+//! in-memory tail. Flushing is split in three so that appends keep arriving while a
+//! flush's IO is in flight (group commit): `begin_flush` (no IO: picks the dirty range),
+//! `flush_log` (async IO, no borrow held across an await), `end_flush` (no IO).
+//!
+//! Invariants:
+//! - `flushed_pos <= write_pos`; everything below `flushed_pos` was written and synced.
+//! - at most one flush is in flight per log (`flushing`).
+//! - the tail holds at least `[align_down(flushed_pos), write_pos)`.
+//! - with `preallocate`, a segment enters `files` only after it was written full of
+//!   zeros and synced, so data is only ever written over pre-zeroed blocks.
+
+use super::io::{align_down, align_up, Disk, DiskFile, IoError, BLOCK_BYTES};
+use super::tail::TailBuffer;
+use futures_util::future::try_join_all;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+/// Largest single write issued; a flush issues its writes concurrently.
+pub const WRITE_CHUNK_BYTES: u64 = 1024 * 1024;
+
+pub struct SegmentedLog<D: Disk> {
+    pub dir: PathBuf,
+    pub segment_bytes: u64,
+    /// Added to a segment's local start to form its file name (the shard bits).
+    pub name_offset: u64,
+    pub files: BTreeMap<u64, Rc<D::File>>,
+    pub write_pos: u64,
+    pub flushed_pos: u64,
+    pub tail: TailBuffer,
+    pub keep_flushed_bytes: u64,
+    pub preallocate: bool,
+    pub flushing: bool,
+}
+
+/// What one flush covered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushDone {
+    pub from: u64,
+    pub to: u64,
+    pub written_bytes: u64,
+}
+
+impl<D: Disk> SegmentedLog<D> {
+    pub fn new(dir: PathBuf, segment_bytes: u64, name_offset: u64, chunk_bytes: usize, keep_flushed_bytes: u64, preallocate: bool) -> Self {
+        assert!(segment_bytes % BLOCK_BYTES == 0, "segment size must be block-aligned");
+        Self {
+            dir,
+            segment_bytes,
+            name_offset,
+            files: BTreeMap::new(),
+            write_pos: 0,
+            flushed_pos: 0,
+            tail: TailBuffer::new(0, chunk_bytes),
+            keep_flushed_bytes,
+            preallocate,
+            flushing: false,
+        }
+    }
+
+    pub fn segment_start(&self, pos: u64) -> u64 {
+        align_down(pos, self.segment_bytes)
+    }
+
+    pub fn file_name(&self, start: u64) -> String {
+        format!("{:020}", start + self.name_offset)
+    }
+
+    pub fn path_of(&self, start: u64) -> PathBuf {
+        self.dir.join(self.file_name(start))
+    }
+
+    /// The local start a file name stands for, if it is a segment name of this log.
+    pub fn parse_name(&self, name: &str) -> Option<u64> {
+        if name.len() != 20 || !name.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let value: u64 = name.parse().ok()?;
+        let local = value.checked_sub(self.name_offset)?;
+        (local % self.segment_bytes == 0).then_some(local)
+    }
+
+    pub fn dirty_bytes(&self) -> u64 {
+        self.write_pos - self.flushed_pos
+    }
+
+    pub fn append(&mut self, bytes: &[u8]) {
+        debug_assert_eq!(self.tail.end(), self.write_pos);
+        self.tail.append(bytes);
+        self.write_pos += bytes.len() as u64;
+    }
+
+    /// Restarts the log at `pos` with `block_prefix` = the bytes of
+    /// `[align_down(pos), pos)` (recovery).
+    pub fn reset_at(&mut self, pos: u64, block_prefix: &[u8]) {
+        let base = align_down(pos, BLOCK_BYTES);
+        assert_eq!(base + block_prefix.len() as u64, pos, "block prefix must end at pos");
+        self.tail.reset(base);
+        self.tail.append(block_prefix);
+        self.write_pos = pos;
+        self.flushed_pos = pos;
+    }
+
+    /// Picks the range the next flush writes: `[from, to)` with `from` block-aligned.
+    /// Marks the log as flushing. `None` when clean or when a flush is in flight.
+    pub fn begin_flush(&mut self, max_bytes: u64) -> Option<(u64, u64)> {
+        if self.flushing || self.write_pos == self.flushed_pos {
+            return None;
+        }
+        let from = align_down(self.flushed_pos, BLOCK_BYTES);
+        let to = self.write_pos.min(from.saturating_add(max_bytes.max(BLOCK_BYTES)));
+        debug_assert!(to > self.flushed_pos);
+        self.flushing = true;
+        Some((from, to))
+    }
+
+    pub fn end_flush(&mut self, to: Option<u64>) {
+        assert!(self.flushing, "end_flush without begin_flush");
+        self.flushing = false;
+        if let Some(to) = to {
+            self.flushed_pos = self.flushed_pos.max(to);
+            let keep_from = align_down(self.flushed_pos.saturating_sub(self.keep_flushed_bytes), BLOCK_BYTES);
+            self.tail.trim_before(keep_from.min(align_down(self.flushed_pos, BLOCK_BYTES)));
+        }
+    }
+}
+
+/// Helps closures that project an owner onto one of its logs infer a higher-ranked
+/// signature.
+pub fn log_accessor<D: Disk, O, G>(get: G) -> G
+where
+    G: for<'a> Fn(&'a mut O) -> &'a mut SegmentedLog<D>,
+{
+    get
+}
+
+/// Opens (creating, and pre-zeroing when the log preallocates) the segment starting at
+/// `start`, and registers it.
+pub async fn ensure_segment<D: Disk, O, G>(
+    cell: &RefCell<O>,
+    get: &G,
+    disk: &D,
+    start: u64,
+) -> Result<Rc<D::File>, IoError>
+where
+    G: for<'a> Fn(&'a mut O) -> &'a mut SegmentedLog<D>,
+{
+    let (path, dir, segment_bytes, preallocate) = {
+        let mut owner = cell.borrow_mut();
+        let log = get(&mut owner);
+        if let Some(file) = log.files.get(&start) {
+            return Ok(file.clone());
+        }
+        (log.path_of(start), log.dir.clone(), log.segment_bytes, log.preallocate)
+    };
+    disk.create_dir_all(&dir).await?;
+    let file = disk.open(&path, true).await?;
+    if preallocate {
+        let size = file.size().await?;
+        let mut pos = align_down(size.min(segment_bytes), BLOCK_BYTES);
+        let mut writes = Vec::new();
+        while pos < segment_bytes {
+            let len = WRITE_CHUNK_BYTES.min(segment_bytes - pos);
+            writes.push(file.write_at(pos, file.alloc_buf(len as usize)));
+            pos += len;
+            if writes.len() == 8 {
+                try_join_all(writes.drain(..)).await?;
+            }
+        }
+        try_join_all(writes).await?;
+        file.sync().await?;
+    }
+    disk.sync_dir(&dir).await?;
+    let file = Rc::new(file);
+    let mut owner = cell.borrow_mut();
+    let log = get(&mut owner);
+    Ok(log.files.entry(start).or_insert(file).clone())
+}
+
+/// One group commit: writes the dirty range picked by `begin_flush` and syncs every
+/// file it touched. On error the log stays un-advanced and the caller must treat the
+/// store as failed.
+pub async fn flush_log<D: Disk, O, G>(
+    cell: &RefCell<O>,
+    get: &G,
+    disk: &D,
+    max_bytes: u64,
+) -> Result<Option<FlushDone>, IoError>
+where
+    G: for<'a> Fn(&'a mut O) -> &'a mut SegmentedLog<D>,
+{
+    let Some((from, to)) = get(&mut cell.borrow_mut()).begin_flush(max_bytes) else {
+        return Ok(None);
+    };
+    let result = flush_range(cell, get, disk, from, to).await;
+    let mut owner = cell.borrow_mut();
+    let log = get(&mut owner);
+    match result {
+        Ok(written_bytes) => {
+            log.end_flush(Some(to));
+            Ok(Some(FlushDone { from, to, written_bytes }))
+        }
+        Err(e) => {
+            log.end_flush(None);
+            Err(e)
+        }
+    }
+}
+
+async fn flush_range<D: Disk, O, G>(
+    cell: &RefCell<O>,
+    get: &G,
+    disk: &D,
+    from: u64,
+    to: u64,
+) -> Result<u64, IoError>
+where
+    G: for<'a> Fn(&'a mut O) -> &'a mut SegmentedLog<D>,
+{
+    let end = align_up(to, BLOCK_BYTES);
+    let segment_bytes = get(&mut cell.borrow_mut()).segment_bytes;
+    let mut writes = Vec::new();
+    let mut touched: Vec<Rc<D::File>> = Vec::new();
+    let mut pos = from;
+    while pos < end {
+        let seg_start = align_down(pos, segment_bytes);
+        let seg_end = seg_start + segment_bytes;
+        let file = ensure_segment(cell, get, disk, seg_start).await?;
+        let piece_end = end.min(seg_end).min(pos + WRITE_CHUNK_BYTES);
+        let mut buf = file.alloc_buf((piece_end - pos) as usize);
+        get(&mut cell.borrow_mut()).tail.copy_to(pos, &mut buf);
+        writes.push((file.clone(), pos - seg_start, buf));
+        if !touched.iter().any(|f| Rc::ptr_eq(f, &file)) {
+            touched.push(file);
+        }
+        pos = piece_end;
+    }
+    let written: u64 = writes.iter().map(|(_, _, b)| b.len() as u64).sum();
+    try_join_all(writes.into_iter().map(|(file, at, buf)| async move { file.write_at(at, buf).await })).await?;
+    try_join_all(touched.iter().map(|f| f.sync())).await?;
+    Ok(written)
+}
+
+/// Reads `[pos, pos + len)` from the tail where it holds it and from the segment files
+/// otherwise. Short only where the files end.
+pub async fn read_log<D: Disk, O, G>(
+    cell: &RefCell<O>,
+    get: &G,
+    pos: u64,
+    len: usize,
+) -> Result<Vec<u8>, IoError>
+where
+    G: for<'a> Fn(&'a mut O) -> &'a mut SegmentedLog<D>,
+{
+    let mut out = Vec::with_capacity(len);
+    let end = pos + len as u64;
+    let mut at = pos;
+    while at < end {
+        let (file, seg_start, seg_end, tail_base) = {
+            let mut owner = cell.borrow_mut();
+            let log = get(&mut owner);
+            let end = end.min(log.write_pos);
+            if at >= end {
+                break;
+            }
+            if at >= log.tail.base() {
+                let n = (end - at) as usize;
+                let start = out.len();
+                out.resize(start + n, 0);
+                log.tail.copy_to(at, &mut out[start..]);
+                break;
+            }
+            let seg_start = log.segment_start(at);
+            match log.files.get(&seg_start) {
+                Some(f) => (f.clone(), seg_start, seg_start + log.segment_bytes, log.tail.base()),
+                None => break,
+            }
+        };
+        let piece_end = end.min(seg_end).min(tail_base);
+        let bytes = file.read_at(at - seg_start, (piece_end - at) as usize).await?;
+        let got = bytes.len() as u64;
+        out.extend_from_slice(&bytes);
+        if got < piece_end - at {
+            break;
+        }
+        at = piece_end;
+    }
+    Ok(out)
+}

@@ -1,0 +1,146 @@
+//! `TailBuffer`: the in-memory tail of an append-only byte space, in fixed-size chunks.
+//!
+//! Holds bytes `[base, end)` of a log's offset space: every byte not yet flushed plus
+//! up to a configured amount of flushed bytes for tail reads. Chunks are allocated as
+//! the tail grows and dropped from the front as it is trimmed, so no byte is ever
+//! moved and memory is `end - base` rounded up to one chunk.
+//!
+//! Invariants: `base` is block-aligned (a flush always starts at a block boundary it
+//! holds); `base <= end`; reads outside `[base, end)` are refused by the caller, never
+//! served with stale bytes.
+
+use std::collections::VecDeque;
+
+pub struct TailBuffer {
+    base: u64,
+    end: u64,
+    chunk_bytes: usize,
+    chunks: VecDeque<Box<[u8]>>,
+}
+
+impl TailBuffer {
+    pub fn new(base: u64, chunk_bytes: usize) -> Self {
+        assert!(chunk_bytes > 0 && chunk_bytes % 4096 == 0, "chunk_bytes must be a positive multiple of 4096");
+        assert!(base % 4096 == 0, "tail base {base} not block-aligned");
+        Self { base, end: base, chunk_bytes, chunks: VecDeque::new() }
+    }
+
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+    pub fn len_bytes(&self) -> u64 {
+        self.end - self.base
+    }
+    pub fn contains(&self, pos: u64, len: u64) -> bool {
+        pos >= self.base && pos + len <= self.end
+    }
+
+    pub fn append(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let rel = (self.end - self.base) as usize;
+            let chunk_index = rel / self.chunk_bytes;
+            let within = rel % self.chunk_bytes;
+            if chunk_index == self.chunks.len() {
+                self.chunks.push_back(vec![0u8; self.chunk_bytes].into_boxed_slice());
+            }
+            let room = self.chunk_bytes - within;
+            let n = room.min(bytes.len());
+            self.chunks[chunk_index][within..within + n].copy_from_slice(&bytes[..n]);
+            self.end += n as u64;
+            bytes = &bytes[n..];
+        }
+    }
+
+    /// Appends `len` zero bytes.
+    pub fn append_zeros(&mut self, len: u64) {
+        // Chunks are zeroed when allocated, but a trimmed-and-reused region is not: write.
+        const ZEROS: [u8; 4096] = [0; 4096];
+        let mut left = len;
+        while left > 0 {
+            let n = left.min(ZEROS.len() as u64);
+            self.append(&ZEROS[..n as usize]);
+            left -= n;
+        }
+    }
+
+    /// Copies `[pos, pos + out.len())` into `out`; bytes at or past `end` read as zero
+    /// (the padding of a flush's last block). Panics if `pos < base`: callers check.
+    pub fn copy_to(&self, pos: u64, out: &mut [u8]) {
+        assert!(pos >= self.base, "tail read at {pos} below base {}", self.base);
+        let mut done = 0usize;
+        while done < out.len() {
+            let at = pos + done as u64;
+            if at >= self.end {
+                out[done..].fill(0);
+                return;
+            }
+            let rel = (at - self.base) as usize;
+            let chunk = &self.chunks[rel / self.chunk_bytes];
+            let within = rel % self.chunk_bytes;
+            let avail = (self.chunk_bytes - within).min((self.end - at) as usize);
+            let n = avail.min(out.len() - done);
+            out[done..done + n].copy_from_slice(&chunk[within..within + n]);
+            done += n;
+        }
+    }
+
+    pub fn read(&self, pos: u64, len: usize) -> Vec<u8> {
+        let mut out = vec![0; len];
+        self.copy_to(pos, &mut out);
+        out
+    }
+
+    /// Drops whole chunks that lie entirely below `keep_from`.
+    pub fn trim_before(&mut self, keep_from: u64) {
+        while self.chunks.len() > 1 && self.base + self.chunk_bytes as u64 <= keep_from.min(self.end) {
+            self.chunks.pop_front();
+            self.base += self.chunk_bytes as u64;
+        }
+    }
+
+    /// Forgets everything and restarts empty at `base` (after recovery truncation).
+    pub fn reset(&mut self, base: u64) {
+        assert!(base % 4096 == 0, "tail base {base} not block-aligned");
+        self.chunks.clear();
+        self.base = base;
+        self.end = base;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(appends: &[usize], trim_to: u64, read: (u64, usize)) {
+        let mut tail = TailBuffer::new(8192, 4096);
+        let mut model = Vec::new();
+        for (i, &n) in appends.iter().enumerate() {
+            let bytes: Vec<u8> = (0..n).map(|j| (i * 31 + j) as u8).collect();
+            tail.append(&bytes);
+            model.extend_from_slice(&bytes);
+        }
+        tail.trim_before(trim_to);
+        assert!(tail.base() <= trim_to.max(8192));
+        let (pos, len) = read;
+        let got = tail.read(pos, len);
+        let mut want = vec![0u8; len];
+        for (k, b) in want.iter_mut().enumerate() {
+            let at = (pos - 8192) as usize + k;
+            *b = model.get(at).copied().unwrap_or(0);
+        }
+        assert_eq!(got, want, "appends {appends:?} trim {trim_to} read {read:?}");
+    }
+
+    #[test]
+    fn reads_match_appends() {
+        check(&[10], 8192, (8192, 10));
+        check(&[4096, 1], 8192, (8192 + 4090, 10));
+        check(&[5000, 5000, 5000], 8192 + 9000, (8192 + 8192, 100));
+        check(&[100], 8192, (8192 + 90, 20)); // past end reads zero
+        check(&[3, 4093, 4096, 1], 8192 + 4096, (8192 + 4096, 4097));
+        check(&[20000], 8192 + 100_000, (8192 + 16384, 3616)); // trim never drops the last chunk
+    }
+}

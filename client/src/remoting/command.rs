@@ -1,0 +1,621 @@
+//! `RemotingCommand`: one request or response, and its two header serializations.
+//!
+//! JSON header (serialize type 0), as fastjson writes it:
+//! `{"code","extFields":{..},"flag","language","opaque","remark","serializeTypeCurrentRPC","version"}`.
+//! ROCKETMQ binary header (serialize type 1), big-endian:
+//! `i16 code | i8 language | i16 version | i32 opaque | i32 flag | i32 remark_len + remark |
+//!  i32 ext_len + (i16 key_len + key, i32 val_len + val)*`.
+//!
+//! Invariants:
+//! - decoding is lenient the way fastjson is (missing fields default, ext values may be
+//!   JSON numbers or booleans, unknown keys ignored); encoding is strict (ext values are
+//!   strings, fields out of a binary field's range are refused, not truncated);
+//! - every length in a binary header is checked against what remains before it is used;
+//! - at most `EXT_FIELDS_COUNT_MAX` ext fields are accepted, which bounds the map's
+//!   overhead independently of how the header's bytes are spread;
+//! - `decode(encode(c)) == c` for commands whose remark is `None` or non-empty (the
+//!   binary form cannot tell an empty remark from none, as in Java).
+
+use super::codes::{language_code, language_name};
+use super::frame::{self, Frame, FrameError, FrameLimits, SerializeType};
+use super::headers::{CommandHeader, HeaderError};
+use super::json::de::{i32_lenient, opt_string_lenient, ScalarString};
+use super::wire::Reader;
+use bytes::{Bytes, BytesMut};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use thiserror::Error;
+
+/// Custom header fields. Ordered so that encoding is deterministic.
+pub type ExtFields = BTreeMap<String, String>;
+
+/// Java headers have a few dozen fields at most; this bounds a hostile header's map.
+pub const EXT_FIELDS_COUNT_MAX: usize = 1024;
+/// Flag bit 0: the command is a response.
+pub const FLAG_RESPONSE: i32 = 1;
+/// Flag bit 1: the request expects no response.
+pub const FLAG_ONEWAY: i32 = 1 << 1;
+/// Language our requests announce.
+pub const LANGUAGE_REQUEST: &str = "RUST";
+/// Language our responses announce: what a Java broker answers, so that no client
+/// meets a language its enum lacks in a response (RUST is recent).
+pub const LANGUAGE_RESPONSE: &str = "JAVA";
+/// fastjson's default for a header without `language`.
+pub const LANGUAGE_DEFAULT: &str = "JAVA";
+/// Protocol version we announce: RocketMQ 4.9.4's `MQVersion` ordinal, the first
+/// version answered with standard route JSON (DESIGN.md §6).
+pub const VERSION_DEFAULT: i32 = 401;
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum BinaryHeaderError {
+    #[error("ROCKETMQ header truncated at {field}: need {need} bytes, have {have}")]
+    Truncated { field: &'static str, need: usize, have: usize },
+    #[error("ROCKETMQ header has a negative {field}: {len}")]
+    NegativeLength { field: &'static str, len: i64 },
+    #[error("more than {max} ext fields")]
+    TooManyExtFields { max: usize },
+}
+
+#[derive(Debug, Error)]
+pub enum CommandError {
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error("bad JSON header: {0}")]
+    JsonHeader(#[source] serde_json::Error),
+    #[error(transparent)]
+    BinaryHeader(#[from] BinaryHeaderError),
+    #[error("{field} = {value} does not fit the ROCKETMQ header's {bits}-bit field")]
+    FieldOutOfRange { field: &'static str, value: i64, bits: u8 },
+    #[error("{count} ext fields exceed the maximum of {max}")]
+    TooManyExtFields { count: usize, max: usize },
+}
+
+impl CommandError {
+    /// A frame error leaves the byte stream unusable (close the connection); a header
+    /// error consumed exactly its frame, so the connection can answer and go on.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, Self::Frame(_))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemotingCommand {
+    pub code: i32,
+    pub language: String,
+    pub version: i32,
+    /// Pairs a response with its request.
+    pub opaque: i32,
+    pub flag: i32,
+    pub remark: Option<String>,
+    pub ext_fields: ExtFields,
+    pub body: Bytes,
+    /// How the header travels; responses use the request's.
+    pub serialize_type: SerializeType,
+}
+
+impl Default for RemotingCommand {
+    fn default() -> Self {
+        Self {
+            code: 0,
+            language: LANGUAGE_REQUEST.to_string(),
+            version: VERSION_DEFAULT,
+            opaque: 0,
+            flag: 0,
+            remark: None,
+            ext_fields: ExtFields::new(),
+            body: Bytes::new(),
+            serialize_type: SerializeType::Json,
+        }
+    }
+}
+
+impl RemotingCommand {
+    pub fn request(code: i32) -> Self {
+        Self { code, ..Self::default() }
+    }
+
+    pub fn with_opaque(mut self, opaque: i32) -> Self {
+        self.opaque = opaque;
+        self
+    }
+
+    pub fn with_ext(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.ext_fields.insert(key.into(), value.into());
+        self
+    }
+
+    /// Adds a typed header's fields to the ext fields.
+    pub fn with_header<H: CommandHeader>(mut self, header: &H) -> Self {
+        self.ext_fields.extend(header.to_ext());
+        self
+    }
+
+    pub fn with_body(mut self, body: impl Into<Bytes>) -> Self {
+        self.body = body.into();
+        self
+    }
+
+    pub fn with_serialize_type(mut self, serialize_type: SerializeType) -> Self {
+        self.serialize_type = serialize_type;
+        self
+    }
+
+    pub fn oneway(mut self) -> Self {
+        self.flag |= FLAG_ONEWAY;
+        self
+    }
+
+    pub fn is_response(&self) -> bool {
+        self.flag & FLAG_RESPONSE != 0
+    }
+
+    pub fn is_oneway(&self) -> bool {
+        self.flag & FLAG_ONEWAY != 0
+    }
+
+    pub fn ext(&self, key: &str) -> Option<&str> {
+        self.ext_fields.get(key).map(String::as_str)
+    }
+
+    /// Reads a typed header from the ext fields.
+    pub fn header<H: CommandHeader>(&self) -> Result<H, HeaderError> {
+        H::from_ext(&self.ext_fields)
+    }
+
+    /// A response to this request: same opaque, same serialize type.
+    pub fn create_response(&self, code: i32, remark: Option<&str>) -> Self {
+        Self {
+            code,
+            language: LANGUAGE_RESPONSE.to_string(),
+            version: VERSION_DEFAULT,
+            opaque: self.opaque,
+            flag: FLAG_RESPONSE,
+            remark: remark.map(str::to_string),
+            ext_fields: ExtFields::new(),
+            body: Bytes::new(),
+            serialize_type: self.serialize_type,
+        }
+    }
+
+    pub fn encode_header(&self) -> Result<Vec<u8>, CommandError> {
+        if self.ext_fields.len() > EXT_FIELDS_COUNT_MAX {
+            return Err(CommandError::TooManyExtFields { count: self.ext_fields.len(), max: EXT_FIELDS_COUNT_MAX });
+        }
+        match self.serialize_type {
+            SerializeType::Json => Ok(encode_json_header(self)),
+            SerializeType::RocketMq => encode_binary_header(self),
+        }
+    }
+
+    /// Appends the whole frame to `out`.
+    pub fn encode(&self, out: &mut BytesMut) -> Result<(), CommandError> {
+        let header = self.encode_header()?;
+        frame::encode(self.serialize_type, &header, &self.body, out)?;
+        Ok(())
+    }
+
+    pub fn from_frame(frame: Frame) -> Result<Self, CommandError> {
+        let mut cmd = match frame.serialize_type {
+            SerializeType::Json => decode_json_header(&frame.header)?,
+            SerializeType::RocketMq => decode_binary_header(&frame.header)?,
+        };
+        cmd.serialize_type = frame.serialize_type;
+        cmd.body = frame.body;
+        Ok(cmd)
+    }
+
+    /// Takes one command off the front of `buf` (see `frame::decode`).
+    pub fn decode(buf: &mut BytesMut, limits: &FrameLimits) -> Result<Option<Self>, CommandError> {
+        match frame::decode(buf, limits)? {
+            Some(f) => Self::from_frame(f).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+// ---- JSON header ----
+
+#[derive(Serialize)]
+struct JsonHeaderOut<'a> {
+    code: i32,
+    #[serde(rename = "extFields")]
+    ext_fields: &'a ExtFields,
+    flag: i32,
+    language: &'a str,
+    opaque: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remark: Option<&'a str>,
+    #[serde(rename = "serializeTypeCurrentRPC")]
+    serialize_type: &'static str,
+    version: i32,
+}
+
+#[derive(Deserialize)]
+struct JsonHeaderIn {
+    #[serde(default, deserialize_with = "i32_lenient")]
+    code: i32,
+    #[serde(default, deserialize_with = "language_lenient")]
+    language: Option<String>,
+    #[serde(default, deserialize_with = "i32_lenient")]
+    version: i32,
+    #[serde(default, deserialize_with = "i32_lenient")]
+    opaque: i32,
+    #[serde(default, deserialize_with = "i32_lenient")]
+    flag: i32,
+    #[serde(default, deserialize_with = "opt_string_lenient")]
+    remark: Option<String>,
+    #[serde(default, rename = "extFields", deserialize_with = "ext_fields_lenient")]
+    ext_fields: ExtFields,
+}
+
+/// A language as a name (kept as sent) or as an ordinal (mapped to its name).
+fn language_lenient<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let raw = ScalarString::deserialize(d)?.0;
+    Ok(raw.map(|s| match s.trim().parse::<i64>() {
+        Ok(n) => language_name(n).unwrap_or("OTHER").to_string(),
+        Err(_) => s,
+    }))
+}
+
+fn ext_fields_lenient<'de, D: Deserializer<'de>>(d: D) -> Result<ExtFields, D::Error> {
+    struct ExtVisitor;
+
+    impl<'de> Visitor<'de> for ExtVisitor {
+        type Value = ExtFields;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object of scalar values")
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<ExtFields, E> {
+            Ok(ExtFields::new())
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ExtFields, A::Error> {
+            let mut out = ExtFields::new();
+            while let Some((key, value)) = map.next_entry::<String, ScalarString>()? {
+                let Some(value) = value.0 else { continue };
+                if out.len() >= EXT_FIELDS_COUNT_MAX && !out.contains_key(&key) {
+                    return Err(de::Error::custom(format_args!("more than {EXT_FIELDS_COUNT_MAX} ext fields")));
+                }
+                out.insert(key, value);
+            }
+            Ok(out)
+        }
+    }
+
+    d.deserialize_any(ExtVisitor)
+}
+
+/// Parses a JSON header; the body and serialize type are left at their defaults.
+pub fn decode_json_header(bytes: &[u8]) -> Result<RemotingCommand, CommandError> {
+    let h: JsonHeaderIn = serde_json::from_slice(bytes).map_err(CommandError::JsonHeader)?;
+    Ok(RemotingCommand {
+        code: h.code,
+        language: h.language.unwrap_or_else(|| LANGUAGE_DEFAULT.to_string()),
+        version: h.version,
+        opaque: h.opaque,
+        flag: h.flag,
+        remark: h.remark,
+        ext_fields: h.ext_fields,
+        body: Bytes::new(),
+        serialize_type: SerializeType::Json,
+    })
+}
+
+pub fn encode_json_header(cmd: &RemotingCommand) -> Vec<u8> {
+    super::json::to_json(&JsonHeaderOut {
+        code: cmd.code,
+        ext_fields: &cmd.ext_fields,
+        flag: cmd.flag,
+        language: &cmd.language,
+        opaque: cmd.opaque,
+        remark: cmd.remark.as_deref(),
+        serialize_type: "JSON",
+        version: cmd.version,
+    })
+}
+
+// ---- ROCKETMQ binary header ----
+
+fn truncated(field: &'static str, need: usize, r: &Reader<'_>) -> BinaryHeaderError {
+    BinaryHeaderError::Truncated { field, need, have: r.remaining() }
+}
+
+fn read_len(r: &mut Reader<'_>, field: &'static str, wide: bool) -> Result<usize, BinaryHeaderError> {
+    let len = if wide {
+        i64::from(r.i32().ok_or_else(|| truncated(field, 4, r))?)
+    } else {
+        i64::from(r.i16().ok_or_else(|| truncated(field, 2, r))?)
+    };
+    usize::try_from(len).map_err(|_| BinaryHeaderError::NegativeLength { field, len })
+}
+
+fn read_bytes<'a>(r: &mut Reader<'a>, field: &'static str, len: usize) -> Result<&'a [u8], BinaryHeaderError> {
+    r.take(len).ok_or_else(|| truncated(field, len, r))
+}
+
+/// Parses a ROCKETMQ binary header. Bytes after the ext fields are ignored, as Java does.
+/// Text is decoded like Java's `new String(bytes, UTF_8)`: invalid sequences become U+FFFD.
+pub fn decode_binary_header(bytes: &[u8]) -> Result<RemotingCommand, BinaryHeaderError> {
+    let mut r = Reader::new(bytes);
+    let code = r.i16().ok_or_else(|| truncated("code", 2, &r))?;
+    let language = r.i8().ok_or_else(|| truncated("language", 1, &r))?;
+    let version = r.i16().ok_or_else(|| truncated("version", 2, &r))?;
+    let opaque = r.i32().ok_or_else(|| truncated("opaque", 4, &r))?;
+    let flag = r.i32().ok_or_else(|| truncated("flag", 4, &r))?;
+    let remark_len = read_len(&mut r, "remark length", true)?;
+    let remark = match remark_len {
+        0 => None,
+        n => Some(String::from_utf8_lossy(read_bytes(&mut r, "remark", n)?).into_owned()),
+    };
+    let ext_len = read_len(&mut r, "extFields length", true)?;
+    let mut ext = Reader::new(read_bytes(&mut r, "extFields", ext_len)?);
+    let mut ext_fields = ExtFields::new();
+    while ext.remaining() > 0 {
+        let key_len = read_len(&mut ext, "ext key length", false)?;
+        let key = read_bytes(&mut ext, "ext key", key_len)?;
+        let val_len = read_len(&mut ext, "ext value length", true)?;
+        let val = read_bytes(&mut ext, "ext value", val_len)?;
+        let key = String::from_utf8_lossy(key).into_owned();
+        if ext_fields.len() >= EXT_FIELDS_COUNT_MAX && !ext_fields.contains_key(&key) {
+            return Err(BinaryHeaderError::TooManyExtFields { max: EXT_FIELDS_COUNT_MAX });
+        }
+        ext_fields.insert(key, String::from_utf8_lossy(val).into_owned());
+    }
+    Ok(RemotingCommand {
+        code: i32::from(code),
+        language: language_name(i64::from(language)).unwrap_or("OTHER").to_string(),
+        version: i32::from(version),
+        opaque,
+        flag,
+        remark,
+        ext_fields,
+        body: Bytes::new(),
+        serialize_type: SerializeType::RocketMq,
+    })
+}
+
+fn narrow<T: TryFrom<i64>>(field: &'static str, value: i64, bits: u8) -> Result<T, CommandError> {
+    T::try_from(value).map_err(|_| CommandError::FieldOutOfRange { field, value, bits })
+}
+
+fn len_i32(field: &'static str, len: usize) -> Result<i32, CommandError> {
+    narrow(field, i64::try_from(len).unwrap_or(i64::MAX), 32)
+}
+
+pub fn encode_binary_header(cmd: &RemotingCommand) -> Result<Vec<u8>, CommandError> {
+    let code: i16 = narrow("code", i64::from(cmd.code), 16)?;
+    let version: i16 = narrow("version", i64::from(cmd.version), 16)?;
+    let remark = cmd.remark.as_deref().unwrap_or("").as_bytes();
+    let mut ext = Vec::new();
+    for (k, v) in &cmd.ext_fields {
+        let key_len: i16 = narrow("ext key length", i64::try_from(k.len()).unwrap_or(i64::MAX), 16)?;
+        ext.extend_from_slice(&key_len.to_be_bytes());
+        ext.extend_from_slice(k.as_bytes());
+        ext.extend_from_slice(&len_i32("ext value length", v.len())?.to_be_bytes());
+        ext.extend_from_slice(v.as_bytes());
+    }
+    let mut out = Vec::with_capacity(21 + remark.len() + ext.len());
+    out.extend_from_slice(&code.to_be_bytes());
+    out.push(language_code(&cmd.language));
+    out.extend_from_slice(&version.to_be_bytes());
+    out.extend_from_slice(&cmd.opaque.to_be_bytes());
+    out.extend_from_slice(&cmd.flag.to_be_bytes());
+    out.extend_from_slice(&len_i32("remark length", remark.len())?.to_be_bytes());
+    out.extend_from_slice(remark);
+    out.extend_from_slice(&len_i32("extFields length", ext.len())?.to_be_bytes());
+    out.extend_from_slice(&ext);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn cmd(code: i32, opaque: i32, flag: i32, ext: &[(&str, &str)]) -> RemotingCommand {
+        RemotingCommand {
+            code,
+            language: "JAVA".into(),
+            version: 0,
+            opaque,
+            flag,
+            ext_fields: ext.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..RemotingCommand::default()
+        }
+    }
+
+    /// `expected`: the command, or a fragment of the error's message.
+    fn check(input: &str, expected: Result<RemotingCommand, &str>) {
+        match (decode_json_header(input.as_bytes()), expected) {
+            (Ok(got), Ok(want)) => assert_eq!(got, want, "decoding {input}"),
+            (Err(e), Err(fragment)) => assert!(e.to_string().contains(fragment), "decoding {input}: {e}"),
+            (got, want) => panic!("decoding {input}: got {got:?}, want {want:?}"),
+        }
+    }
+
+    #[test]
+    fn json_header_dialects() {
+        check(
+            r#"{"code":10,"language":"JAVA","version":0,"opaque":1,"flag":0,"extFields":{"a":"b"},"serializeTypeCurrentRPC":"JSON"}"#,
+            Ok(cmd(10, 1, 0, &[("a", "b")])),
+        );
+        // No serializeTypeCurrentRPC, numeric and boolean ext values, unknown keys.
+        check(
+            r#"{"code":310,"opaque":7,"flag":0,"extFields":{"e":3,"k":false,"g":1700000000000,"x":1.5,"n":null},"junk":[1,{"a":2}]}"#,
+            Ok(cmd(310, 7, 0, &[("e", "3"), ("k", "false"), ("g", "1700000000000"), ("x", "1.5")])),
+        );
+        // Language as ordinal or unknown name, numbers as strings, null remark.
+        check(r#"{"code":"34","language":9,"opaque":" 5 ","remark":null}"#, Ok(RemotingCommand { language: "GO".into(), ..cmd(34, 5, 0, &[]) }));
+        check(r#"{"language":99}"#, Ok(RemotingCommand { language: "OTHER".into(), ..cmd(0, 0, 0, &[]) }));
+        check(r#"{"language":"NODE"}"#, Ok(RemotingCommand { language: "NODE".into(), ..cmd(0, 0, 0, &[]) }));
+        check(r#"{"code":0,"flag":1,"remark":"boom","extFields":null}"#, Ok(RemotingCommand { remark: Some("boom".into()), ..cmd(0, 0, 1, &[]) }));
+        check(r#"{}"#, Ok(cmd(0, 0, 0, &[])));
+        check(r#"{"code":4294967296}"#, Err("bad JSON header"));
+        check(r#"{"extFields":{"a":[1]}}"#, Err("bad JSON header"));
+        check(r#"{"extFields":[]}"#, Err("bad JSON header"));
+        check(r#"[]"#, Err("bad JSON header"));
+        check(r#"{"code":1"#, Err("bad JSON header"));
+        check("", Err("bad JSON header"));
+        check("{} x", Err("bad JSON header"));
+    }
+
+    #[test]
+    fn json_header_is_fastjson_shaped() {
+        let c = cmd(10, 3, 2, &[("topic", "T"), ("queueId", "1")]);
+        let text = String::from_utf8(encode_json_header(&c)).unwrap();
+        assert_eq!(
+            text,
+            r#"{"code":10,"extFields":{"queueId":"1","topic":"T"},"flag":2,"language":"JAVA","opaque":3,"serializeTypeCurrentRPC":"JSON","version":0}"#
+        );
+    }
+
+    fn bin(code: i16, lang: u8, remark: &[u8], ext: &[u8], ext_len: i32) -> Vec<u8> {
+        let mut v = code.to_be_bytes().to_vec();
+        v.push(lang);
+        v.extend_from_slice(&7i16.to_be_bytes());
+        v.extend_from_slice(&9i32.to_be_bytes());
+        v.extend_from_slice(&1i32.to_be_bytes());
+        v.extend_from_slice(&(remark.len() as i32).to_be_bytes());
+        v.extend_from_slice(remark);
+        v.extend_from_slice(&ext_len.to_be_bytes());
+        v.extend_from_slice(ext);
+        v
+    }
+
+    fn check_bin(input: &[u8], expected: Result<RemotingCommand, BinaryHeaderError>) {
+        assert_eq!(decode_binary_header(input), expected, "decoding {input:?}");
+    }
+
+    #[test]
+    fn binary_header_cases() {
+        use BinaryHeaderError::*;
+        let base = RemotingCommand { version: 7, serialize_type: SerializeType::RocketMq, ..cmd(11, 9, 1, &[]) };
+        check_bin(&bin(11, 0, b"", b"", 0), Ok(base.clone()));
+        check_bin(&bin(11, 12, b"hi", b"", 0), Ok(RemotingCommand { language: "RUST".into(), remark: Some("hi".into()), ..base.clone() }));
+        check_bin(&bin(11, 200, b"", b"", 0), Ok(RemotingCommand { language: "OTHER".into(), ..base.clone() }));
+        let entry = [&[0u8, 1, b'k'][..], &[0, 0, 0, 2, b'v', b'w']].concat();
+        check_bin(&bin(11, 0, b"", &entry, 9), Ok(RemotingCommand { ext_fields: [("k".into(), "vw".into())].into(), ..base.clone() }));
+        // Trailing bytes after the ext region are ignored.
+        check_bin(&[bin(11, 0, b"", &entry, 9), vec![1, 2, 3]].concat(), Ok(RemotingCommand { ext_fields: [("k".into(), "vw".into())].into(), ..base.clone() }));
+        check_bin(&[], Err(Truncated { field: "code", need: 2, have: 0 }));
+        check_bin(&[0, 1, 0, 0], Err(Truncated { field: "version", need: 2, have: 1 }));
+        check_bin(&bin(11, 0, b"", b"", 0)[..20], Err(Truncated { field: "extFields length", need: 4, have: 3 }));
+        let mut neg_remark = bin(11, 0, b"", b"", 0);
+        neg_remark[13..17].copy_from_slice(&(-1i32).to_be_bytes());
+        check_bin(&neg_remark, Err(NegativeLength { field: "remark length", len: -1 }));
+        let mut long_remark = bin(11, 0, b"", b"", 0);
+        long_remark[13..17].copy_from_slice(&i32::MAX.to_be_bytes());
+        check_bin(&long_remark, Err(Truncated { field: "remark", need: i32::MAX as usize, have: 4 }));
+        check_bin(&bin(11, 0, b"", b"", -5), Err(NegativeLength { field: "extFields length", len: -5 }));
+        check_bin(&bin(11, 0, b"", &entry, 10), Err(Truncated { field: "extFields", need: 10, have: 9 }));
+        // An entry that straddles the end of the ext region.
+        check_bin(&bin(11, 0, b"", &entry, 8), Err(Truncated { field: "ext value", need: 2, have: 1 }));
+        check_bin(&bin(11, 0, b"", &[0xFF, 0xFF], 2), Err(NegativeLength { field: "ext key length", len: -1 }));
+        check_bin(&bin(11, 0, b"", &[0, 0, 0xFF, 0xFF, 0xFF, 0xFE], 6), Err(NegativeLength { field: "ext value length", len: -2 }));
+        check_bin(&bin(11, 0, b"", &[0, 0, 0], 3), Err(Truncated { field: "ext value length", need: 4, have: 1 }));
+        check_bin(&bin(11, 0, &[0xFF], b"", 0), Ok(RemotingCommand { remark: Some("\u{FFFD}".into()), ..base }));
+    }
+
+    #[test]
+    fn binary_encode_refuses_out_of_range() {
+        let c = RemotingCommand { serialize_type: SerializeType::RocketMq, ..cmd(40000, 0, 0, &[]) };
+        assert!(matches!(c.encode_header(), Err(CommandError::FieldOutOfRange { field: "code", value: 40000, bits: 16 })));
+        let c = RemotingCommand { version: -40000, serialize_type: SerializeType::RocketMq, ..cmd(1, 0, 0, &[]) };
+        assert!(matches!(c.encode_header(), Err(CommandError::FieldOutOfRange { field: "version", .. })));
+        let key = "k".repeat(40000);
+        let c = cmd(1, 0, 0, &[(&key, "v")]).with_serialize_type(SerializeType::RocketMq);
+        assert!(matches!(c.encode_header(), Err(CommandError::FieldOutOfRange { field: "ext key length", .. })));
+    }
+
+    #[test]
+    fn too_many_ext_fields() {
+        let mut c = cmd(1, 0, 0, &[]);
+        for i in 0..=EXT_FIELDS_COUNT_MAX {
+            c.ext_fields.insert(i.to_string(), String::new());
+        }
+        assert!(matches!(c.encode_header(), Err(CommandError::TooManyExtFields { .. })));
+        let json = serde_json::to_vec(&serde_json::json!({ "extFields": c.ext_fields })).unwrap();
+        assert!(decode_json_header(&json).is_err());
+        let bin = encode_binary_header(&c).unwrap();
+        assert_eq!(decode_binary_header(&bin), Err(BinaryHeaderError::TooManyExtFields { max: EXT_FIELDS_COUNT_MAX }));
+    }
+
+    #[test]
+    fn responses_follow_requests() {
+        let req = cmd(10, 42, 0, &[]).with_serialize_type(SerializeType::RocketMq).oneway();
+        assert!(req.is_oneway() && !req.is_response());
+        let resp = req.create_response(17, Some("no topic"));
+        assert!(resp.is_response() && !resp.is_oneway());
+        assert_eq!((resp.opaque, resp.code, resp.serialize_type), (42, 17, SerializeType::RocketMq));
+        assert_eq!(resp.remark.as_deref(), Some("no topic"));
+        let req = req.with_ext("topic", "T");
+        assert_eq!(req.ext("topic"), Some("T"));
+        assert_eq!(req.ext("nope"), None);
+    }
+
+    #[test]
+    fn full_frame_roundtrip_and_errors() {
+        let c = cmd(10, 5, 0, &[("a", "1")]).with_body(&b"payload"[..]);
+        let mut buf = BytesMut::new();
+        c.encode(&mut buf).unwrap();
+        c.clone().with_serialize_type(SerializeType::RocketMq).encode(&mut buf).unwrap();
+        let limits = FrameLimits::default();
+        assert_eq!(RemotingCommand::decode(&mut buf, &limits).unwrap(), Some(c.clone()));
+        assert_eq!(RemotingCommand::decode(&mut buf, &limits).unwrap(), Some(c.with_serialize_type(SerializeType::RocketMq)));
+        assert_eq!(RemotingCommand::decode(&mut buf, &limits).unwrap(), None);
+        // A broken header consumes its frame and is not fatal; a broken frame is.
+        let mut buf = BytesMut::new();
+        frame::encode(SerializeType::Json, b"{oops", b"", &mut buf).unwrap();
+        let err = RemotingCommand::decode(&mut buf, &limits).unwrap_err();
+        assert!(!err.is_fatal() && buf.is_empty());
+        let mut buf = BytesMut::from(&[0u8, 0, 0, 1][..]);
+        assert!(RemotingCommand::decode(&mut buf, &limits).unwrap_err().is_fatal());
+    }
+
+    fn arb_command(binary: bool) -> impl Strategy<Value = RemotingCommand> {
+        let names = prop::sample::select(super::super::codes::LANGUAGE_NAMES.to_vec());
+        (
+            (any::<i16>(), names, any::<i16>(), any::<i32>(), any::<i32>()),
+            proptest::option::of(".{1,20}"),
+            proptest::collection::btree_map(".{0,10}", ".{0,20}", 0..6),
+            proptest::collection::vec(any::<u8>(), 0..64),
+        )
+            .prop_map(move |((code, language, version, opaque, flag), remark, ext_fields, body)| RemotingCommand {
+                code: i32::from(code),
+                language: language.to_string(),
+                version: i32::from(version),
+                opaque,
+                flag,
+                remark,
+                ext_fields,
+                body: Bytes::from(body),
+                serialize_type: if binary { SerializeType::RocketMq } else { SerializeType::Json },
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn json_roundtrip(c in arb_command(false)) {
+            let mut buf = BytesMut::new();
+            c.encode(&mut buf).unwrap();
+            prop_assert_eq!(RemotingCommand::decode(&mut buf, &FrameLimits::default()).unwrap(), Some(c));
+        }
+
+        #[test]
+        fn binary_roundtrip(c in arb_command(true)) {
+            let mut buf = BytesMut::new();
+            c.encode(&mut buf).unwrap();
+            prop_assert_eq!(RemotingCommand::decode(&mut buf, &FrameLimits::default()).unwrap(), Some(c));
+        }
+
+        #[test]
+        fn header_decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..128)) {
+            let _ = decode_binary_header(&bytes);
+            let _ = decode_json_header(&bytes);
+        }
+    }
+}
