@@ -147,6 +147,8 @@ struct Inner<D: Disk> {
     checkpoint_file: Option<Rc<D::File>>,
     logics_flushing: bool,
     stats: StoreStats,
+    /// The flusher waiting for work (woken by `put`).
+    flusher_waker: Option<Waker>,
 }
 
 fn commitlog_of<D: Disk>(inner: &mut Inner<D>) -> &mut SegmentedLog<D> {
@@ -317,6 +319,15 @@ impl<D: Disk, C: Clock> Store<D, C> {
             }
         }
         inner.stats.records_put += 1;
+        let wake = match self.config.flush_mode {
+            FlushMode::Sync => true,
+            FlushMode::Async => inner.commitlog.dirty_bytes() >= self.config.flush_min_bytes,
+        };
+        if wake {
+            if let Some(waker) = inner.flusher_waker.take() {
+                waker.wake();
+            }
+        }
         Ok(PutResult {
             phys_offset: self.shard.phys(local),
             queue_offset,
@@ -324,6 +335,51 @@ impl<D: Disk, C: Clock> Store<D, C> {
             store_timestamp_ms,
             durable_ticket: local + size,
         })
+    }
+
+    /// Resolves when the flusher has work: any dirty byte under sync flush, at least
+    /// `flush_min_bytes` under async flush (the flusher also wakes on its interval).
+    pub fn flush_wanted(&self) -> FlushWanted<D> {
+        FlushWanted { inner: self.inner.clone(), min_bytes: match self.config.flush_mode {
+            FlushMode::Sync => 1,
+            FlushMode::Async => self.config.flush_min_bytes,
+        } }
+    }
+
+    /// Whether the segment after the active one should be pre-allocated now: the active
+    /// one is more than half used and its successor does not exist yet.
+    pub fn next_segment_wanted(&self) -> bool {
+        let inner = self.inner.borrow();
+        let log = &inner.commitlog;
+        let start = log.segment_start(log.write_pos);
+        inner.failed.is_none() && !log.files.contains_key(&(start + log.segment_bytes)) && (log.write_pos - start) * 2 >= log.segment_bytes
+    }
+
+    /// Re-reads disk usage: warns, refuses appends past `disk_refuse_ratio`, and lets
+    /// them resume once usage falls back. Returns the used ratio.
+    pub async fn check_disk(&self) -> Result<f64, StoreError> {
+        let space = self.disk.space(&self.dir).await?;
+        let ratio = space.used_ratio();
+        let refuse = self.config.disk_refuse_ratio;
+        let mut inner = self.inner.borrow_mut();
+        if ratio >= refuse {
+            if inner.disk_full.is_none() {
+                tracing::warn!(shard = self.shard.0, used_percent = (ratio * 100.0) as u32, "disk above the refuse watermark: refusing appends");
+            }
+            inner.disk_full = Some(((ratio * 100.0) as u32, (refuse * 100.0) as u32));
+        } else {
+            if inner.disk_full.take().is_some() {
+                tracing::info!(shard = self.shard.0, used_percent = (ratio * 100.0) as u32, "disk space available again: accepting appends");
+            }
+            if ratio >= self.config.disk_warn_ratio {
+                tracing::warn!(shard = self.shard.0, used_percent = (ratio * 100.0) as u32, "disk above the warning watermark");
+            }
+        }
+        Ok(ratio)
+    }
+
+    pub fn refusing_writes(&self) -> bool {
+        self.inner.borrow().disk_full.is_some()
     }
 
     /// Resolves once the CommitLog is durable up to `ticket`, or with the error that
@@ -839,6 +895,25 @@ async fn read_queue<D: Disk>(cell: &RefCell<Inner<D>>, key: &QueueKey, pos: u64,
     }
     out.extend_from_slice(&tail_bytes);
     Ok(out)
+}
+
+/// Future returned by [`Store::flush_wanted`].
+pub struct FlushWanted<D: Disk> {
+    inner: Rc<RefCell<Inner<D>>>,
+    min_bytes: u64,
+}
+
+impl<D: Disk> Future for FlushWanted<D> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut inner = self.inner.borrow_mut();
+        if inner.failed.is_some() || inner.commitlog.dirty_bytes() >= self.min_bytes {
+            return Poll::Ready(());
+        }
+        inner.flusher_waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
 }
 
 /// Future returned by [`Store::wait_durable`].

@@ -749,4 +749,702 @@ fn corrupt(path: &Path, reason: String) -> IndexError {
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use super::*;
+    use crate::store::io::sim::{FaultConfig, SimDisk};
+    use futures_lite::future::block_on;
+    use proptest::prelude::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    const T0: i64 = 1_700_000_000_000;
+    const SEC: i64 = 1000;
+    const ALL: (i64, i64) = (i64::MIN, i64::MAX);
+
+    fn dir() -> PathBuf {
+        PathBuf::from("/store/shard-0/index")
+    }
+
+    fn cfg(slot_count: u32, entries_max: u32) -> IndexConfig {
+        IndexConfig { slot_count, entries_max }
+    }
+
+    /// A file on the simulated disk, by age.
+    #[derive(Debug, Clone, Copy)]
+    enum Sel {
+        Oldest(usize),
+        Newest,
+    }
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Put(&'static str, u64, i64),
+        Flush,
+        /// Flush with every sync failing: writes are issued but none is durable.
+        FlushFails,
+        /// Power cut, then open(clean = false).
+        Crash,
+        /// Drop the service, then open(clean = true).
+        Reopen,
+        /// replay_from_phys is this; then re-put every logged put at or past it.
+        Replay(u64),
+        /// Re-put from whatever replay_from_phys says (its safety is checked at Crash).
+        ReplayAny,
+        /// key, max_results, begin, end: exactly these offsets, in this order.
+        Query(&'static str, usize, i64, i64, Vec<u64>),
+        /// The result contains at least these offsets.
+        QueryHas(&'static str, i64, i64, Vec<u64>),
+        /// Must terminate without panicking and respect the cap; content unchecked.
+        QueryAny(&'static str),
+        Files(usize),
+        /// The names (epoch ms) of the files on disk, oldest first.
+        Names(Vec<i64>),
+        DiskLen(Sel, u64),
+        DiskBytes(Sel, u64, Vec<u8>),
+        /// min_phys, files expected deleted.
+        Delete(u64, usize),
+        Raw(Sel, u64, Vec<u8>),
+        Flip(Sel, u64, u8),
+        /// Random bytes written at random places past the header (seed, writes).
+        Garbage(Sel, u64, usize),
+        ReadFlipsPerMillion(u32),
+        /// open(clean) must fail with CorruptHeader naming this file.
+        OpenFails(bool, Sel),
+    }
+    use Step::*;
+
+    fn q(key: &'static str, expect: &[u64]) -> Step {
+        Query(key, QUERY_RESULTS_MAX, ALL.0, ALL.1, expect.to_vec())
+    }
+    fn qt(key: &'static str, begin: i64, end: i64, expect: &[u64]) -> Step {
+        Query(key, QUERY_RESULTS_MAX, begin, end, expect.to_vec())
+    }
+    fn qn(key: &'static str, max: usize, expect: &[u64]) -> Step {
+        Query(key, max, ALL.0, ALL.1, expect.to_vec())
+    }
+    fn be32(v: i32) -> Vec<u8> {
+        v.to_be_bytes().to_vec()
+    }
+
+    fn disk_files(disk: &SimDisk) -> Vec<PathBuf> {
+        disk.paths().into_iter().filter(|p| p.parent() == Some(dir().as_path())).collect()
+    }
+
+    fn pick(disk: &SimDisk, sel: Sel) -> PathBuf {
+        let files = disk_files(disk);
+        let found = match sel {
+            Sel::Oldest(n) => files.get(n),
+            Sel::Newest => files.last(),
+        };
+        found.cloned().unwrap_or_else(|| panic!("no file {sel:?} in {files:?}"))
+    }
+
+    /// Runs a script against a fresh simulated disk; every failure names the case, the
+    /// seed and the step, so it replays exactly.
+    fn check(name: &str, seed: u64, config: IndexConfig, steps: &[Step]) {
+        block_on(async {
+            let disk = SimDisk::new(seed);
+            let open = |clean: bool| IndexService::open(disk.clone(), dir(), config, clean, T0);
+            let mut svc = open(true).await.unwrap_or_else(|e| panic!("{name} (seed {seed}): open: {e}"));
+            let mut log: Vec<(&str, u64, i64)> = Vec::new();
+            // The lowest offset put since the last successful flush: a crash may lose
+            // it, so the replay must start at or before it.
+            let mut unflushed_min: Option<u64> = None;
+            let replay = |svc: &mut IndexService<SimDisk>, log: &[(&str, u64, i64)], from: u64| {
+                for &(key, phys, ts) in log.iter().filter(|(_, phys, _)| *phys >= from) {
+                    svc.put(key, phys, ts);
+                }
+                log.iter().filter(|(_, phys, _)| *phys >= from).map(|(_, phys, _)| *phys).min()
+            };
+            for (i, step) in steps.iter().enumerate() {
+                let ctx = format!("{name} (seed {seed}) step {i} {step:?}");
+                match step {
+                    Put(key, phys, ts) => {
+                        svc.put(key, *phys, *ts);
+                        log.push((key, *phys, *ts));
+                        unflushed_min = Some(unflushed_min.map_or(*phys, |m| m.min(*phys)));
+                    }
+                    Flush => {
+                        svc.flush().await.unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                        unflushed_min = None;
+                    }
+                    FlushFails => {
+                        disk.set_faults(FaultConfig { sync_eio_per_million: 1_000_000, ..FaultConfig::default() });
+                        assert!(svc.flush().await.is_err(), "{ctx}: flush should fail");
+                        disk.set_faults(FaultConfig::default());
+                    }
+                    Crash => {
+                        disk.crash();
+                        svc = open(false).await.unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                        if let Some(min) = unflushed_min {
+                            assert!(svc.replay_from_phys() <= min, "{ctx}: replay from {} loses {min}", svc.replay_from_phys());
+                        }
+                    }
+                    Reopen => {
+                        drop(svc);
+                        svc = open(true).await.unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                    }
+                    Replay(expect) => {
+                        assert_eq!(svc.replay_from_phys(), *expect, "{ctx}");
+                        let min = replay(&mut svc, &log, *expect);
+                        unflushed_min = min.or(unflushed_min);
+                    }
+                    ReplayAny => {
+                        let from = svc.replay_from_phys();
+                        let min = replay(&mut svc, &log, from);
+                        unflushed_min = min.or(unflushed_min);
+                    }
+                    Query(key, max, begin, end, expect) => {
+                        let got = svc.query(key, *max, *begin, *end).await.unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                        assert_eq!(&got, expect, "{ctx}");
+                    }
+                    QueryHas(key, begin, end, expect) => {
+                        let got = svc.query(key, QUERY_RESULTS_MAX, *begin, *end).await.unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                        for phys in expect {
+                            assert!(got.contains(phys), "{ctx}: {phys} missing from {got:?}");
+                        }
+                    }
+                    QueryAny(key) => {
+                        if let Ok(got) = svc.query(key, usize::MAX, ALL.0, ALL.1).await {
+                            assert!(got.len() <= QUERY_RESULTS_MAX, "{ctx}");
+                        }
+                    }
+                    Files(n) => assert_eq!(svc.file_count(), *n, "{ctx}"),
+                    Names(expect) => {
+                        let names: Vec<i64> = disk_files(&disk)
+                            .iter()
+                            .map(|p| {
+                                let name = p.file_name().unwrap().to_str().unwrap();
+                                assert_eq!(name.len(), 20, "{ctx}: {name}");
+                                name.parse().unwrap()
+                            })
+                            .collect();
+                        assert_eq!(&names, expect, "{ctx}");
+                    }
+                    DiskLen(sel, len) => {
+                        let bytes = disk.file_bytes(&pick(&disk, *sel)).unwrap();
+                        assert_eq!(bytes.len() as u64, *len, "{ctx}");
+                    }
+                    DiskBytes(sel, pos, expect) => {
+                        let bytes = disk.file_bytes(&pick(&disk, *sel)).unwrap();
+                        assert_eq!(&bytes[*pos as usize..*pos as usize + expect.len()], &expect[..], "{ctx}");
+                    }
+                    Delete(min_phys, n) => {
+                        let got = svc.delete_files_before(*min_phys).await.unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                        assert_eq!(got, *n, "{ctx}");
+                    }
+                    Raw(sel, pos, bytes) => disk.write_raw(&pick(&disk, *sel), *pos, bytes),
+                    Flip(sel, pos, bit) => disk.flip_bit(&pick(&disk, *sel), *pos, *bit),
+                    Garbage(sel, garbage_seed, writes) => {
+                        let path = pick(&disk, *sel);
+                        let len = disk.file_bytes(&path).unwrap().len() as u64;
+                        let mut rng = ChaCha8Rng::seed_from_u64(*garbage_seed);
+                        for _ in 0..*writes {
+                            let size = rng.gen_range(1..=24u64).min(len - HEADER_BYTES);
+                            let pos = rng.gen_range(HEADER_BYTES..=len - size);
+                            let bytes: Vec<u8> = (0..size).map(|_| rng.gen()).collect();
+                            disk.write_raw(&path, pos, &bytes);
+                        }
+                    }
+                    ReadFlipsPerMillion(rate) => {
+                        disk.set_faults(FaultConfig { read_bitflip_per_million: *rate, ..FaultConfig::default() })
+                    }
+                    OpenFails(clean, sel) => match open(*clean).await {
+                        Err(IndexError::CorruptHeader { path, .. }) => assert_eq!(path, pick(&disk, *sel), "{ctx}"),
+                        Err(other) => panic!("{ctx}: wrong error {other}"),
+                        Ok(_) => panic!("{ctx}: opened a corrupt index"),
+                    },
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn key_hash_is_rocketmq_positive_hash() {
+        assert_eq!(positive_hash(i32::MIN), 0);
+        assert_eq!(positive_hash(-5), 5);
+        assert_eq!(positive_hash(7), 7);
+        assert_eq!(key_hash("a"), 97);
+        assert_eq!(key_hash("Aa"), key_hash("BB"), "a real String.hashCode collision");
+    }
+
+    #[test]
+    fn config_is_validated() {
+        for bad in [cfg(0, 10), cfg(10, 1), cfg(10, 0), cfg(u32::MAX, 2_000_000)] {
+            let got = block_on(IndexService::open(SimDisk::new(1), dir(), bad, true, T0));
+            assert!(matches!(got, Err(IndexError::InvalidConfig(_))), "{bad:?}");
+        }
+        assert_eq!(IndexConfig::default().file_bytes() % BLOCK_BYTES, 0);
+    }
+
+    #[test]
+    fn put_query_round_trip() {
+        for config in [cfg(7, 100), cfg(500_000, 100), cfg(3, 4)] {
+            check("round trip", 1, config, &[
+                q("T#a", &[]),
+                Put("T#a", 100, T0),
+                Put("T#b", 200, T0 + 10),
+                Put("T#a", 300, T0 + 20),
+                q("T#a", &[300, 100]),
+                q("T#b", &[200]),
+                q("T#c", &[]),
+                Flush,
+                q("T#a", &[300, 100]),
+                Put("T#b", 400, T0 + 30),
+                q("T#b", &[400, 200]),
+            ]);
+        }
+    }
+
+    #[test]
+    fn hash_collisions_share_slots() {
+        for slots in [1, 2, 3, 7] {
+            check("collisions", 2, cfg(slots, 50), &[
+                Put("k1", 100, T0),
+                Put("k2", 200, T0),
+                Put("k3", 300, T0),
+                Put("k1", 400, T0),
+                Put("k4", 500, T0),
+                Put("k2", 600, T0),
+                q("k1", &[400, 100]),
+                q("k2", &[600, 200]),
+                q("k3", &[300]),
+                q("k4", &[500]),
+                q("k5", &[]),
+                Flush,
+                Reopen,
+                q("k1", &[400, 100]),
+                q("k2", &[600, 200]),
+            ]);
+        }
+        // Equal String.hashCode: both come back; the caller checks the key on the record.
+        check("true collision", 3, cfg(3, 50), &[
+            Put("Aa", 100, T0),
+            Put("BB", 200, T0),
+            q("Aa", &[200, 100]),
+            q("BB", &[200, 100]),
+        ]);
+    }
+
+    #[test]
+    fn time_range_filters_to_the_second() {
+        let steps = [
+            Put("a", 100, T0),
+            Put("a", 200, T0 + SEC),
+            Put("b", 250, T0 + 1700),
+            Put("a", 300, T0 + 2 * SEC),
+            Put("a", 400, T0 + 5 * SEC),
+            qt("a", T0 + SEC, T0 + 2 * SEC, &[300, 200]),
+            qt("a", T0, T0, &[100]),
+            qt("a", T0 + 3 * SEC, T0 + 5 * SEC - 1, &[]),
+            qt("a", T0 + 1, T0 + SEC - 1, &[]),
+            qt("a", T0 - 10 * SEC, T0 - 1, &[]),
+            qt("a", T0 + 5 * SEC + 1, i64::MAX, &[]),
+            qt("a", T0 + 2 * SEC, T0, &[]),
+            qt("b", T0 + 1700, T0 + 1700, &[250]),
+            qt("b", T0 + 1700, T0 + 2 * SEC, &[250]),
+        ];
+        check("time range, one file", 4, cfg(5, 100), &steps);
+        check("time range, across files", 4, cfg(5, 3), &steps);
+    }
+
+    #[test]
+    fn max_results_is_bounded() {
+        let mut steps: Vec<Step> = (0..70u64).map(|i| Put("hot", 1000 + i, T0 + i as i64)).collect();
+        let newest = |n: u64| (0..n).map(|i| 1069 - i).collect::<Vec<_>>();
+        steps.extend([
+            qn("hot", 0, &[]),
+            qn("hot", 1, &newest(1)),
+            qn("hot", 3, &newest(3)),
+            qn("hot", 1000, &newest(QUERY_RESULTS_MAX as u64)),
+            Flush,
+            qn("hot", usize::MAX, &newest(QUERY_RESULTS_MAX as u64)),
+        ]);
+        check("max results, one file", 5, cfg(3, 200), &steps);
+        check("max results, many files", 5, cfg(3, 8), &steps);
+    }
+
+    #[test]
+    fn rolling_over_files() {
+        // Two entries per file.
+        let steps = [
+            Put("a", 100, T0),
+            Put("b", 200, T0 + SEC),
+            Put("a", 300, T0 + 2 * SEC),
+            Put("b", 400, T0 + 3 * SEC),
+            Put("a", 500, T0 + 4 * SEC),
+            Put("c", 600, T0 + 5 * SEC),
+            Put("a", 700, T0 + 6 * SEC),
+            Files(4),
+            Names(vec![]),
+            q("a", &[700, 500, 300, 100]),
+            q("b", &[400, 200]),
+            qt("a", T0 + 2 * SEC, T0 + 4 * SEC, &[500, 300]),
+            Flush,
+            Names(vec![T0, T0 + 2 * SEC, T0 + 4 * SEC, T0 + 6 * SEC]),
+            DiskLen(Sel::Oldest(0), 4096),
+            q("a", &[700, 500, 300, 100]),
+            qt("a", T0 + 2 * SEC, T0 + 4 * SEC, &[500, 300]),
+            Reopen,
+            Replay(701),
+            Files(4),
+            q("a", &[700, 500, 300, 100]),
+            q("c", &[600]),
+            // The reopened file is active again: it takes one more entry, then rolls.
+            Put("c", 800, T0 + 7 * SEC),
+            Files(4),
+            Put("c", 900, T0 + 8 * SEC),
+            Files(5),
+            q("c", &[900, 800, 600]),
+            q("a", &[700, 500, 300, 100]),
+            Flush,
+            Reopen,
+            Replay(901),
+            q("c", &[900, 800, 600]),
+        ];
+        check("rolling", 6, cfg(3, 3), &steps);
+    }
+
+    #[test]
+    fn file_layout_is_rocketmq_layout() {
+        // "a" (97) and "d" (100) share slot 1 of 3.
+        let config = cfg(3, 4);
+        let mut header = vec![];
+        for v in [T0, T0 + 2500] {
+            header.extend(v.to_be_bytes());
+        }
+        for v in [100i64, 200] {
+            header.extend(v.to_be_bytes());
+        }
+        header.extend(be32(1)); // slots in use
+        header.extend(be32(3)); // next entry number
+        let mut entries = vec![0u8; 20]; // entry 0 is never used
+        for (hash, phys, diff, prev) in [(97, 100i64, 0, 0), (100, 200, 2, 1)] {
+            entries.extend(be32(hash));
+            entries.extend(phys.to_be_bytes());
+            entries.extend(be32(diff));
+            entries.extend(be32(prev));
+        }
+        check("layout", 7, config, &[
+            Put("a", 100, T0),
+            Put("d", 200, T0 + 2500),
+            Flush,
+            Names(vec![T0]),
+            DiskLen(Sel::Newest, 4096),
+            DiskBytes(Sel::Newest, 0, header),
+            DiskBytes(Sel::Newest, HEADER_BYTES, [be32(0), be32(2), be32(0)].concat()),
+            DiskBytes(Sel::Newest, config.entry_pos(0), entries),
+        ]);
+    }
+
+    #[test]
+    fn crash_after_flush_replays_the_active_file() {
+        check("crash after flush", 8, cfg(5, 4), &[
+            Put("a", 100, T0),
+            Put("b", 200, T0 + SEC),
+            Put("a", 300, T0 + 2 * SEC),
+            Put("c", 400, T0 + 3 * SEC),
+            Put("a", 500, T0 + 4 * SEC),
+            Flush,
+            Crash,
+            Files(1),
+            Replay(400),
+            Files(2),
+            q("a", &[500, 300, 100]),
+            q("c", &[400]),
+            Flush,
+            Crash,
+            Replay(400),
+            q("a", &[500, 300, 100]),
+        ]);
+    }
+
+    #[test]
+    fn crash_without_flush_replays_from_the_last_durable_file() {
+        for seed in 0..16 {
+            check("crash without flush", seed, cfg(5, 4), &[
+                Put("a", 100, T0),
+                Put("b", 200, T0 + SEC),
+                Put("c", 300, T0 + 2 * SEC),
+                Put("d", 400, T0 + 3 * SEC),
+                Flush,
+                Put("e", 500, T0 + 4 * SEC),
+                Put("a", 600, T0 + 5 * SEC),
+                Put("a", 700, T0 + 6 * SEC),
+                q("a", &[700, 600, 100]),
+                Crash,
+                Replay(400),
+                q("a", &[700, 600, 100]),
+                q("d", &[400]),
+                q("e", &[500]),
+            ]);
+            check("crash before any flush", seed, cfg(5, 4), &[
+                Put("a", 100, T0),
+                Put("a", 200, T0),
+                Crash,
+                Replay(0),
+                q("a", &[200, 100]),
+            ]);
+        }
+    }
+
+    #[test]
+    fn crash_during_flush_tears_only_the_newest_file() {
+        for seed in 0..32 {
+            // The header sector is torn or not: either way it says begin = 100.
+            check("torn active", seed, cfg(5, 4), &[
+                Put("a", 100, T0),
+                Flush,
+                Put("b", 200, T0),
+                Put("a", 300, T0),
+                FlushFails,
+                Crash,
+                Replay(100),
+                q("a", &[300, 100]),
+                q("b", &[200]),
+            ]);
+            // The full file's rewrite fails before the new one is created: the full
+            // one is the newest on disk and is replayed.
+            check("torn seal", seed, cfg(5, 3), &[
+                Put("a", 100, T0),
+                Put("b", 200, T0),
+                Flush,
+                Put("a", 300, T0),
+                FlushFails,
+                Crash,
+                Files(0),
+                Replay(100),
+                q("a", &[300, 100]),
+            ]);
+            check("torn after a sealed file", seed, cfg(5, 3), &[
+                Put("a", 100, T0),
+                Put("b", 200, T0),
+                Put("a", 300, T0),
+                Flush,
+                Put("a", 400, T0),
+                Put("a", 500, T0),
+                FlushFails,
+                Crash,
+                Files(1),
+                Replay(300),
+                q("a", &[500, 400, 300, 100]),
+            ]);
+        }
+    }
+
+    #[test]
+    fn straddling_record_replays_all_its_keys() {
+        // Record 200 carries keys a and b; the file fills between them.
+        check("straddle", 9, cfg(5, 3), &[
+            Put("x", 100, T0),
+            Put("a", 200, T0),
+            Put("b", 200, T0),
+            Flush,
+            Raw(Sel::Newest, 0, vec![0; HEADER_BYTES as usize]),
+            Crash,
+            // The newest header is gone: fall back to the previous file's end, not end + 1.
+            Replay(200),
+            q("a", &[200]),
+            q("b", &[200]),
+            q("x", &[100]),
+        ]);
+    }
+
+    #[test]
+    fn unbelievable_newest_header_falls_back() {
+        let zero = vec![0u8; HEADER_BYTES as usize];
+        check("zeroed newest, no previous", 10, cfg(5, 3), &[
+            Put("a", 100, T0),
+            Flush,
+            Raw(Sel::Newest, 0, zero.clone()),
+            Crash,
+            Replay(0),
+            q("a", &[100]),
+        ]);
+        check("zeroed newest after clean stop", 10, cfg(5, 3), &[
+            Put("a", 100, T0),
+            Put("a", 200, T0),
+            Put("a", 300, T0),
+            Flush,
+            Raw(Sel::Newest, 36, be32(-7)),
+            Reopen,
+            Replay(200),
+            q("a", &[300, 200, 100]),
+        ]);
+        // A begin offset before the previous file's end is not believed.
+        check("newest begins too early", 10, cfg(5, 3), &[
+            Put("a", 100, T0),
+            Put("a", 200, T0),
+            Put("a", 300, T0),
+            Flush,
+            Raw(Sel::Newest, 16, 50i64.to_be_bytes().to_vec()),
+            Crash,
+            Replay(200),
+            q("a", &[300, 200, 100]),
+        ]);
+    }
+
+    #[test]
+    fn corrupt_sealed_header_refuses_to_open() {
+        let base = [
+            Put("a", 100, T0),
+            Put("a", 200, T0),
+            Put("a", 300, T0),
+            Put("a", 400, T0),
+            Put("a", 500, T0),
+            Flush,
+        ];
+        let cases: [(&str, Step); 4] = [
+            ("index count", Raw(Sel::Oldest(0), 36, be32(99))),
+            ("slot count", Raw(Sel::Oldest(0), 32, be32(-1))),
+            ("begin after end", Raw(Sel::Oldest(0), 16, 1000i64.to_be_bytes().to_vec())),
+            ("length", Raw(Sel::Oldest(1), 4096, vec![1; 16])),
+        ];
+        for (name, corruption) in cases {
+            let sel = if name == "length" { Sel::Oldest(1) } else { Sel::Oldest(0) };
+            let mut steps = base.to_vec();
+            steps.extend([corruption, OpenFails(true, sel), OpenFails(false, sel)]);
+            check(name, 11, cfg(5, 3), &steps);
+        }
+    }
+
+    #[test]
+    fn garbage_in_sealed_files_never_panics_or_loops() {
+        // One slot, three entries per file: every entry sits on one chain.
+        let base = vec![
+            Put("a", 100, T0),
+            Put("b", 200, T0),
+            Put("a", 300, T0),
+            Put("a", 400, T0),
+            Put("b", 500, T0),
+            Put("a", 600, T0),
+            Put("a", 700, T0),
+            Flush,
+        ];
+        let config = cfg(1, 4);
+        let entry = |n: i32| config.entry_pos(n);
+        let cases: Vec<(&str, Vec<Step>, Vec<u64>)> = vec![
+            ("slot past the count", vec![Raw(Sel::Oldest(0), HEADER_BYTES, be32(999))], vec![700, 600, 400]),
+            ("slot negative", vec![Raw(Sel::Oldest(0), HEADER_BYTES, be32(-3))], vec![700, 600, 400]),
+            ("self loop", vec![Raw(Sel::Oldest(0), entry(3) + 16, be32(3))], vec![700, 600, 400, 300]),
+            ("forward link", vec![Raw(Sel::Oldest(0), entry(3) + 16, be32(7))], vec![700, 600, 400, 300]),
+            (
+                "two-entry cycle",
+                vec![Raw(Sel::Oldest(0), entry(2) + 16, be32(3))],
+                vec![700, 600, 400, 300],
+            ),
+            ("negative link", vec![Raw(Sel::Oldest(1), entry(3) + 16, be32(-1))], vec![700, 600, 300, 100]),
+            ("negative time", vec![Raw(Sel::Oldest(0), entry(1) + 12, be32(-1))], vec![700, 600, 400, 300]),
+            ("flipped hash", vec![Flip(Sel::Oldest(1), entry(1), 0)], vec![700, 600, 300, 100]),
+        ];
+        for (name, corruption, expect) in cases {
+            let mut steps = base.clone();
+            steps.extend(corruption);
+            steps.extend([q("a", &expect), QueryAny("b"), Reopen, q("a", &expect)]);
+            check(name, 12, config, &steps);
+        }
+        for seed in 0..64 {
+            for sel in [Sel::Oldest(0), Sel::Oldest(1)] {
+                let mut steps = base.clone();
+                steps.extend([Garbage(sel, seed, 1 + seed as usize % 16), QueryAny("a"), QueryAny("b"), QueryAny("zz")]);
+                steps.extend([ReadFlipsPerMillion(300_000), QueryAny("a"), QueryAny("b")]);
+                check("random garbage", seed, config, &steps);
+                check("random garbage, wider", seed, cfg(3, 4), &steps);
+            }
+        }
+    }
+
+    #[test]
+    fn delete_files_before_follows_retention() {
+        check("delete", 13, cfg(3, 3), &[
+            Put("a", 100, T0),
+            Put("a", 200, T0),
+            Put("a", 300, T0),
+            Put("a", 400, T0),
+            Put("a", 500, T0),
+            Files(3),
+            // Nothing is on disk yet: pending files are not candidates.
+            Delete(u64::MAX, 0),
+            Flush,
+            Delete(200, 0),
+            Delete(201, 1),
+            Files(2),
+            q("a", &[500, 400, 300]),
+            // Never the active file.
+            Delete(u64::MAX, 1),
+            Files(1),
+            q("a", &[500]),
+            Names(vec![T0 + 2]),
+            Crash,
+            Replay(500),
+            q("a", &[500]),
+            Put("a", 600, T0),
+            Put("a", 700, T0),
+            Flush,
+            Reopen,
+            Replay(701),
+            q("a", &[700, 600, 500]),
+        ]);
+    }
+
+    const KEYS: [&str; 8] = ["T#k0", "T#k1", "T#k2", "T#k3", "T#k4", "T#k5", "Aa", "BB"];
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// Key indexes (one record may carry several keys), then the time step in ms.
+        Record(Vec<usize>, i64),
+        Flush,
+        Crash,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (prop::collection::vec(0..KEYS.len(), 1..3), 0i64..2500).prop_map(|(k, dt)| Op::Record(k, dt)),
+            1 => Just(Op::Flush),
+            1 => Just(Op::Crash),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn queries_cover_every_put(
+            ops in prop::collection::vec(op(), 1..40),
+            slots in 1u32..8,
+            entries_max in 2u32..8,
+            window in (0i64..60_000, 0i64..60_000),
+            seed in 0u64..1000,
+        ) {
+            let mut steps = Vec::new();
+            let mut puts: Vec<(&'static str, u64, i64)> = Vec::new();
+            let (mut phys, mut ts) = (1_000u64, T0);
+            for op in &ops {
+                match op {
+                    Op::Record(keys, dt) => {
+                        phys += 100;
+                        ts += dt;
+                        for &k in keys {
+                            steps.push(Put(KEYS[k], phys, ts));
+                            puts.push((KEYS[k], phys, ts));
+                        }
+                    }
+                    Op::Flush => steps.push(Flush),
+                    Op::Crash => steps.extend([Crash, ReplayAny]),
+                }
+            }
+            let (begin, end) = (T0 + window.0.min(window.1), T0 + window.0.max(window.1));
+            for key in KEYS {
+                let all: Vec<u64> = puts.iter().filter(|p| p.0 == key).map(|p| p.1).collect();
+                let inside: Vec<u64> =
+                    puts.iter().filter(|p| p.0 == key && (begin..=end).contains(&p.2)).map(|p| p.1).collect();
+                steps.push(QueryHas(key, ALL.0, ALL.1, all));
+                steps.push(QueryHas(key, begin, end, inside));
+            }
+            steps.extend([Flush, Crash, ReplayAny]);
+            for key in KEYS {
+                let all: Vec<u64> = puts.iter().filter(|p| p.0 == key).map(|p| p.1).collect();
+                steps.push(QueryHas(key, ALL.0, ALL.1, all));
+            }
+            check("proptest", seed, cfg(slots, entries_max), &steps);
+        }
+    }
+}

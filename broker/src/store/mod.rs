@@ -5,6 +5,7 @@ pub mod config;
 pub mod consumequeue;
 pub mod engine;
 pub mod error;
+pub mod flusher;
 pub mod index;
 pub mod io;
 pub mod segmented;

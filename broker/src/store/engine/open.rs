@@ -161,6 +161,7 @@ pub async fn open_store<D: Disk, C: Clock>(
             checkpoint_file: None,
             logics_flushing: false,
             stats: StoreStats::default(),
+            flusher_waker: None,
         })),
         disk: disk.clone(),
         clock,

@@ -1,0 +1,93 @@
+//! The production driver of a shard's store on glommio: the group-commit loop, the
+//! segment pre-allocator, the logics (ConsumeQueue/index/checkpoint) flusher and the
+//! disk watcher, each a task on the shard's executor.
+//!
+//! Group commit: under sync flush the loop flushes as soon as anything is dirty; the
+//! appends that arrive while a flush is in flight are covered by the next one, so one
+//! fdatasync acknowledges every append before it. Under async flush it waits for
+//! `flush_min_bytes` or `flush_interval_ms`, whichever comes first.
+//!
+//! Invariant: a store failure ends every loop and calls `on_fatal` once; the broker
+//! exits the process rather than leave a shard serving without a store.
+
+use super::config::FlushMode;
+use super::engine::Store;
+use super::io::dma::DmaDisk;
+use super::io::Clock;
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// How often ConsumeQueues, the index and the checkpoint are synced.
+pub const LOGICS_FLUSH_INTERVAL_MS: u64 = 1000;
+/// How often the pre-allocator and the disk watcher look.
+pub const SEGMENT_CHECK_INTERVAL_MS: u64 = 50;
+pub const DISK_CHECK_INTERVAL_MS: u64 = 1000;
+
+/// Starts the store's background tasks on the current glommio executor. They stop when
+/// `stop` is set (the caller then calls `Store::close`) or the store fails.
+pub fn spawn_store_tasks<C: Clock>(store: Store<DmaDisk, C>, stop: Rc<Cell<bool>>, on_fatal: Rc<dyn Fn(String)>) {
+    let s = store.clone();
+    let st = stop.clone();
+    let fatal = on_fatal.clone();
+    glommio::spawn_local(async move {
+        let interval = Duration::from_millis(s.config().flush_interval_ms.max(1));
+        while !st.get() {
+            match s.config().flush_mode {
+                FlushMode::Sync => {
+                    futures_lite::future::or(s.flush_wanted(), glommio::timer::sleep(Duration::from_millis(100))).await;
+                }
+                FlushMode::Async => {
+                    futures_lite::future::or(s.flush_wanted(), glommio::timer::sleep(interval)).await;
+                }
+            }
+            if let Err(e) = s.flush().await {
+                if e.is_fatal() && s.failure().is_some() {
+                    fatal(e.to_string());
+                    return;
+                }
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    })
+    .detach();
+
+    let s = store.clone();
+    let st = stop.clone();
+    let fatal = on_fatal.clone();
+    glommio::spawn_local(async move {
+        while !st.get() {
+            if s.next_segment_wanted() {
+                if let Err(e) = s.prepare_next_segment().await {
+                    if s.failure().is_some() {
+                        fatal(e.to_string());
+                        return;
+                    }
+                }
+            }
+            glommio::timer::sleep(Duration::from_millis(SEGMENT_CHECK_INTERVAL_MS)).await;
+        }
+    })
+    .detach();
+
+    let s = store.clone();
+    let st = stop.clone();
+    glommio::spawn_local(async move {
+        let mut since_disk_check_ms = 0;
+        while !st.get() {
+            glommio::timer::sleep(Duration::from_millis(LOGICS_FLUSH_INTERVAL_MS)).await;
+            if let Err(e) = s.flush_logics().await {
+                if s.failure().is_some() {
+                    on_fatal(e.to_string());
+                    return;
+                }
+            }
+            since_disk_check_ms += LOGICS_FLUSH_INTERVAL_MS;
+            if since_disk_check_ms >= DISK_CHECK_INTERVAL_MS {
+                since_disk_check_ms = 0;
+                let _ = s.check_disk().await;
+            }
+        }
+    })
+    .detach();
+}
