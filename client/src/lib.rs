@@ -9,3 +9,4 @@
 
 pub mod hash;
 pub mod message;
+pub mod remoting;

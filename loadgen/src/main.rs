@@ -1,12 +1,255 @@
-fn main() {
-    let ex = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(0)).make().unwrap();
-    ex.run(async {
-        let f = glommio::io::OpenOptions::new().read(true).write(true).create(true).dma_open("/tmp/gtest").await.unwrap();
-        let mut b = f.alloc_dma_buffer(4096);
-        b.as_bytes_mut().fill(7);
-        let n = f.write_at(b, 0).await.unwrap();
-        f.fdatasync().await.unwrap();
-        let r = f.read_at(10, 100).await.unwrap();
-        println!("wrote {n} read {} {}", r.len(), r[0]);
-    });
+//! `loadgen`: RingMQ's load generator and benchmarks. This file owns the command line
+//! (clap subcommands) and the order of a run; the work lives in the modules:
+//!
+//! - `store_bench`: appends on one shard of the RingMQ store (sync and async flush).
+//! - `fio`: the fio baselines (O_DIRECT sequential writes), defined in
+//!   `scripts/fio-bench.sh`.
+//! - `report`: machine facts, the JSON results file and its Markdown summary.
+//!
+//! Subcommands: `store-bench`.
+
+mod fio;
+mod report;
+mod store_bench;
+
+use clap::{Args, Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(name = "loadgen", about = "RingMQ load generator and benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Appends records on one store shard (sync and async flush) and compares with fio.
+    StoreBench(StoreBenchArgs),
+}
+
+/// Largest accepted `--duration-secs` / `--warmup-secs`.
+const DURATION_SECS_MAX: u64 = 600;
+/// Largest accepted `--in-flight` value.
+const IN_FLIGHT_MAX: usize = 4096;
+/// Largest accepted `--message-bytes` (the store's default record limit is 4 MiB + 64 KiB).
+const MESSAGE_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Accepted `--segment-mib` range.
+const SEGMENT_MIB_MAX: u64 = 4096;
+
+#[derive(Args, Debug)]
+struct StoreBenchArgs {
+    /// Directory for the store and fio's file. Must be on a real filesystem (O_DIRECT),
+    /// not tmpfs. Default: a fresh directory under $TMPDIR (or /tmp), or under
+    /// `target/bench-store` if that is tmpfs.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Measured seconds per store run (after the warm-up).
+    #[arg(long, default_value_t = 10)]
+    duration_secs: u64,
+    /// Seconds of each store run and fio job not measured (first segment creation,
+    /// fio ramp).
+    #[arg(long, default_value_t = 1)]
+    warmup_secs: u64,
+    /// Message body size in bytes.
+    #[arg(long, default_value_t = 1024)]
+    message_bytes: usize,
+    /// Flush modes to run, in order.
+    #[arg(long, value_delimiter = ',', default_value = "sync,async")]
+    modes: Vec<ModeArg>,
+    /// Appends in flight for the sync runs (one run per value).
+    #[arg(long, value_delimiter = ',', default_value = "1,32")]
+    in_flight: Vec<usize>,
+    /// CommitLog segment size in MiB (small so pre-allocation happens during the run).
+    #[arg(long, default_value_t = 256)]
+    segment_mib: u64,
+    /// Run the fio comparison: `on`, `off`, or `auto` (on when fio is installed).
+    #[arg(long, default_value = "auto")]
+    fio: FioArg,
+    /// fio's file size in MiB (its time-based jobs loop over it).
+    #[arg(long, default_value_t = 1024)]
+    fio_size_mib: u64,
+    /// fio seconds per job (after `--warmup-secs` of ramp).
+    #[arg(long, default_value_t = 5)]
+    fio_runtime_secs: u64,
+    /// glommio preemption timer in microseconds: how long a busy task queue runs
+    /// before the executor polls io_uring completions (async producers never park).
+    #[arg(long, default_value_t = 500)]
+    preempt_us: u64,
+    /// Results file (JSON); the Markdown summary goes next to it with `.md`.
+    /// Default: results/store-bench-<UTC date-time>.json
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Skip the read-back and reopen checks after each store run.
+    #[arg(long)]
+    no_verify: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum ModeArg {
+    Sync,
+    Async,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum FioArg {
+    On,
+    Off,
+    Auto,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::StoreBench(args) => run_store_bench(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("loadgen: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn validate(args: &StoreBenchArgs) -> Result<(), String> {
+    if !(1..=DURATION_SECS_MAX).contains(&args.duration_secs) {
+        return Err(format!("--duration-secs must be 1..={DURATION_SECS_MAX}"));
+    }
+    if args.warmup_secs > 60 {
+        return Err("--warmup-secs must be 0..=60".into());
+    }
+    if !(1..=MESSAGE_BYTES_MAX).contains(&args.message_bytes) {
+        return Err(format!("--message-bytes must be 1..={MESSAGE_BYTES_MAX}"));
+    }
+    if args.modes.is_empty() {
+        return Err("--modes is empty".into());
+    }
+    if args.in_flight.is_empty() || args.in_flight.iter().any(|n| !(1..=IN_FLIGHT_MAX).contains(n)) {
+        return Err(format!("--in-flight values must be 1..={IN_FLIGHT_MAX}"));
+    }
+    if !(8..=SEGMENT_MIB_MAX).contains(&args.segment_mib) {
+        return Err(format!("--segment-mib must be 8..={SEGMENT_MIB_MAX}"));
+    }
+    if !(16..=16 * 1024).contains(&args.fio_size_mib) {
+        return Err("--fio-size-mib must be 16..=16384".into());
+    }
+    if !(1..=DURATION_SECS_MAX).contains(&args.fio_runtime_secs) {
+        return Err(format!("--fio-runtime-secs must be 1..={DURATION_SECS_MAX}"));
+    }
+    if !(50..=100_000).contains(&args.preempt_us) {
+        return Err("--preempt-us must be 50..=100000".into());
+    }
+    Ok(())
+}
+
+/// A fresh directory on a filesystem that supports O_DIRECT.
+fn default_dir() -> Result<PathBuf, String> {
+    let tmp = std::env::var_os("TMPDIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
+    let base = if report::fs_type(&tmp).as_deref() == Some("tmpfs") {
+        let fallback = PathBuf::from("target/bench-store");
+        std::fs::create_dir_all(&fallback).map_err(|e| format!("create {}: {e}", fallback.display()))?;
+        fallback
+    } else {
+        tmp
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("ringmq-store-bench-")
+        .tempdir_in(&base)
+        .map_err(|e| format!("create a directory under {}: {e}", base.display()))?;
+    Ok(dir.into_path())
+}
+
+fn run_store_bench(args: StoreBenchArgs) -> Result<(), String> {
+    validate(&args)?;
+    let command_line = report::command_line();
+    let (dir, remove_dir) = match &args.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).map_err(|e| format!("create {}: {e}", d.display()))?;
+            (d.clone(), false)
+        }
+        None => (default_dir()?, true),
+    };
+    if report::fs_type(&dir).as_deref() == Some("tmpfs") {
+        return Err(format!("{} is on tmpfs; O_DIRECT needs a real filesystem (pass --dir)", dir.display()));
+    }
+    let started_utc = report::utc_now();
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("results/store-bench-{}.json", started_utc.replace(':', ""))));
+    let machine = report::MachineInfo::collect(&dir, command_line);
+    eprintln!("store-bench: dir {} ({}), results {}", dir.display(), machine.bench_fs, out.display());
+
+    let mut runs = Vec::new();
+    let base = store_bench::RunSpec {
+        mode: store_bench::Mode::Sync,
+        in_flight: 1,
+        duration_secs: args.duration_secs,
+        warmup_secs: args.warmup_secs,
+        message_bytes: args.message_bytes,
+        segment_bytes: args.segment_mib * 1024 * 1024,
+        preempt_us: args.preempt_us,
+        verify: !args.no_verify,
+    };
+    for mode in &args.modes {
+        let specs: Vec<store_bench::RunSpec> = match mode {
+            ModeArg::Sync => args.in_flight.iter().map(|&n| store_bench::RunSpec { mode: store_bench::Mode::Sync, in_flight: n, ..base.clone() }).collect(),
+            ModeArg::Async => vec![store_bench::RunSpec { mode: store_bench::Mode::Async, in_flight: 1, ..base.clone() }],
+        };
+        for spec in specs {
+            let run_dir = dir.join(format!("store-{}-{}", spec.mode.name(), spec.in_flight));
+            eprintln!("store-bench: {} with {} in flight, {} s + {} s warm-up ...", spec.mode.name(), spec.in_flight, spec.duration_secs, spec.warmup_secs);
+            let result = store_bench::run(&spec, &run_dir);
+            let _ = std::fs::remove_dir_all(&run_dir);
+            let result = result?;
+            eprintln!("store-bench:   {}", result.one_line());
+            runs.push(result);
+        }
+    }
+
+    let want_fio = match args.fio {
+        FioArg::On => true,
+        FioArg::Off => false,
+        FioArg::Auto => fio::available(),
+    };
+    let fio_results = if want_fio {
+        let plan = fio::Plan {
+            dir: dir.clone(),
+            size_bytes: args.fio_size_mib * 1024 * 1024,
+            runtime_secs: args.fio_runtime_secs,
+            ramp_secs: args.warmup_secs,
+        };
+        let result = fio::run_baselines(&plan, &runs);
+        let _ = std::fs::remove_file(dir.join("fio-bench.dat"));
+        Some(result?)
+    } else {
+        eprintln!("store-bench: fio comparison skipped (fio {})", if fio::available() { "disabled" } else { "not installed: scripts/install-fio.sh" });
+        None
+    };
+
+    if remove_dir {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let report = report::Report::new(machine, started_utc, &args_summary(&args), runs, fio_results);
+    report.write(&out)?;
+    let md = out.with_extension("md");
+    eprintln!("store-bench: wrote {} and {}", out.display(), md.display());
+    println!("{}", report.markdown());
+    Ok(())
+}
+
+fn args_summary(args: &StoreBenchArgs) -> report::BenchParams {
+    report::BenchParams {
+        duration_secs: args.duration_secs,
+        warmup_secs: args.warmup_secs,
+        message_bytes: args.message_bytes,
+        segment_mib: args.segment_mib,
+        fio_size_mib: args.fio_size_mib,
+        fio_runtime_secs: args.fio_runtime_secs,
+        preempt_us: args.preempt_us,
+        dir: args.dir.as_deref().map(Path::to_path_buf),
+    }
 }

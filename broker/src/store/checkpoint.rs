@@ -13,7 +13,7 @@ use std::path::Path;
 
 const MAGIC: u32 = 0x5249_4E43; // "RINC"
 const VERSION: u32 = 1;
-const BODY_BYTES: usize = 4 + 4 + 8 + 8 + 8 + 8;
+const BODY_BYTES: usize = 4 + 4 + 8 + 8 + 8 + 8 + 8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Checkpoint {
@@ -22,6 +22,8 @@ pub struct Checkpoint {
     pub commitlog_phys: u64,
     /// ConsumeQueue entries for records below this were synced.
     pub logics_phys: u64,
+    /// How many records lie below `logics_phys` (the queues' entries must add up).
+    pub records_below_logics: u64,
     pub timestamp_ms: i64,
 }
 
@@ -34,6 +36,7 @@ impl Checkpoint {
         block[16..24].copy_from_slice(&self.commitlog_phys.to_be_bytes());
         block[24..32].copy_from_slice(&self.logics_phys.to_be_bytes());
         block[32..40].copy_from_slice(&self.timestamp_ms.to_be_bytes());
+        block[40..48].copy_from_slice(&self.records_below_logics.to_be_bytes());
         let crc = crc32fast::hash(&block[..BODY_BYTES]);
         block[BODY_BYTES..BODY_BYTES + 4].copy_from_slice(&crc.to_be_bytes());
         block
@@ -56,6 +59,7 @@ impl Checkpoint {
             commitlog_phys: u64_at(16),
             logics_phys: u64_at(24),
             timestamp_ms: u64_at(32) as i64,
+            records_below_logics: u64_at(40),
         };
         (checkpoint.logics_phys <= checkpoint.commitlog_phys).then_some(checkpoint)
     }
@@ -93,7 +97,7 @@ mod tests {
             let path = Path::new("/cp");
             let file = disk.open(path, true).await.unwrap();
             for sequence in 1..=4 {
-                let cp = Checkpoint { sequence, commitlog_phys: sequence * 100, logics_phys: sequence * 50, timestamp_ms: 9 };
+                let cp = Checkpoint { sequence, commitlog_phys: sequence * 100, logics_phys: sequence * 50, records_below_logics: 3, timestamp_ms: 9 };
                 cp.store(&file).await.unwrap();
             }
             for &(at, bit) in damage {
@@ -113,7 +117,7 @@ mod tests {
         check(&[(20, 1)], Some(3)); // copy 0 spoiled
         check(&[(4096 + 20, 1)], Some(4)); // copy 1 spoiled
         check(&[(0, 0), (4096 + 9, 3)], None); // both spoiled
-        check(&[(40, 7)], Some(3)); // the CRC itself spoiled
+        check(&[(BODY_BYTES as u64, 7)], Some(3)); // the CRC itself spoiled
     }
 
     #[test]

@@ -149,6 +149,10 @@ struct Inner<D: Disk> {
     stats: StoreStats,
     /// The flusher waiting for work (woken by `put`).
     flusher_waker: Option<Waker>,
+    /// Records appended over the store's life (= the sum of the queues' max offsets).
+    records_appended: u64,
+    /// Records below the CommitLog's durable end.
+    records_flushed: u64,
 }
 
 fn commitlog_of<D: Disk>(inner: &mut Inner<D>) -> &mut SegmentedLog<D> {
@@ -319,6 +323,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
             }
         }
         inner.stats.records_put += 1;
+        inner.records_appended += 1;
         let wake = match self.config.flush_mode {
             FlushMode::Sync => true,
             FlushMode::Async => inner.commitlog.dirty_bytes() >= self.config.flush_min_bytes,
@@ -411,11 +416,19 @@ impl<D: Disk, C: Clock> Store<D, C> {
     /// synced. Wakes the waiters it covers. Always ends on a record boundary.
     pub async fn flush(&self) -> Result<Option<FlushDone>, StoreError> {
         self.check_alive()?;
+        // `flush_log` picks its range on its first poll, before anything else runs, and
+        // always covers everything appended: these describe exactly what it covers.
+        let (records_before, write_before) = {
+            let inner = self.inner.borrow();
+            (inner.records_appended, inner.commitlog.write_pos)
+        };
         let result = flush_log(&*self.inner, &commitlog_of, &self.disk, u64::MAX).await;
         match result {
             Ok(done) => {
                 let mut inner = self.inner.borrow_mut();
                 if let Some(done) = done {
+                    debug_assert_eq!(done.to, write_before);
+                    inner.records_flushed = records_before;
                     inner.stats.flushes += 1;
                     inner.stats.flushed_bytes += done.to - done.from;
                 }
@@ -428,7 +441,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
                 }
                 Ok(done)
             }
-            Err(e) if e.kind == IoErrorKind::NoSpace && e.op != "write" && e.op != "sync" => {
+            Err(e) if e.kind == IoErrorKind::NoSpace && e.op == "preallocate" => {
                 // The next segment could not be pre-allocated: nothing was written, so
                 // refuse appends until space is freed instead of stopping the store.
                 self.on_no_space(&e).await;
@@ -507,7 +520,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
     }
 
     async fn flush_logics_inner(&self) -> Result<(), StoreError> {
-        let (logics_phys, keys) = {
+        let (logics_phys, records_below, keys) = {
             let mut inner = self.inner.borrow_mut();
             if inner.logics_flushing {
                 return Ok(());
@@ -516,7 +529,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
             // Every record below the CommitLog's durable end already has its entries in
             // the queues' tails, because `put` adds both at once.
             let phys = inner.commitlog.flushed_pos;
-            (phys, inner.queues.keys().cloned().collect::<Vec<_>>())
+            (phys, inner.records_flushed, inner.queues.keys().cloned().collect::<Vec<_>>())
         };
         let result = async {
             for key in keys {
@@ -526,14 +539,14 @@ impl<D: Disk, C: Clock> Store<D, C> {
             let flushed = index.flush().await;
             self.return_index(index);
             flushed?;
-            self.write_checkpoint(logics_phys).await
+            self.write_checkpoint(logics_phys, records_below).await
         }
         .await;
         self.inner.borrow_mut().logics_flushing = false;
         result
     }
 
-    async fn write_checkpoint(&self, logics_phys: u64) -> Result<(), StoreError> {
+    async fn write_checkpoint(&self, logics_phys: u64, records_below_logics: u64) -> Result<(), StoreError> {
         let path = self.dir.join("checkpoint");
         let file = match self.inner.borrow().checkpoint_file.clone() {
             Some(f) => f,
@@ -547,6 +560,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
                 sequence: inner.checkpoint_sequence,
                 commitlog_phys: inner.commitlog.flushed_pos.max(logics_phys),
                 logics_phys,
+                records_below_logics,
                 timestamp_ms: self.clock.now_ms(),
             }
         };

@@ -158,8 +158,11 @@ where
         }
         (log.path_of(start), log.dir.clone(), log.segment_bytes, log.preallocate)
     };
-    disk.create_dir_all(&dir).await?;
-    let file = disk.open(&path, true).await?;
+    // Errors here happen before any data is written: tagged so that the store can tell
+    // a full disk at pre-allocation (recoverable) from a failed data write (fatal).
+    let tag = |e: IoError| IoError { op: "preallocate", ..e };
+    disk.create_dir_all(&dir).await.map_err(tag)?;
+    let file = disk.open(&path, true).await.map_err(tag)?;
     if preallocate {
         let size = file.size().await?;
         let mut pos = align_down(size.min(segment_bytes), BLOCK_BYTES);
@@ -169,13 +172,13 @@ where
             writes.push(file.write_at(pos, file.alloc_buf(len as usize)));
             pos += len;
             if writes.len() == 8 {
-                try_join_all(writes.drain(..)).await?;
+                try_join_all(writes.drain(..)).await.map_err(tag)?;
             }
         }
-        try_join_all(writes).await?;
-        file.sync().await?;
+        try_join_all(writes).await.map_err(tag)?;
+        file.sync().await.map_err(tag)?;
     }
-    disk.sync_dir(&dir).await?;
+    disk.sync_dir(&dir).await.map_err(tag)?;
     let file = Rc::new(file);
     let mut owner = cell.borrow_mut();
     let log = get(&mut owner);

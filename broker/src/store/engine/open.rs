@@ -146,6 +146,24 @@ pub async fn open_store<D: Disk, C: Clock>(
     for cq in queues.values_mut() {
         cut_queue(&disk, cq, shard.phys(cq_from)).await?;
     }
+    // Every record below the replay point has exactly one entry: if the queues hold
+    // fewer (files deleted) or more, rebuild them all from the start of the log.
+    if let Some(cp) = checkpoint {
+        let entries: u64 = queues.values().map(|q| q.max_offset()).sum();
+        if cq_from == cp.logics_phys && entries != cp.records_below_logics {
+            tracing::warn!(entries, expected = cp.records_below_logics, "consume queues do not match the checkpoint: rebuilding all of them");
+            for cq in queues.values() {
+                for name in disk.list(&cq.log.dir).await? {
+                    disk.remove(&cq.log.dir.join(name)).await?;
+                }
+            }
+            report.rebuilt_queues = queues.len();
+            queues.clear();
+            cq_from = first_segment;
+        }
+    }
+    let scan_from = scan_from.min(cq_from);
+    report.scanned_from = scan_from;
 
     let store = Store {
         inner: Rc::new(RefCell::new(Inner {
@@ -162,6 +180,8 @@ pub async fn open_store<D: Disk, C: Clock>(
             logics_flushing: false,
             stats: StoreStats::default(),
             flusher_waker: None,
+            records_appended: 0,
+            records_flushed: 0,
         })),
         disk: disk.clone(),
         clock,
@@ -179,6 +199,12 @@ pub async fn open_store<D: Disk, C: Clock>(
     })
     .await?;
     report.records_scanned = store.stats().records_put;
+    {
+        let mut inner = store.inner.borrow_mut();
+        let total: u64 = inner.queues.values().map(|q| q.max_offset()).sum();
+        inner.records_appended = total;
+        inner.records_flushed = total;
+    }
     let window = store.config.torn_window_bytes();
     let end_file = store.inner.borrow().commitlog.path_of(align_down(end, store.config.segment_bytes));
     let beyond = scanner.first_nonzero_from(end + window).await?;
@@ -228,6 +254,7 @@ pub async fn open_store<D: Disk, C: Clock>(
             let fresh = ConsumeQueue::new(dir, &key.0, key.1, store.config.cq_entries_per_file, store.config.cq_tail_entries);
             store.inner.borrow_mut().queues.insert(key.clone(), fresh);
         }
+        let total: u64 = store.inner.borrow().queues.iter().filter(|(k, _)| !rebuild.contains(*k)).map(|(_, q)| q.max_offset()).sum();
         let mut fresh_scanner = Scanner { files: scanner.files.clone(), segment_bytes: store.config.segment_bytes, buf: Vec::new(), buf_start: 0 };
         let only = rebuild.clone();
         let mut ignored = HashSet::new();
@@ -235,6 +262,10 @@ pub async fn open_store<D: Disk, C: Clock>(
             dispatch(store, pos, view, 0, u64::MAX, &mut ignored, Some(&only));
         })
         .await?;
+        let mut inner = store.inner.borrow_mut();
+        let rebuilt: u64 = inner.queues.iter().filter(|(k, _)| rebuild.contains(*k)).map(|(_, q)| q.max_offset()).sum();
+        inner.records_appended = total + rebuilt;
+        inner.records_flushed = total + rebuilt;
     }
 
     // Position the CommitLog at `end`, zero what lies past it within one window, and
@@ -319,6 +350,7 @@ async fn cut_queue<D: Disk>(disk: &D, cq: &mut ConsumeQueue<D>, cut_phys: u64) -
 }
 
 async fn zero_range<D: Disk, C: Clock>(store: &Store<D, C>, from: u64, to: u64) -> Result<(), StoreError> {
+    let to = align_up(to, BLOCK_BYTES);
     let (files, segment_bytes) = {
         let inner = store.inner.borrow();
         (inner.commitlog.files.clone(), inner.commitlog.segment_bytes)

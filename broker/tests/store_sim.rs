@@ -1,0 +1,463 @@
+//! Deterministic simulation tests of the store against `SimDisk` (DESIGN.md §4).
+//!
+//! Every test runs many seeds; a failing run prints `failing seed: N` and replays
+//! exactly with `RINGMQ_SEED=N cargo test -p ringmq-broker --test store_sim`.
+
+use futures_lite::future::block_on;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use ringmq_broker::store::config::{FlushMode, StoreConfig};
+use ringmq_broker::store::engine::{open_store, GetStatus, MessageToStore, RecoveryReport, ShardId, Store};
+use ringmq_broker::store::error::StoreError;
+use ringmq_broker::store::io::sim::{FaultConfig, SimDisk};
+use ringmq_broker::store::io::{Disk, ManualClock};
+use ringmq_client::message::stored::StoredMessageView;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+type SimStore = Store<SimDisk, ManualClock>;
+
+const TOPIC: &str = "TopicTest";
+
+struct SeedGuard(u64);
+impl Drop for SeedGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("failing seed: {} (replay with RINGMQ_SEED={})", self.0, self.0);
+        }
+    }
+}
+
+/// Seeds to run: `RINGMQ_SEED` alone if set, else `0..count`.
+fn seeds(count: u64) -> Vec<u64> {
+    match std::env::var("RINGMQ_SEED") {
+        Ok(s) => vec![s.parse().expect("RINGMQ_SEED must be a number")],
+        Err(_) => (0..count).collect(),
+    }
+}
+
+fn root() -> PathBuf {
+    PathBuf::from("/store/shard-0")
+}
+
+fn open(disk: &SimDisk, clock: &ManualClock, config: &StoreConfig) -> Result<(SimStore, RecoveryReport), StoreError> {
+    block_on(open_store(disk.clone(), clock.clone(), root(), ShardId(0), config.clone()))
+}
+
+fn body_for(seq: u64, len: usize) -> Vec<u8> {
+    let mut body = seq.to_be_bytes().to_vec();
+    body.extend((0..len.saturating_sub(8)).map(|i| (seq as usize * 7 + i) as u8));
+    body
+}
+
+fn put(store: &SimStore, queue_id: i32, seq: u64, len: usize, props: &str) -> Result<u64, StoreError> {
+    let body = body_for(seq, len);
+    let msg = MessageToStore {
+        topic: TOPIC,
+        queue_id,
+        flag: 0,
+        body: &body,
+        properties: props,
+        sys_flag: 0,
+        born_timestamp_ms: 1,
+        born_host: "127.0.0.1:5000".parse().unwrap(),
+        store_host: "127.0.0.1:10911".parse().unwrap(),
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+    };
+    store.put(&msg).map(|r| r.durable_ticket)
+}
+
+/// Every message of every queue of `TOPIC`, as (queue id, queue offset, seq), checking
+/// body integrity and that queue offsets are contiguous from the queue's minimum.
+fn read_all(store: &SimStore) -> Vec<(i32, u64, u64)> {
+    let mut out = Vec::new();
+    for queue_id in store.queue_ids(TOPIC) {
+        let mut offset = store.min_offset(TOPIC, queue_id);
+        loop {
+            let got = block_on(store.get_messages(TOPIC, queue_id, offset, 32, 1 << 20, &|_| true)).expect("read");
+            if got.status != GetStatus::Found {
+                break;
+            }
+            let mut at = 0;
+            while at < got.records.len() {
+                let view = StoredMessageView::parse_verified(&got.records[at..]).expect("valid record");
+                assert_eq!(view.queue_offset() as u64, offset, "queue offsets contiguous");
+                assert_eq!(view.queue_id(), queue_id);
+                let seq = u64::from_be_bytes(view.body()[..8].try_into().unwrap());
+                assert_eq!(view.body(), &body_for(seq, view.body().len())[..], "body of seq {seq}");
+                out.push((queue_id, offset, seq));
+                offset += 1;
+                at += view.total_size();
+            }
+            assert_eq!(got.next_offset, offset);
+        }
+    }
+    out
+}
+
+fn check_prefix(recovered: &[(i32, u64, u64)], appended: &[(u64, i32)], acked: &std::collections::BTreeSet<u64>) {
+    let mut seqs: Vec<u64> = recovered.iter().map(|r| r.2).collect();
+    seqs.sort_unstable();
+    let k = seqs.len() as u64;
+    assert_eq!(seqs, (0..k).collect::<Vec<_>>(), "recovered records are exactly a prefix of the appends");
+    if let Some(&max_acked) = acked.iter().next_back() {
+        assert!(k > max_acked, "acknowledged seq {max_acked} lost: only {k} recovered");
+    }
+    // Per queue: in append order.
+    let mut per_queue: BTreeMap<i32, Vec<u64>> = BTreeMap::new();
+    for &(q, _, seq) in recovered {
+        per_queue.entry(q).or_default().push(seq);
+    }
+    for (q, seqs) in per_queue {
+        let expected: Vec<u64> = appended.iter().filter(|(s, qq)| *qq == q && *s < k).map(|(s, _)| *s).collect();
+        assert_eq!(seqs, expected, "queue {q} order");
+    }
+}
+
+#[test]
+fn round_trip_across_segment_rolls() {
+    for seed in seeds(8) {
+        let _guard = SeedGuard(seed);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let disk = SimDisk::new(seed);
+        let clock = ManualClock::new(1_700_000_000_000);
+        let config = StoreConfig::for_tests();
+        let (store, report) = open(&disk, &clock, &config).unwrap();
+        assert!(!report.unclean);
+        let mut appended = Vec::new();
+        for seq in 0..400u64 {
+            let queue_id = rng.gen_range(0..3);
+            let len = rng.gen_range(8..2000);
+            match put(&store, queue_id, seq, len, "TAGS\u{1}a\u{2}") {
+                Ok(_) => appended.push((seq, queue_id)),
+                Err(StoreError::Busy { .. }) => {
+                    block_on(store.flush()).unwrap();
+                    put(&store, queue_id, seq, len, "TAGS\u{1}a\u{2}").unwrap();
+                    appended.push((seq, queue_id));
+                }
+                Err(e) => panic!("put: {e}"),
+            }
+            clock.advance_ms(1);
+        }
+        let segments = |d: &SimDisk| d.paths().iter().filter(|p| p.starts_with(root().join("commitlog"))).count();
+        block_on(store.flush_all()).unwrap();
+        assert!(segments(&disk) >= 5, "400 records of ~1 KiB span several 64 KiB segments");
+        check_prefix(&read_all(&store), &appended, &Default::default());
+        assert_eq!(read_all(&store).len(), 400);
+        block_on(store.close()).unwrap();
+        drop(store);
+        let (store, report) = open(&disk, &clock, &config).unwrap();
+        assert!(!report.unclean, "close removed the abort file");
+        let all = read_all(&store);
+        assert_eq!(all.len(), 400);
+        check_prefix(&all, &appended, &Default::default());
+        // And appends continue after the reopen.
+        put(&store, 0, 400, 100, "").unwrap();
+        block_on(store.flush_all()).unwrap();
+        assert_eq!(read_all(&store).len(), 401);
+    }
+}
+
+/// Drives a random workload of puts, flushes, logics flushes and segment
+/// pre-allocations for `ops` steps, then crashes the disk and recovers; checks that
+/// recovery yields exactly a prefix of the appends containing every acknowledged one,
+/// then does it once more on the recovered store (a crash after a recovery).
+fn crash_once(seed: u64, ops: usize) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
+    let disk = SimDisk::new(seed);
+    let clock = ManualClock::new(1_700_000_000_000);
+    let config = StoreConfig { flush_mode: FlushMode::Sync, ..StoreConfig::for_tests() };
+    let mut appended: Vec<(u64, i32)> = Vec::new();
+    let mut acked = std::collections::BTreeSet::new();
+    let mut next_seq = 0u64;
+    for round in 0..2 {
+        let (store, report) = open(&disk, &clock, &config).unwrap_or_else(|e| panic!("round {round}: recovery refused: {e}"));
+        assert_eq!(report.unclean, round > 0);
+        let recovered = read_all(&store);
+        check_prefix(&recovered, &appended, &acked);
+        // Forget what was lost: those appends were never acknowledged.
+        let kept = recovered.len() as u64;
+        appended.retain(|(s, _)| *s < kept);
+        next_seq = kept.max(if round == 0 { 0 } else { kept });
+        let mut pending: Vec<(u64, u64)> = Vec::new();
+        for _ in 0..ops {
+            match rng.gen_range(0..10) {
+                0..=5 => {
+                    let queue_id = rng.gen_range(0..4);
+                    let len = rng.gen_range(8..3000);
+                    match put(&store, queue_id, next_seq, len, "") {
+                        Ok(ticket) => {
+                            appended.push((next_seq, queue_id));
+                            pending.push((next_seq, ticket));
+                            next_seq += 1;
+                        }
+                        Err(StoreError::Busy { .. }) => {}
+                        Err(e) => panic!("put: {e}"),
+                    }
+                }
+                6..=7 => {
+                    block_on(store.flush()).unwrap();
+                    let flushed = store.flushed_offset();
+                    pending.retain(|&(seq, ticket)| {
+                        if ticket <= flushed {
+                            block_on(store.wait_durable(ticket)).unwrap();
+                            acked.insert(seq);
+                            false
+                        } else {
+                            true
+                        }
+                    });
+                }
+                8 => block_on(store.flush_logics()).unwrap(),
+                _ => {
+                    block_on(store.prepare_next_segment()).unwrap();
+                }
+            }
+            clock.advance_ms(rng.gen_range(0..5));
+        }
+        disk.crash();
+    }
+    let (store, _) = open(&disk, &clock, &config).unwrap();
+    check_prefix(&read_all(&store), &appended, &acked);
+}
+
+#[test]
+fn crash_at_every_point_recovers_a_prefix_with_every_acked_record() {
+    for seed in seeds(24) {
+        let _guard = SeedGuard(seed);
+        for ops in [0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144] {
+            crash_once(seed * 1000 + ops as u64, ops);
+        }
+    }
+}
+
+fn last_segment_and_end(store: &SimStore) -> u64 {
+    store.write_offset()
+}
+
+#[test]
+fn torn_tail_is_truncated() {
+    for seed in seeds(16) {
+        let _guard = SeedGuard(seed);
+        let disk = SimDisk::new(seed);
+        let clock = ManualClock::new(0);
+        let config = StoreConfig::for_tests();
+        let (store, _) = open(&disk, &clock, &config).unwrap();
+        for seq in 0..20 {
+            put(&store, 0, seq, 500, "").unwrap();
+        }
+        block_on(store.flush_all()).unwrap();
+        let end = last_segment_and_end(&store);
+        drop(store);
+        // Garbage inside the last write window: a half-written record.
+        let segment = root().join("commitlog").join(format!("{:020}", 0));
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let garbage: Vec<u8> = (0..rng.gen_range(1..700)).map(|_| rng.gen()).collect();
+        disk.write_raw(&segment, end, &garbage);
+        let (store, report) = open(&disk, &clock, &config).unwrap();
+        assert!(report.unclean);
+        assert_eq!(report.end_offset, end, "truncated exactly at the torn record");
+        assert_eq!(read_all(&store).len(), 20);
+        // The garbage is gone from disk: a second unclean start sees a clean end.
+        drop(store);
+        let bytes = disk.file_bytes(&segment).unwrap();
+        assert!(bytes[end as usize..end as usize + garbage.len()].iter().all(|&b| b == 0));
+        let (_, report) = open(&disk, &clock, &config).unwrap();
+        assert_eq!(report.end_offset, end);
+    }
+}
+
+fn fill_segments(disk: &SimDisk, clock: &ManualClock, config: &StoreConfig, count: u64) -> u64 {
+    let (store, _) = open(disk, clock, config).unwrap();
+    for seq in 0..count {
+        if put(&store, (seq % 2) as i32, seq, 900, "").is_err() {
+            block_on(store.flush()).unwrap();
+            put(&store, (seq % 2) as i32, seq, 900, "").unwrap();
+        }
+    }
+    block_on(store.flush_all()).unwrap();
+    store.write_offset()
+    // Dropped without close: an unclean stop, and the checkpoint is from the start.
+}
+
+#[test]
+fn bit_flip_in_the_middle_is_refused_with_file_and_offset() {
+    for seed in seeds(8) {
+        let _guard = SeedGuard(seed);
+        let disk = SimDisk::new(seed);
+        let clock = ManualClock::new(0);
+        let config = StoreConfig::for_tests();
+        fill_segments(&disk, &clock, &config, 200);
+        let segment = root().join("commitlog").join(format!("{:020}", 0));
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let at = rng.gen_range(100..60_000u64);
+        disk.flip_bit(&segment, at, rng.gen_range(0..8));
+        let err = open(&disk, &clock, &config).err().expect("a flipped bit in a sealed segment must be refused");
+        match &err {
+            StoreError::Corrupt { file, offset, .. } => {
+                assert_eq!(file, &segment, "names the file: {err}");
+                assert!(*offset <= at, "names the bad record's offset {offset} (flip at {at})");
+            }
+            other => panic!("expected Corrupt, got {other}"),
+        }
+        // An explicit option truncates there instead.
+        let lenient = StoreConfig { allow_truncate_corrupt: true, ..config.clone() };
+        let (store, report) = open(&disk, &clock, &lenient).unwrap();
+        assert!(report.end_offset <= at);
+        assert!(!read_all(&store).is_empty() || report.end_offset < 200);
+    }
+}
+
+#[test]
+fn consume_queues_and_index_are_rebuilt_after_deletion() {
+    for seed in seeds(6) {
+        let _guard = SeedGuard(seed);
+        let disk = SimDisk::new(seed);
+        let clock = ManualClock::new(1_000);
+        let config = StoreConfig::for_tests();
+        let (store, _) = open(&disk, &clock, &config).unwrap();
+        for seq in 0..120u64 {
+            let props = format!("KEYS\u{1}order-{seq} shared\u{2}UNIQ_KEY\u{1}U{seq}\u{2}");
+            if put(&store, (seq % 3) as i32, seq, 300, &props).is_err() {
+                block_on(store.flush()).unwrap();
+                put(&store, (seq % 3) as i32, seq, 300, &props).unwrap();
+            }
+        }
+        block_on(store.close()).unwrap();
+        let before = read_all(&store);
+        drop(store);
+        let victims: Vec<PathBuf> = disk
+            .paths()
+            .into_iter()
+            .filter(|p| p.starts_with(root().join("consumequeue")) || p.starts_with(root().join("index")))
+            .filter(|p| seed % 2 == 0 || p.to_string_lossy().contains("/1/") || p.starts_with(root().join("index")))
+            .collect();
+        assert!(!victims.is_empty());
+        for p in &victims {
+            block_on(disk.remove(p)).unwrap();
+        }
+        let (store, report) = open(&disk, &clock, &config).unwrap();
+        assert_eq!(read_all(&store), before, "queues rebuilt (report {report:?})");
+        for seq in [0u64, 57, 119] {
+            let hits = block_on(store.query_by_key(TOPIC, &format!("order-{seq}"), 8, 0, i64::MAX)).unwrap();
+            assert_eq!(hits.len(), 1, "key order-{seq}");
+            let view = StoredMessageView::parse(&hits[0]).unwrap();
+            assert_eq!(u64::from_be_bytes(view.body()[..8].try_into().unwrap()), seq);
+            let uniq = block_on(store.query_by_key(TOPIC, &format!("U{seq}"), 8, 0, i64::MAX)).unwrap();
+            assert_eq!(uniq.len(), 1);
+        }
+        let shared = block_on(store.query_by_key(TOPIC, "shared", 10, 0, i64::MAX)).unwrap();
+        assert_eq!(shared.len(), 10, "bounded by max_results");
+    }
+}
+
+#[test]
+fn enospc_acknowledges_nothing_unstored_and_resumes_when_space_is_freed() {
+    for seed in seeds(6) {
+        let _guard = SeedGuard(seed);
+        let disk = SimDisk::new(seed);
+        let clock = ManualClock::new(0);
+        let config = StoreConfig { flush_mode: FlushMode::Sync, ..StoreConfig::for_tests() };
+        let (store, _) = open(&disk, &clock, &config).unwrap();
+        // Room for what exists now plus a little: the next segment cannot be made.
+        let used: u64 = disk.paths().iter().map(|p| disk.file_bytes(p).unwrap().len() as u64).sum();
+        disk.set_faults(FaultConfig { capacity_bytes: used + 64 * 1024 + 8192, ..FaultConfig::default() });
+        let mut tickets = Vec::new();
+        let mut refused = None;
+        for seq in 0..200u64 {
+            match put(&store, 0, seq, 1000, "") {
+                Ok(t) => tickets.push((seq, t)),
+                Err(StoreError::Busy { .. }) => match block_on(store.flush()) {
+                    Ok(_) => {}
+                    Err(StoreError::NoSpace) => {}
+                    Err(e) => panic!("flush: {e}"),
+                },
+                Err(e @ StoreError::DiskFull { .. }) => {
+                    refused = Some(e);
+                    break;
+                }
+                Err(e) => panic!("put: {e}"),
+            }
+            if seq % 8 == 0 {
+                let _ = block_on(store.flush());
+            }
+        }
+        let refused = refused.expect("appends are refused once the disk is full");
+        assert!(refused.to_string().contains("disk full"), "{refused}");
+        let flushed = store.flushed_offset();
+        let acked: Vec<u64> = tickets.iter().filter(|(_, t)| *t <= flushed).map(|(s, _)| *s).collect();
+        let unacked = tickets.len() - acked.len();
+        assert!(unacked > 0, "some appends wait in memory for space");
+        assert!(store.failure().is_none(), "a full disk is not a store failure");
+        // Free space: appends and flushes resume, and the waiting appends become durable.
+        disk.set_faults(FaultConfig::default());
+        block_on(store.check_disk()).unwrap();
+        block_on(store.flush_all()).unwrap();
+        for (_, t) in &tickets {
+            block_on(store.wait_durable(*t)).unwrap();
+        }
+        put(&store, 0, 10_000, 10, "").unwrap();
+        // A crash now keeps every acknowledged append.
+        disk.crash();
+        drop(store);
+        let (store, _) = open(&disk, &clock, &config).unwrap();
+        let seqs: Vec<u64> = read_all(&store).iter().map(|r| r.2).collect();
+        for (seq, _) in &tickets {
+            assert!(seqs.contains(seq), "seq {seq} acknowledged after space was freed");
+        }
+    }
+}
+
+#[test]
+fn io_error_fails_the_store_and_wakes_waiters_with_an_error() {
+    for seed in seeds(6) {
+        let _guard = SeedGuard(seed);
+        let disk = SimDisk::new(seed);
+        let clock = ManualClock::new(0);
+        let config = StoreConfig { flush_mode: FlushMode::Sync, ..StoreConfig::for_tests() };
+        let (store, _) = open(&disk, &clock, &config).unwrap();
+        let ticket = put(&store, 0, 0, 100, "").unwrap();
+        disk.set_faults(FaultConfig { sync_eio_per_million: 1_000_000, ..FaultConfig::default() });
+        let err = block_on(store.flush()).unwrap_err();
+        assert!(err.is_fatal(), "{err}");
+        assert!(block_on(store.wait_durable(ticket)).is_err(), "never acknowledged after a failed sync");
+        assert!(matches!(put(&store, 0, 1, 100, ""), Err(StoreError::Failed(_))));
+        assert!(matches!(block_on(store.flush()), Err(StoreError::Failed(_))));
+    }
+}
+
+#[test]
+fn queries_by_offset_and_time() {
+    let disk = SimDisk::new(1);
+    let clock = ManualClock::new(10_000);
+    let (store, _) = open(&disk, &clock, &StoreConfig::for_tests()).unwrap();
+    for seq in 0..50u64 {
+        let tags = if seq % 2 == 0 { "TAGS\u{1}even\u{2}" } else { "TAGS\u{1}odd\u{2}" };
+        put(&store, 1, seq, 100, tags).unwrap();
+        clock.advance_ms(10);
+    }
+    block_on(store.flush_all()).unwrap();
+    let check = |ts: i64, expected: u64| {
+        assert_eq!(block_on(store.search_offset_by_time(TOPIC, 1, ts)).unwrap(), expected, "search {ts}");
+    };
+    check(0, 0);
+    check(10_000, 0);
+    check(10_001, 1);
+    check(10_250, 25);
+    check(99_999, 50);
+    assert_eq!(block_on(store.earliest_store_time(TOPIC, 1)).unwrap(), Some(10_000));
+    let even = ringmq_client::hash::tag_hash_code("even");
+    let got = block_on(store.get_messages(TOPIC, 1, 0, 100, 1 << 20, &|h| h == even)).unwrap();
+    assert_eq!(got.record_count, 25);
+    assert_eq!(got.next_offset, 50);
+    let none = block_on(store.get_messages(TOPIC, 1, 50, 10, 1 << 20, &|_| true)).unwrap();
+    assert_eq!(none.status, GetStatus::OffsetOverflowOne);
+    let bad = block_on(store.get_messages(TOPIC, 1, 70, 10, 1 << 20, &|_| true)).unwrap();
+    assert_eq!(bad.status, GetStatus::OffsetOverflowBadly);
+    let empty = block_on(store.get_messages("nope", 0, 0, 10, 1 << 20, &|_| true)).unwrap();
+    assert_eq!(empty.status, GetStatus::NoMessageInQueue);
+    let bounded = block_on(store.get_messages(TOPIC, 1, 0, 100, 1000, &|_| true)).unwrap();
+    assert!(bounded.records.len() <= 1000 && bounded.record_count >= 1);
+    let _ = Path::new("/");
+}
