@@ -170,19 +170,27 @@ fn crash_once(seed: u64, ops: usize) {
     let config = StoreConfig { flush_mode: FlushMode::Sync, ..StoreConfig::for_tests() };
     let mut appended: Vec<(u64, i32)> = Vec::new();
     let mut acked = std::collections::BTreeSet::new();
-    let mut next_seq = 0u64;
+    let mut next_seq;
     for round in 0..2 {
         let (store, report) = open(&disk, &clock, &config).unwrap_or_else(|e| panic!("round {round}: recovery refused: {e}"));
+        let trace = std::env::var("RINGMQ_TRACE").is_ok();
+        if trace {
+            eprintln!("round {round}: {report:?} appended {appended:?} acked {acked:?}");
+        }
         assert_eq!(report.unclean, round > 0);
         let recovered = read_all(&store);
         check_prefix(&recovered, &appended, &acked);
         // Forget what was lost: those appends were never acknowledged.
         let kept = recovered.len() as u64;
         appended.retain(|(s, _)| *s < kept);
-        next_seq = kept.max(if round == 0 { 0 } else { kept });
+        next_seq = kept;
         let mut pending: Vec<(u64, u64)> = Vec::new();
         for _ in 0..ops {
-            match rng.gen_range(0..10) {
+            let op = rng.gen_range(0..10);
+            if trace {
+                eprintln!("op {op} write {} flushed {}", store.write_offset(), store.flushed_offset());
+            }
+            match op {
                 0..=5 => {
                     let queue_id = rng.gen_range(0..4);
                     let len = rng.gen_range(8..3000);
@@ -218,7 +226,14 @@ fn crash_once(seed: u64, ops: usize) {
         }
         disk.crash();
     }
-    let (store, _) = open(&disk, &clock, &config).unwrap();
+    let (store, report) = open(&disk, &clock, &config).unwrap();
+    if std::env::var("RINGMQ_TRACE").is_ok() {
+        eprintln!("final: {report:?} appended {appended:?} acked {acked:?}");
+        for q in store.queue_ids(TOPIC) {
+            let e = block_on(store.cq_entries(TOPIC, q, 0, 100)).unwrap();
+            eprintln!("queue {q}: min {} max {} entries {e:?}", store.min_offset(TOPIC, q), store.max_offset(TOPIC, q));
+        }
+    }
     check_prefix(&read_all(&store), &appended, &acked);
 }
 
@@ -227,6 +242,7 @@ fn crash_at_every_point_recovers_a_prefix_with_every_acked_record() {
     for seed in seeds(24) {
         let _guard = SeedGuard(seed);
         for ops in [0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144] {
+            let _inner = SeedGuard(seed * 1000 + ops as u64);
             crash_once(seed * 1000 + ops as u64, ops);
         }
     }
@@ -460,4 +476,12 @@ fn queries_by_offset_and_time() {
     let bounded = block_on(store.get_messages(TOPIC, 1, 0, 100, 1000, &|_| true)).unwrap();
     assert!(bounded.records.len() <= 1000 && bounded.record_count >= 1);
     let _ = Path::new("/");
+}
+
+#[test]
+fn debug_one() {
+    if let Ok(s) = std::env::var("RINGMQ_ONE") {
+        let (seed, ops) = s.split_once(',').unwrap();
+        crash_once(seed.parse().unwrap(), ops.parse().unwrap());
+    }
 }

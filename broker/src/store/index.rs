@@ -313,14 +313,12 @@ impl<F: DiskFile> MemFile<F> {
         self.mark_dirty(entry_pos, ENTRY_BYTES);
     }
 
-    async fn handle<D: Disk<File = F>>(&mut self, disk: &D) -> Result<&F, IoError> {
+    /// Creates the file on its first flush, not at the roll: `put` never does IO.
+    async fn ensure_open<D: Disk<File = F>>(&mut self, disk: &D) -> Result<(), IoError> {
         if self.handle.is_none() {
             self.handle = Some(disk.open(&self.path, true).await?);
         }
-        match &self.handle {
-            Some(handle) => Ok(handle),
-            None => Err(IoError::new(IoErrorKind::NotFound, "open", &self.path, "no handle")),
-        }
+        Ok(())
     }
 
     /// Writes `[pos, pos + len)` of the file image; the image is zero past `bytes`.
@@ -335,7 +333,7 @@ impl<F: DiskFile> MemFile<F> {
     /// The whole file, then sync: a sealed file is complete on disk before anything
     /// newer is created.
     async fn write_whole<D: Disk<File = F>>(&mut self, disk: &D, config: &IndexConfig) -> Result<(), IoError> {
-        self.handle(disk).await?;
+        self.ensure_open(disk).await?;
         let Some(handle) = &self.handle else { return Ok(()) };
         let file_bytes = config.file_bytes();
         let mut pos = 0;
@@ -354,7 +352,7 @@ impl<F: DiskFile> MemFile<F> {
         if self.dirty_pages.iter().all(|w| *w == 0) {
             return Ok(());
         }
-        self.handle(disk).await?;
+        self.ensure_open(disk).await?;
         let Some(handle) = &self.handle else { return Ok(()) };
         let pages = self.dirty_pages.len() as u64 * 64;
         let run_pages_max = WRITE_CHUNK_BYTES / PAGE_BYTES;
@@ -484,7 +482,8 @@ pub struct IndexService<D: Disk> {
 }
 
 impl<D: Disk> IndexService<D> {
-    /// Loads existing files. `clean` = the previous stop was clean (no abort file).
+    /// Loads existing files. `clean` = the previous stop was clean (no abort file) and
+    /// the index was flushed before it.
     ///
     /// After an unclean stop the newest file may be torn anywhere, undetectably, so it
     /// is removed, and [`Self::replay_from_phys`] says where the CommitLog replay must

@@ -64,6 +64,8 @@ pub enum CommandError {
     Frame(#[from] FrameError),
     #[error("bad JSON header: {0}")]
     JsonHeader(#[source] serde_json::Error),
+    #[error("bad JSON header: not an object")]
+    JsonHeaderNotAnObject,
     #[error(transparent)]
     BinaryHeader(#[from] BinaryHeaderError),
     #[error("{field} = {value} does not fit the ROCKETMQ header's {bits}-bit field")]
@@ -291,6 +293,9 @@ fn ext_fields_lenient<'de, D: Deserializer<'de>>(d: D) -> Result<ExtFields, D::E
 
 /// Parses a JSON header; the body and serialize type are left at their defaults.
 pub fn decode_json_header(bytes: &[u8]) -> Result<RemotingCommand, CommandError> {
+    if !super::json::starts_with_object(bytes) {
+        return Err(CommandError::JsonHeaderNotAnObject);
+    }
     let h: JsonHeaderIn = serde_json::from_slice(bytes).map_err(CommandError::JsonHeader)?;
     Ok(RemotingCommand {
         code: h.code,

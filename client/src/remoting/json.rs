@@ -11,7 +11,9 @@
 //! Invariants: the quoting pass only rewrites a `-?digits` token that sits where an
 //! object key must be (after `{` or `,`, followed by `:`), which valid JSON never has,
 //! so standard JSON passes through unchanged; its output is at most 2x its input.
-//! Nothing here panics on any input; serde_json bounds nesting depth (128).
+//! Nothing here panics on any input; serde_json bounds nesting depth (128). Below the
+//! top level, serde also accepts a struct written as an array of its fields in
+//! declaration order; harmless, so left as is.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -23,12 +25,23 @@ use thiserror::Error;
 pub enum BodyError {
     #[error("invalid JSON body: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("JSON body is not an object")]
+    NotAnObject,
 }
 
-/// Parses a JSON body, accepting fastjson's unquoted integer keys.
+/// Parses a JSON body, accepting fastjson's unquoted integer keys. The top level must
+/// be an object: serde would otherwise accept a struct written as an array.
 pub fn from_json_lenient<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, BodyError> {
+    if !starts_with_object(bytes) {
+        return Err(BodyError::NotAnObject);
+    }
     let text = quote_bare_int_keys(bytes);
     Ok(serde_json::from_slice(&text)?)
+}
+
+/// Whether the first non-whitespace byte opens an object.
+pub fn starts_with_object(bytes: &[u8]) -> bool {
+    bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
 }
 
 /// Standard JSON.

@@ -305,7 +305,7 @@ mod tests {
         );
         assert_eq!(RegisterBrokerBody::decode(&body.encode()).unwrap(), body);
         assert_eq!(TopicConfigSerializeWrapper::decode(&wrapper.encode()).unwrap(), *wrapper);
-        assert!(RegisterBrokerBody::decode(b"{\"topicConfigSerializeWrapper\":[]}").is_err());
+        assert!(RegisterBrokerBody::decode(b"{\"topicConfigSerializeWrapper\":\"x\"}").is_err());
     }
 
     fn arb_route() -> impl Strategy<Value = TopicRouteData> {

@@ -132,7 +132,11 @@ pub async fn open_store<D: Disk, C: Clock>(
         }
     }
     let has_data = sizes.values().any(|&s| s > 0);
-    let mut cq_from = checkpoint.map(|c| c.logics_phys).unwrap_or(first_segment).max(first_segment);
+    // Queue entries are cut at the checkpoint's replay point (all of them without a
+    // checkpoint), even below the first segment: an entry for a record that never
+    // became durable must not survive because its segment was never created.
+    let cut_phys = checkpoint.map(|c| c.logics_phys).unwrap_or(0);
+    let mut cq_from = cut_phys.max(first_segment);
     if queues.is_empty() && has_data {
         // The whole consumequeue directory is gone: rebuild every queue.
         cq_from = first_segment;
@@ -144,13 +148,13 @@ pub async fn open_store<D: Disk, C: Clock>(
 
     // Cut queue entries at or past the replay point; they are re-added by the scan.
     for cq in queues.values_mut() {
-        cut_queue(&disk, cq, shard.phys(cq_from)).await?;
+        cut_queue(&disk, cq, shard.phys(cut_phys)).await?;
     }
     // Every record below the replay point has exactly one entry: if the queues hold
     // fewer (files deleted) or more, rebuild them all from the start of the log.
     if let Some(cp) = checkpoint {
         let entries: u64 = queues.values().map(|q| q.max_offset()).sum();
-        if cq_from == cp.logics_phys && entries != cp.records_below_logics {
+        if entries != cp.records_below_logics {
             tracing::warn!(entries, expected = cp.records_below_logics, "consume queues do not match the checkpoint: rebuilding all of them");
             for cq in queues.values() {
                 for name in disk.list(&cq.log.dir).await? {

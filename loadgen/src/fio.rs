@@ -1,0 +1,176 @@
+//! fio baselines for the store benchmark: O_DIRECT sequential writes at 1 MiB (the
+//! bandwidth ceiling for async flush) and, per sync run, at the run's bytes per flush
+//! with `fdatasync=1` (the commit-rate ceiling for group commit).
+//!
+//! The job definition lives in `scripts/fio-bench.sh` (embedded here with
+//! `include_str!` and run in its `job` mode), so standalone runs of the script and this
+//! bench execute the same fio command. fio's JSON (`--output-format=json`) is parsed
+//! with serde_json.
+
+use crate::store_bench::RunResult;
+use serde::Serialize;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Command;
+
+const SCRIPT: &str = include_str!("../../scripts/fio-bench.sh");
+const BLOCK_BYTES: u64 = 4096;
+const MIB: u64 = 1 << 20;
+/// iodepth of the 1 MiB bandwidth job (the store's flush writes its 1 MiB chunks
+/// concurrently; pre-allocation keeps 8 in flight).
+pub const BANDWIDTH_IODEPTH: u32 = 8;
+
+pub fn available() -> bool {
+    Command::new("fio").arg("--version").output().map(|o| o.status.success()).unwrap_or(false)
+}
+
+pub struct Plan {
+    pub dir: PathBuf,
+    pub size_bytes: u64,
+    pub runtime_secs: u64,
+    pub ramp_secs: u64,
+}
+
+/// Write latency percentiles (completion latency), in microseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClatUs {
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FioJobResult {
+    /// What the job is the baseline for.
+    pub purpose: String,
+    pub bs_bytes: u64,
+    pub iodepth: u32,
+    pub fdatasync: bool,
+    pub runtime_ms: u64,
+    pub mib_per_s: f64,
+    pub iops: f64,
+    /// With `fdatasync`: one fdatasync per write, so commits/s = fdatasyncs/s.
+    pub commits_per_s: Option<f64>,
+    pub write_clat: ClatUs,
+    /// With `fdatasync`: the fdatasync latency.
+    pub sync_lat: Option<ClatUs>,
+    pub fio_version: String,
+    /// fio's "job options" as it reports them (the exact job).
+    pub job_options: Value,
+    pub command: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FioResults {
+    /// 1 MiB O_DIRECT sequential write, no fdatasync (iodepth `BANDWIDTH_IODEPTH`).
+    pub write_1mib: FioJobResult,
+    /// Per sync run (same order as the runs): the fdatasync=1 job at its bytes per
+    /// flush, rounded up to 4 KiB. Runs with equal sizes share one job.
+    pub commit_jobs: Vec<FioJobResult>,
+}
+
+impl FioResults {
+    /// The commit job matching a sync run's bytes per flush.
+    pub fn commit_job_for(&self, run: &RunResult) -> Option<&FioJobResult> {
+        let bs = bytes_per_flush_rounded(run);
+        self.commit_jobs.iter().find(|j| j.bs_bytes == bs)
+    }
+}
+
+/// A sync run's average bytes per flush (as the store counts them), rounded up to
+/// 4 KiB: the size of the O_DIRECT write one of its group commits issues.
+pub fn bytes_per_flush_rounded(run: &RunResult) -> u64 {
+    let b = run.flushed_bytes_per_flush.max(1.0).ceil() as u64;
+    b.div_ceil(BLOCK_BYTES) * BLOCK_BYTES
+}
+
+pub fn run_baselines(plan: &Plan, runs: &[RunResult]) -> Result<FioResults, String> {
+    eprintln!("store-bench: fio 1 MiB O_DIRECT write, iodepth {BANDWIDTH_IODEPTH} ...");
+    let write_1mib = run_job(plan, "async flush bandwidth ceiling", MIB, false, BANDWIDTH_IODEPTH)?;
+    eprintln!("store-bench:   {:.1} MiB/s", write_1mib.mib_per_s);
+    let mut commit_jobs: Vec<FioJobResult> = Vec::new();
+    for run in runs.iter().filter(|r| r.mode == "sync" && r.flushes > 0) {
+        let bs = bytes_per_flush_rounded(run);
+        if commit_jobs.iter().any(|j| j.bs_bytes == bs) {
+            continue;
+        }
+        eprintln!("store-bench: fio commit rate at bs={bs} with fdatasync=1 ...");
+        let job = run_job(plan, &format!("commit-rate ceiling for {}", run.label()), bs, true, 1)?;
+        eprintln!("store-bench:   {:.0} commits/s, {:.1} MiB/s", job.commits_per_s.unwrap_or(0.0), job.mib_per_s);
+        commit_jobs.push(job);
+    }
+    Ok(FioResults { write_1mib, commit_jobs })
+}
+
+fn run_job(plan: &Plan, purpose: &str, bs_bytes: u64, fdatasync: bool, iodepth: u32) -> Result<FioJobResult, String> {
+    let args: Vec<String> = vec![
+        "job".into(),
+        plan.dir.display().to_string(),
+        bs_bytes.to_string(),
+        (fdatasync as u8).to_string(),
+        iodepth.to_string(),
+        plan.size_bytes.max(bs_bytes).to_string(),
+        plan.runtime_secs.to_string(),
+        plan.ramp_secs.to_string(),
+    ];
+    let command = format!("scripts/fio-bench.sh {}", args.join(" "));
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg("fio-bench.sh")
+        .args(&args)
+        .output()
+        .map_err(|e| format!("run fio ({command}): {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "fio failed ({command}): {}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    let json: Value = serde_json::from_slice(&output.stdout)
+        .map_err(|e| format!("fio output is not JSON ({command}): {e}: {}", String::from_utf8_lossy(&output.stdout).chars().take(400).collect::<String>()))?;
+    parse(&json, purpose, bs_bytes, fdatasync, iodepth, command)
+}
+
+fn percentiles_us(v: &Value) -> Option<ClatUs> {
+    let p = v.get("percentile")?;
+    let at = |k: &str| p.get(k).and_then(Value::as_f64).map(|ns| ns / 1000.0);
+    Some(ClatUs { p50_us: at("50.000000")?, p99_us: at("99.000000")?, p999_us: at("99.900000")? })
+}
+
+fn parse(json: &Value, purpose: &str, bs_bytes: u64, fdatasync: bool, iodepth: u32, command: String) -> Result<FioJobResult, String> {
+    let job = json.get("jobs").and_then(|j| j.get(0)).ok_or("fio JSON has no jobs[0]")?;
+    if let Some(err) = job.get("error").and_then(Value::as_i64).filter(|&e| e != 0) {
+        return Err(format!("fio job reported error {err} ({command})"));
+    }
+    let write = job.get("write").ok_or("fio JSON has no jobs[0].write")?;
+    let num = |k: &str| write.get(k).and_then(Value::as_f64).ok_or(format!("fio JSON has no write.{k}"));
+    let bw_bytes = num("bw_bytes")?;
+    let iops = num("iops")?;
+    let runtime_ms = num("runtime")? as u64;
+    let write_clat = percentiles_us(write.get("clat_ns").unwrap_or(&Value::Null)).ok_or("fio JSON has no write.clat_ns percentiles")?;
+    let (commits_per_s, sync_lat) = if fdatasync {
+        // `fdatasync=1`: one fdatasync after every write, so commits/s = writes/s.
+        let sync = job.get("sync").and_then(|s| s.get("lat_ns"));
+        let rate = iops;
+        (Some(rate), sync.and_then(percentiles_us))
+    } else {
+        (None, None)
+    };
+    Ok(FioJobResult {
+        purpose: purpose.to_string(),
+        bs_bytes,
+        iodepth,
+        fdatasync,
+        runtime_ms,
+        mib_per_s: bw_bytes / MIB as f64,
+        iops,
+        commits_per_s,
+        write_clat,
+        sync_lat,
+        fio_version: json.get("fio version").and_then(Value::as_str).unwrap_or("?").to_string(),
+        job_options: job.get("job options").cloned().unwrap_or(Value::Null),
+        command,
+    })
+}
