@@ -485,3 +485,85 @@ fn debug_one() {
         crash_once(seed.parse().unwrap(), ops.parse().unwrap());
     }
 }
+
+#[test]
+fn retention_deletes_expired_segments_at_the_delete_hour_only() {
+    for seed in seeds(4) {
+        let _guard = SeedGuard(seed);
+        let disk = SimDisk::new(seed);
+        let hour_ms = 3_600_000i64;
+        // Day 0, 00:00 UTC.
+        let clock = ManualClock::new(0);
+        let config = StoreConfig { file_reserved_hours: 72, delete_when_hour: 4, ..StoreConfig::for_tests() };
+        let (store, _) = open(&disk, &clock, &config).unwrap();
+        // ~60 records per 64 KiB segment; one hour passes per 30 records.
+        for seq in 0..400u64 {
+            if put(&store, (seq % 2) as i32, seq, 1000, &format!("KEYS\u{1}k{seq}\u{2}")).is_err() {
+                block_on(store.flush()).unwrap();
+                put(&store, (seq % 2) as i32, seq, 1000, &format!("KEYS\u{1}k{seq}\u{2}")).unwrap();
+            }
+            if seq % 30 == 29 {
+                clock.advance_ms(hour_ms);
+            }
+        }
+        block_on(store.flush_all()).unwrap();
+        block_on(store.flush_logics()).unwrap();
+        let segments = |d: &SimDisk| d.paths().iter().filter(|p| p.starts_with(root().join("commitlog"))).count();
+        let before = segments(&disk);
+        // 14 h written; at 03:00 on day 3 nothing is old enough and it is not the hour.
+        clock.set_ms(3 * 24 * hour_ms + 3 * hour_ms);
+        assert_eq!(block_on(store.clean_expired()).unwrap(), 0);
+        // At 04:00 on day 3: the segments whose newest record is older than 72 h go.
+        clock.set_ms(3 * 24 * hour_ms + 4 * hour_ms + 30 * 60_000);
+        let deleted = block_on(store.clean_expired()).unwrap();
+        assert!(deleted >= 1 && deleted < before - 1, "deleted {deleted} of {before}");
+        assert_eq!(segments(&disk), before - deleted);
+        // Queues moved their minimum past the deleted records; what is left reads back.
+        for q in [0, 1] {
+            let min = store.min_offset(TOPIC, q);
+            assert!(min > 0, "queue {q} min advanced");
+            let old = block_on(store.get_messages(TOPIC, q, 0, 4, 1 << 20, &|_| true)).unwrap();
+            assert_eq!(old.status, GetStatus::OffsetTooSmall);
+            assert_eq!(old.next_offset, min);
+        }
+        let left = read_all(&store);
+        assert_eq!(left.len() as u64, 400 - left.iter().map(|r| r.2).min().unwrap());
+        // Keys of deleted records are gone; kept ones are found.
+        assert!(block_on(store.query_by_key(TOPIC, "k0", 4, 0, i64::MAX)).unwrap().is_empty());
+        assert_eq!(block_on(store.query_by_key(TOPIC, "k399", 4, 0, i64::MAX)).unwrap().len(), 1);
+        // Recovery after retention (unclean) gives the same.
+        drop(store);
+        disk.crash();
+        let (store, _) = open(&disk, &clock, &config).unwrap();
+        assert_eq!(read_all(&store), left);
+    }
+}
+
+#[test]
+fn disk_pressure_forces_a_clean_and_refuses_writes_above_the_watermark() {
+    let disk = SimDisk::new(9);
+    let clock = ManualClock::new(0);
+    let config = StoreConfig { delete_when_hour: 23, ..StoreConfig::for_tests() };
+    let (store, _) = open(&disk, &clock, &config).unwrap();
+    for seq in 0..300u64 {
+        if put(&store, 0, seq, 1000, "").is_err() {
+            block_on(store.flush()).unwrap();
+            put(&store, 0, seq, 1000, "").unwrap();
+        }
+    }
+    block_on(store.flush_all()).unwrap();
+    block_on(store.flush_logics()).unwrap();
+    let used: u64 = disk.paths().iter().map(|p| disk.file_bytes(p).unwrap().len() as u64).sum();
+    // 87 % used: above force-clean (85 %), below refuse (90 %).
+    disk.set_faults(FaultConfig { capacity_bytes: used * 100 / 87, ..FaultConfig::default() });
+    assert_eq!(block_on(store.clean_expired()).unwrap(), 1, "one segment removed although nothing expired");
+    // 95 % used: appends refused with a clear error until space returns.
+    let used: u64 = disk.paths().iter().map(|p| disk.file_bytes(p).unwrap().len() as u64).sum();
+    disk.set_faults(FaultConfig { capacity_bytes: used * 100 / 95, ..FaultConfig::default() });
+    block_on(store.check_disk()).unwrap();
+    let err = put(&store, 0, 1000, 10, "").unwrap_err();
+    assert!(err.to_string().contains("disk full: 95% used, writes refused above 90%"), "{err}");
+    disk.set_faults(FaultConfig::default());
+    block_on(store.check_disk()).unwrap();
+    put(&store, 0, 1000, 10, "").unwrap();
+}

@@ -162,7 +162,7 @@ fn default_dir() -> Result<PathBuf, String> {
         .prefix("ringmq-store-bench-")
         .tempdir_in(&base)
         .map_err(|e| format!("create a directory under {}: {e}", base.display()))?;
-    Ok(dir.into_path())
+    Ok(dir.keep())
 }
 
 fn run_store_bench(args: StoreBenchArgs) -> Result<(), String> {

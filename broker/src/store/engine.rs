@@ -153,6 +153,8 @@ struct Inner<D: Disk> {
     records_appended: u64,
     /// Records below the CommitLog's durable end.
     records_flushed: u64,
+    /// `logics_phys` of the last checkpoint written: retention never deletes past it.
+    checkpoint_logics_phys: u64,
 }
 
 fn commitlog_of<D: Disk>(inner: &mut Inner<D>) -> &mut SegmentedLog<D> {
@@ -565,6 +567,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
             }
         };
         checkpoint.store(&*file).await?;
+        self.inner.borrow_mut().checkpoint_logics_phys = logics_phys;
         Ok(())
     }
 
@@ -595,6 +598,101 @@ impl<D: Disk, C: Clock> Store<D, C> {
             index.put(&key, phys, ts);
         }
         inner.index = Some(index);
+    }
+
+    // ---- retention ----
+
+    /// Deletes expired CommitLog segments (older than `file_reserved_hours`) at the
+    /// `delete_when_hour` (UTC), or the oldest segment regardless of age when disk usage
+    /// passed `disk_force_clean_ratio`; then the ConsumeQueue files and index files that
+    /// only pointed into them. Never deletes the active segment or anything not yet
+    /// covered by the checkpoint. Returns the number of segments deleted.
+    pub async fn clean_expired(&self) -> Result<usize, StoreError> {
+        self.check_alive()?;
+        let now_ms = self.clock.now_ms();
+        let at_hour = ((now_ms / 3_600_000).rem_euclid(24)) as u32 == self.config.delete_when_hour;
+        let ratio = self.disk.space(&self.dir).await?.used_ratio();
+        let force = ratio >= self.config.disk_force_clean_ratio;
+        if !at_hour && !force {
+            return Ok(0);
+        }
+        let cutoff_ms = now_ms - self.config.file_reserved_hours as i64 * 3_600_000;
+        let mut deleted = 0;
+        loop {
+            let (start, file, path) = {
+                let inner = self.inner.borrow();
+                let log = &inner.commitlog;
+                let Some((&start, file)) = log.files.iter().next() else { break };
+                let end = start + log.segment_bytes;
+                let limit = inner.commitlog.flushed_pos.min(inner.checkpoint_logics_phys);
+                if end > limit || end > log.segment_start(log.write_pos) {
+                    break;
+                }
+                (start, file.clone(), log.path_of(start))
+            };
+            let next_phys = self.shard.phys(start + self.config.segment_bytes);
+            let newest_ms = match self.read_record(next_phys, None).await? {
+                Some(bytes) => StoredMessageView::parse(&bytes).map(|v| v.store_timestamp_ms()).unwrap_or(i64::MAX),
+                None => i64::MAX,
+            };
+            let expired = newest_ms < cutoff_ms;
+            if !(expired || (force && deleted == 0)) {
+                break;
+            }
+            drop(file);
+            self.inner.borrow_mut().commitlog.files.remove(&start);
+            self.disk.remove(&path).await?;
+            tracing::info!(shard = self.shard.0, file = %path.display(), expired, force, "deleted commitlog segment");
+            deleted += 1;
+        }
+        if deleted > 0 {
+            self.disk.sync_dir(&Self::commitlog_dir(&self.dir)).await?;
+            self.trim_logics().await?;
+        }
+        Ok(deleted)
+    }
+
+    /// Advances every queue's minimum past entries whose records were deleted, removes
+    /// their wholly dead files, and drops index files that point only below the log.
+    async fn trim_logics(&self) -> Result<(), StoreError> {
+        let min_phys = self.shard.phys(self.commitlog_min());
+        for key in self.queues() {
+            let get = log_accessor(|inner: &mut Inner<D>| &mut inner.queues.get_mut(&key).expect("queues are never removed").log);
+            let (mut lo, mut hi) = {
+                let inner = self.inner.borrow();
+                let q = &inner.queues[&key];
+                (q.min_offset, q.max_offset())
+            };
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                let bytes = read_log(&*self.inner, &get, mid * ENTRY_BYTES, ENTRY_BYTES as usize).await?;
+                if bytes.len() == ENTRY_BYTES as usize && CqEntry::decode(&bytes).phys_offset < min_phys {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            let dead: Vec<(u64, PathBuf)> = {
+                let mut inner = self.inner.borrow_mut();
+                let q = inner.queues.get_mut(&key).expect("queues are never removed");
+                q.min_offset = lo;
+                let live_from = q.log.segment_start(lo * ENTRY_BYTES);
+                let active = q.log.segment_start(q.log.write_pos);
+                let dead: Vec<u64> = q.log.files.keys().copied().filter(|&s| s < live_from && s < active).collect();
+                dead.into_iter().map(|s| {
+                    q.log.files.remove(&s);
+                    (s, q.log.path_of(s))
+                }).collect()
+            };
+            for (_, path) in dead {
+                self.disk.remove(&path).await?;
+            }
+        }
+        let mut index = self.take_index().await;
+        let result = index.delete_files_before(min_phys).await;
+        self.return_index(index);
+        result?;
+        Ok(())
     }
 
     // ---- reads ----

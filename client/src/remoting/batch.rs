@@ -69,13 +69,19 @@ impl BatchIter {
         r.take(12).ok_or_else(|| truncated("record prefix", 12, &r))?;
         let flag = r.i32().ok_or_else(|| truncated("flag", 4, &r))?;
         let body_len = r.i32().ok_or_else(|| truncated("body length", 4, &r))?;
-        let body_len = usize::try_from(body_len)
-            .map_err(|_| BatchError::NegativeLength { index, field: "body length", len: i64::from(body_len) })?;
+        let body_len = usize::try_from(body_len).map_err(|_| BatchError::NegativeLength {
+            index,
+            field: "body length",
+            len: i64::from(body_len),
+        })?;
         let body_at = r.position();
         r.take(body_len).ok_or_else(|| truncated("body", body_len, &r))?;
         let props_len = r.i16().ok_or_else(|| truncated("properties length", 2, &r))?;
-        let props_len = usize::try_from(props_len)
-            .map_err(|_| BatchError::NegativeLength { index, field: "properties length", len: i64::from(props_len) })?;
+        let props_len = usize::try_from(props_len).map_err(|_| BatchError::NegativeLength {
+            index,
+            field: "properties length",
+            len: i64::from(props_len),
+        })?;
         let props_at = r.position();
         r.take(props_len).ok_or_else(|| truncated("properties", props_len, &r))?;
         let base = self.pos;
@@ -154,13 +160,19 @@ mod tests {
         let b = rec(0, b"", b"");
         check(&[], Ok(vec![]));
         check(&a, Ok(vec![msg(1, b"hello", b"TAGS\x01A\x02")]));
-        check(&[a.clone(), b.clone(), a.clone()].concat(), Ok(vec![msg(1, b"hello", b"TAGS\x01A\x02"), msg(0, b"", b""), msg(1, b"hello", b"TAGS\x01A\x02")]));
+        check(
+            &[a.clone(), b.clone(), a.clone()].concat(),
+            Ok(vec![msg(1, b"hello", b"TAGS\x01A\x02"), msg(0, b"", b""), msg(1, b"hello", b"TAGS\x01A\x02")]),
+        );
         // TOTALSIZE, MAGICCODE and BODYCRC are not trusted.
         let mut odd = a.clone();
         odd[..12].copy_from_slice(&[0xFF; 12]);
         check(&odd, Ok(vec![msg(1, b"hello", b"TAGS\x01A\x02")]));
         check(&a[..11], Err(Truncated { index: 0, field: "record prefix", need: 12, have: 11 }));
-        check(&[a.clone(), b[..20].to_vec()].concat(), Err(Truncated { index: 1, field: "properties length", need: 2, have: 0 }));
+        check(
+            &[a.clone(), b[..20].to_vec()].concat(),
+            Err(Truncated { index: 1, field: "properties length", need: 2, have: 0 }),
+        );
         check(&a[..a.len() - 1], Err(Truncated { index: 0, field: "properties", need: 7, have: 6 }));
         let mut neg_body = b.clone();
         neg_body[16..20].copy_from_slice(&(-1i32).to_be_bytes());
@@ -183,8 +195,12 @@ mod tests {
 
     #[test]
     fn encode_refuses_long_properties() {
-        let m = BatchMessage { properties: Bytes::from(vec![b'a'; PROPERTIES_LEN_MAX_BYTES + 1]), ..Default::default() };
-        assert_eq!(encode(&[m], &mut Vec::new()), Err(BatchError::PropertiesTooLong { len: PROPERTIES_LEN_MAX_BYTES + 1 }));
+        let m =
+            BatchMessage { properties: Bytes::from(vec![b'a'; PROPERTIES_LEN_MAX_BYTES + 1]), ..Default::default() };
+        assert_eq!(
+            encode(&[m], &mut Vec::new()),
+            Err(BatchError::PropertiesTooLong { len: PROPERTIES_LEN_MAX_BYTES + 1 })
+        );
     }
 
     proptest! {

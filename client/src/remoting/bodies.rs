@@ -86,11 +86,22 @@ mod tests {
         check::<ConsumerList>(r#"{"consumerIdList":"a"}"#, None);
         check(
             r#"{"clientId":"c","consumerGroup":"G","mqSet":[{"brokerName":"b","queueId":"1","topic":"T"}],"onlyThisBroker":false}"#,
-            Some(LockBatchRequestBody { client_id: "c".into(), consumer_group: "G".into(), mq_set: vec![mq("T", "b", 1)], only_this_broker: false }),
+            Some(LockBatchRequestBody {
+                client_id: "c".into(),
+                consumer_group: "G".into(),
+                mq_set: vec![mq("T", "b", 1)],
+                only_this_broker: false,
+            }),
         );
-        check(r#"{"consumerGroup":"G","clientId":"c","mqSet":[]}"#, Some(LockBatchRequestBody { client_id: "c".into(), consumer_group: "G".into(), ..Default::default() }));
+        check(
+            r#"{"consumerGroup":"G","clientId":"c","mqSet":[]}"#,
+            Some(LockBatchRequestBody { client_id: "c".into(), consumer_group: "G".into(), ..Default::default() }),
+        );
         check::<LockBatchRequestBody>(r#"{"mqSet":[{"queueId":1}]}"#, None);
-        check(r#"{"lockOKMQSet":[{"topic":"T","brokerName":"b","queueId":0}]}"#, Some(LockBatchResponseBody { lock_ok_mq_set: vec![mq("T", "b", 0)] }));
+        check(
+            r#"{"lockOKMQSet":[{"topic":"T","brokerName":"b","queueId":0}]}"#,
+            Some(LockBatchResponseBody { lock_ok_mq_set: vec![mq("T", "b", 0)] }),
+        );
         check(r#"{"lockOKMQSet":null}"#, Some(LockBatchResponseBody::default()));
         let text = String::from_utf8(LockBatchResponseBody { lock_ok_mq_set: vec![mq("T", "b", 2)] }.encode()).unwrap();
         assert_eq!(text, r#"{"lockOKMQSet":[{"brokerName":"b","queueId":2,"topic":"T"}]}"#);

@@ -172,20 +172,50 @@ mod tests {
     fn design_md_request_codes() {
         let t = request_code::ALL;
         for (name, code) in [
-            ("SEND_MESSAGE", 10), ("PULL_MESSAGE", 11), ("QUERY_MESSAGE", 12), ("QUERY_CONSUMER_OFFSET", 14),
-            ("UPDATE_CONSUMER_OFFSET", 15), ("UPDATE_AND_CREATE_TOPIC", 17), ("SEARCH_OFFSET_BY_TIMESTAMP", 29),
-            ("GET_MAX_OFFSET", 30), ("GET_MIN_OFFSET", 31), ("GET_EARLIEST_MSG_STORETIME", 32),
-            ("VIEW_MESSAGE_BY_ID", 33), ("HEART_BEAT", 34), ("UNREGISTER_CLIENT", 35), ("CONSUMER_SEND_MSG_BACK", 36),
-            ("END_TRANSACTION", 37), ("GET_CONSUMER_LIST_BY_GROUP", 38), ("CHECK_TRANSACTION_STATE", 39),
-            ("NOTIFY_CONSUMER_IDS_CHANGED", 40), ("LOCK_BATCH_MQ", 41), ("UNLOCK_BATCH_MQ", 42),
-            ("PUT_KV_CONFIG", 100), ("GET_KV_CONFIG", 101), ("DELETE_KV_CONFIG", 102), ("REGISTER_BROKER", 103),
-            ("UNREGISTER_BROKER", 104), ("GET_ROUTEINFO_BY_TOPIC", 105), ("GET_BROKER_CLUSTER_INFO", 106),
-            ("UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", 200), ("SEND_MESSAGE_V2", 310), ("SEND_BATCH_MESSAGE", 320),
-            ("GET_BROKER_RUNTIME_INFO", 28), ("GET_ALL_TOPIC_CONFIG", 21), ("UPDATE_BROKER_CONFIG", 25),
-            ("GET_BROKER_CONFIG", 26), ("GET_TOPIC_STATS_INFO", 202), ("GET_CONSUMER_CONNECTION_LIST", 203),
-            ("GET_TOPICS_BY_CLUSTER", 224), ("GET_CONSUME_STATS", 208), ("DELETE_TOPIC_IN_BROKER", 215),
-            ("GET_ALL_SUBSCRIPTIONGROUP_CONFIG", 201), ("DELETE_TOPIC_IN_NAMESRV", 216),
-            ("GET_KVLIST_BY_NAMESPACE", 219), ("QUERY_DATA_VERSION", 322), ("GET_ALL_TOPIC_LIST_FROM_NAMESERVER", 206),
+            ("SEND_MESSAGE", 10),
+            ("PULL_MESSAGE", 11),
+            ("QUERY_MESSAGE", 12),
+            ("QUERY_CONSUMER_OFFSET", 14),
+            ("UPDATE_CONSUMER_OFFSET", 15),
+            ("UPDATE_AND_CREATE_TOPIC", 17),
+            ("SEARCH_OFFSET_BY_TIMESTAMP", 29),
+            ("GET_MAX_OFFSET", 30),
+            ("GET_MIN_OFFSET", 31),
+            ("GET_EARLIEST_MSG_STORETIME", 32),
+            ("VIEW_MESSAGE_BY_ID", 33),
+            ("HEART_BEAT", 34),
+            ("UNREGISTER_CLIENT", 35),
+            ("CONSUMER_SEND_MSG_BACK", 36),
+            ("END_TRANSACTION", 37),
+            ("GET_CONSUMER_LIST_BY_GROUP", 38),
+            ("CHECK_TRANSACTION_STATE", 39),
+            ("NOTIFY_CONSUMER_IDS_CHANGED", 40),
+            ("LOCK_BATCH_MQ", 41),
+            ("UNLOCK_BATCH_MQ", 42),
+            ("PUT_KV_CONFIG", 100),
+            ("GET_KV_CONFIG", 101),
+            ("DELETE_KV_CONFIG", 102),
+            ("REGISTER_BROKER", 103),
+            ("UNREGISTER_BROKER", 104),
+            ("GET_ROUTEINFO_BY_TOPIC", 105),
+            ("GET_BROKER_CLUSTER_INFO", 106),
+            ("UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", 200),
+            ("SEND_MESSAGE_V2", 310),
+            ("SEND_BATCH_MESSAGE", 320),
+            ("GET_BROKER_RUNTIME_INFO", 28),
+            ("GET_ALL_TOPIC_CONFIG", 21),
+            ("UPDATE_BROKER_CONFIG", 25),
+            ("GET_BROKER_CONFIG", 26),
+            ("GET_TOPIC_STATS_INFO", 202),
+            ("GET_CONSUMER_CONNECTION_LIST", 203),
+            ("GET_TOPICS_BY_CLUSTER", 224),
+            ("GET_CONSUME_STATS", 208),
+            ("DELETE_TOPIC_IN_BROKER", 215),
+            ("GET_ALL_SUBSCRIPTIONGROUP_CONFIG", 201),
+            ("DELETE_TOPIC_IN_NAMESRV", 216),
+            ("GET_KVLIST_BY_NAMESPACE", 219),
+            ("QUERY_DATA_VERSION", 322),
+            ("GET_ALL_TOPIC_LIST_FROM_NAMESERVER", 206),
         ] {
             check(t, name, code);
         }
@@ -195,11 +225,23 @@ mod tests {
     fn design_md_response_codes() {
         let t = response_code::ALL;
         for (name, code) in [
-            ("SUCCESS", 0), ("SYSTEM_ERROR", 1), ("SYSTEM_BUSY", 2), ("REQUEST_CODE_NOT_SUPPORTED", 3),
-            ("FLUSH_DISK_TIMEOUT", 10), ("SLAVE_NOT_AVAILABLE", 11), ("FLUSH_SLAVE_TIMEOUT", 12),
-            ("MESSAGE_ILLEGAL", 13), ("SERVICE_NOT_AVAILABLE", 14), ("NO_PERMISSION", 16), ("TOPIC_NOT_EXIST", 17),
-            ("PULL_NOT_FOUND", 19), ("PULL_RETRY_IMMEDIATELY", 20), ("PULL_OFFSET_MOVED", 21),
-            ("QUERY_NOT_FOUND", 22), ("SUBSCRIPTION_NOT_EXIST", 24), ("INVALID_PARAMETER", 29),
+            ("SUCCESS", 0),
+            ("SYSTEM_ERROR", 1),
+            ("SYSTEM_BUSY", 2),
+            ("REQUEST_CODE_NOT_SUPPORTED", 3),
+            ("FLUSH_DISK_TIMEOUT", 10),
+            ("SLAVE_NOT_AVAILABLE", 11),
+            ("FLUSH_SLAVE_TIMEOUT", 12),
+            ("MESSAGE_ILLEGAL", 13),
+            ("SERVICE_NOT_AVAILABLE", 14),
+            ("NO_PERMISSION", 16),
+            ("TOPIC_NOT_EXIST", 17),
+            ("PULL_NOT_FOUND", 19),
+            ("PULL_RETRY_IMMEDIATELY", 20),
+            ("PULL_OFFSET_MOVED", 21),
+            ("QUERY_NOT_FOUND", 22),
+            ("SUBSCRIPTION_NOT_EXIST", 24),
+            ("INVALID_PARAMETER", 29),
         ] {
             check(t, name, code);
         }
@@ -217,9 +259,22 @@ mod tests {
 
     #[test]
     fn languages() {
-        for (name, code) in [("JAVA", 0), ("CPP", 1), ("DOTNET", 2), ("PYTHON", 3), ("DELPHI", 4), ("ERLANG", 5),
-            ("RUBY", 6), ("OTHER", 7), ("HTTP", 8), ("GO", 9), ("PHP", 10), ("OMS", 11), ("RUST", 12), ("NODE", 7)]
-        {
+        for (name, code) in [
+            ("JAVA", 0),
+            ("CPP", 1),
+            ("DOTNET", 2),
+            ("PYTHON", 3),
+            ("DELPHI", 4),
+            ("ERLANG", 5),
+            ("RUBY", 6),
+            ("OTHER", 7),
+            ("HTTP", 8),
+            ("GO", 9),
+            ("PHP", 10),
+            ("OMS", 11),
+            ("RUST", 12),
+            ("NODE", 7),
+        ] {
             assert_eq!(language_code(name), code, "{name}");
         }
         assert_eq!(language_name(12), Some("RUST"));

@@ -454,10 +454,16 @@ mod tests {
             Ok(cmd(310, 7, 0, &[("e", "3"), ("k", "false"), ("g", "1700000000000"), ("x", "1.5")])),
         );
         // Language as ordinal or unknown name, numbers as strings, null remark.
-        check(r#"{"code":"34","language":9,"opaque":" 5 ","remark":null}"#, Ok(RemotingCommand { language: "GO".into(), ..cmd(34, 5, 0, &[]) }));
+        check(
+            r#"{"code":"34","language":9,"opaque":" 5 ","remark":null}"#,
+            Ok(RemotingCommand { language: "GO".into(), ..cmd(34, 5, 0, &[]) }),
+        );
         check(r#"{"language":99}"#, Ok(RemotingCommand { language: "OTHER".into(), ..cmd(0, 0, 0, &[]) }));
         check(r#"{"language":"NODE"}"#, Ok(RemotingCommand { language: "NODE".into(), ..cmd(0, 0, 0, &[]) }));
-        check(r#"{"code":0,"flag":1,"remark":"boom","extFields":null}"#, Ok(RemotingCommand { remark: Some("boom".into()), ..cmd(0, 0, 1, &[]) }));
+        check(
+            r#"{"code":0,"flag":1,"remark":"boom","extFields":null}"#,
+            Ok(RemotingCommand { remark: Some("boom".into()), ..cmd(0, 0, 1, &[]) }),
+        );
         check(r#"{}"#, Ok(cmd(0, 0, 0, &[])));
         check(r#"{"code":4294967296}"#, Err("bad JSON header"));
         check(r#"{"extFields":{"a":[1]}}"#, Err("bad JSON header"));
@@ -500,12 +506,21 @@ mod tests {
         use BinaryHeaderError::*;
         let base = RemotingCommand { version: 7, serialize_type: SerializeType::RocketMq, ..cmd(11, 9, 1, &[]) };
         check_bin(&bin(11, 0, b"", b"", 0), Ok(base.clone()));
-        check_bin(&bin(11, 12, b"hi", b"", 0), Ok(RemotingCommand { language: "RUST".into(), remark: Some("hi".into()), ..base.clone() }));
+        check_bin(
+            &bin(11, 12, b"hi", b"", 0),
+            Ok(RemotingCommand { language: "RUST".into(), remark: Some("hi".into()), ..base.clone() }),
+        );
         check_bin(&bin(11, 200, b"", b"", 0), Ok(RemotingCommand { language: "OTHER".into(), ..base.clone() }));
         let entry = [&[0u8, 1, b'k'][..], &[0, 0, 0, 2, b'v', b'w']].concat();
-        check_bin(&bin(11, 0, b"", &entry, 9), Ok(RemotingCommand { ext_fields: [("k".into(), "vw".into())].into(), ..base.clone() }));
+        check_bin(
+            &bin(11, 0, b"", &entry, 9),
+            Ok(RemotingCommand { ext_fields: [("k".into(), "vw".into())].into(), ..base.clone() }),
+        );
         // Trailing bytes after the ext region are ignored.
-        check_bin(&[bin(11, 0, b"", &entry, 9), vec![1, 2, 3]].concat(), Ok(RemotingCommand { ext_fields: [("k".into(), "vw".into())].into(), ..base.clone() }));
+        check_bin(
+            &[bin(11, 0, b"", &entry, 9), vec![1, 2, 3]].concat(),
+            Ok(RemotingCommand { ext_fields: [("k".into(), "vw".into())].into(), ..base.clone() }),
+        );
         check_bin(&[], Err(Truncated { field: "code", need: 2, have: 0 }));
         check_bin(&[0, 1, 0, 0], Err(Truncated { field: "version", need: 2, have: 1 }));
         check_bin(&bin(11, 0, b"", b"", 0)[..20], Err(Truncated { field: "extFields length", need: 4, have: 3 }));
@@ -520,7 +535,10 @@ mod tests {
         // An entry that straddles the end of the ext region.
         check_bin(&bin(11, 0, b"", &entry, 8), Err(Truncated { field: "ext value", need: 2, have: 1 }));
         check_bin(&bin(11, 0, b"", &[0xFF, 0xFF], 2), Err(NegativeLength { field: "ext key length", len: -1 }));
-        check_bin(&bin(11, 0, b"", &[0, 0, 0xFF, 0xFF, 0xFF, 0xFE], 6), Err(NegativeLength { field: "ext value length", len: -2 }));
+        check_bin(
+            &bin(11, 0, b"", &[0, 0, 0xFF, 0xFF, 0xFF, 0xFE], 6),
+            Err(NegativeLength { field: "ext value length", len: -2 }),
+        );
         check_bin(&bin(11, 0, b"", &[0, 0, 0], 3), Err(Truncated { field: "ext value length", need: 4, have: 1 }));
         check_bin(&bin(11, 0, &[0xFF], b"", 0), Ok(RemotingCommand { remark: Some("\u{FFFD}".into()), ..base }));
     }
@@ -528,7 +546,10 @@ mod tests {
     #[test]
     fn binary_encode_refuses_out_of_range() {
         let c = RemotingCommand { serialize_type: SerializeType::RocketMq, ..cmd(40000, 0, 0, &[]) };
-        assert!(matches!(c.encode_header(), Err(CommandError::FieldOutOfRange { field: "code", value: 40000, bits: 16 })));
+        assert!(matches!(
+            c.encode_header(),
+            Err(CommandError::FieldOutOfRange { field: "code", value: 40000, bits: 16 })
+        ));
         let c = RemotingCommand { version: -40000, serialize_type: SerializeType::RocketMq, ..cmd(1, 0, 0, &[]) };
         assert!(matches!(c.encode_header(), Err(CommandError::FieldOutOfRange { field: "version", .. })));
         let key = "k".repeat(40000);
@@ -570,7 +591,10 @@ mod tests {
         c.clone().with_serialize_type(SerializeType::RocketMq).encode(&mut buf).unwrap();
         let limits = FrameLimits::default();
         assert_eq!(RemotingCommand::decode(&mut buf, &limits).unwrap(), Some(c.clone()));
-        assert_eq!(RemotingCommand::decode(&mut buf, &limits).unwrap(), Some(c.with_serialize_type(SerializeType::RocketMq)));
+        assert_eq!(
+            RemotingCommand::decode(&mut buf, &limits).unwrap(),
+            Some(c.with_serialize_type(SerializeType::RocketMq))
+        );
         assert_eq!(RemotingCommand::decode(&mut buf, &limits).unwrap(), None);
         // A broken header consumes its frame and is not fatal; a broken frame is.
         let mut buf = BytesMut::new();
@@ -589,16 +613,18 @@ mod tests {
             proptest::collection::btree_map(".{0,10}", ".{0,20}", 0..6),
             proptest::collection::vec(any::<u8>(), 0..64),
         )
-            .prop_map(move |((code, language, version, opaque, flag), remark, ext_fields, body)| RemotingCommand {
-                code: i32::from(code),
-                language: language.to_string(),
-                version: i32::from(version),
-                opaque,
-                flag,
-                remark,
-                ext_fields,
-                body: Bytes::from(body),
-                serialize_type: if binary { SerializeType::RocketMq } else { SerializeType::Json },
+            .prop_map(move |((code, language, version, opaque, flag), remark, ext_fields, body)| {
+                RemotingCommand {
+                    code: i32::from(code),
+                    language: language.to_string(),
+                    version: i32::from(version),
+                    opaque,
+                    flag,
+                    remark,
+                    ext_fields,
+                    body: Bytes::from(body),
+                    serialize_type: if binary { SerializeType::RocketMq } else { SerializeType::Json },
+                }
             })
     }
 

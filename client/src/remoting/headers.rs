@@ -586,8 +586,14 @@ mod tests {
     }
 
     const V1_FIELDS: &[(&str, &str)] = &[
-        ("producerGroup", "PG"), ("topic", "T"), ("defaultTopic", "TBW102"), ("defaultTopicQueueNums", "4"),
-        ("queueId", "3"), ("sysFlag", "0"), ("bornTimestamp", "1700000000000"), ("flag", "0"),
+        ("producerGroup", "PG"),
+        ("topic", "T"),
+        ("defaultTopic", "TBW102"),
+        ("defaultTopicQueueNums", "4"),
+        ("queueId", "3"),
+        ("sysFlag", "0"),
+        ("bornTimestamp", "1700000000000"),
+        ("flag", "0"),
         ("properties", "TAGS\u{1}A\u{2}"),
     ];
 
@@ -595,12 +601,24 @@ mod tests {
     fn send_message_header_cases() {
         check(V1_FIELDS, Ok(send_v1()));
         let with = |extra: &[(&'static str, &'static str)]| [V1_FIELDS, extra].concat();
-        check(&with(&[("unitMode", "true"), ("batch", "1")]), Ok(SendMessageRequestHeader { unit_mode: true, batch: true, ..send_v1() }));
-        check(&with(&[("unitMode", "TRUE"), ("batch", "yes")]), Ok(SendMessageRequestHeader { unit_mode: true, ..send_v1() }));
+        check(
+            &with(&[("unitMode", "true"), ("batch", "1")]),
+            Ok(SendMessageRequestHeader { unit_mode: true, batch: true, ..send_v1() }),
+        );
+        check(
+            &with(&[("unitMode", "TRUE"), ("batch", "yes")]),
+            Ok(SendMessageRequestHeader { unit_mode: true, ..send_v1() }),
+        );
         check(&with(&[("unitMode", "0"), ("batch", "false")]), Ok(send_v1()));
-        check(&with(&[("reconsumeTimes", " 2 "), ("maxReconsumeTimes", "")]), Ok(SendMessageRequestHeader { reconsume_times: Some(2), ..send_v1() }));
+        check(
+            &with(&[("reconsumeTimes", " 2 "), ("maxReconsumeTimes", "")]),
+            Ok(SendMessageRequestHeader { reconsume_times: Some(2), ..send_v1() }),
+        );
         check(&with(&[("AccessKey", "ak"), ("Signature", "sig"), ("OnsChannel", "ALIYUN")]), Ok(send_v1()));
-        check(&with(&[("brokerName", "b1")]), Ok(SendMessageRequestHeader { broker_name: Some("b1".into()), ..send_v1() }));
+        check(
+            &with(&[("brokerName", "b1")]),
+            Ok(SendMessageRequestHeader { broker_name: Some("b1".into()), ..send_v1() }),
+        );
         check::<SendMessageRequestHeader>(&V1_FIELDS[1..], Err(HeaderError::Missing { field: "producerGroup" }));
         check::<SendMessageRequestHeader>(
             &with(&[("queueId", "x")]),
@@ -614,8 +632,17 @@ mod tests {
 
     #[test]
     fn v2_short_names_and_conversion() {
-        let v2 = ext(&[("a", "PG"), ("b", "T"), ("c", "TBW102"), ("d", "4"), ("e", "3"), ("f", "0"),
-            ("g", "1700000000000"), ("h", "0"), ("i", "TAGS\u{1}A\u{2}")]);
+        let v2 = ext(&[
+            ("a", "PG"),
+            ("b", "T"),
+            ("c", "TBW102"),
+            ("d", "4"),
+            ("e", "3"),
+            ("f", "0"),
+            ("g", "1700000000000"),
+            ("h", "0"),
+            ("i", "TAGS\u{1}A\u{2}"),
+        ]);
         let parsed = SendMessageRequestHeaderV2::from_ext(&v2).unwrap();
         assert_eq!(SendMessageRequestHeader::from(parsed.clone()), send_v1());
         assert_eq!(SendMessageRequestHeaderV2::from(send_v1()), parsed);
@@ -631,35 +658,81 @@ mod tests {
 
     #[test]
     fn other_header_cases() {
-        check(&[("topic", "T"), ("queueId", "1")], Ok(GetMaxOffsetRequestHeader { topic: "T".into(), queue_id: 1, committed: true }));
-        check(&[("topic", "T"), ("queueId", "1"), ("committed", "false")], Ok(GetMaxOffsetRequestHeader { topic: "T".into(), queue_id: 1, committed: false }));
-        check(&[("topic", "T"), ("queueId", "1"), ("timestamp", "-5")], Ok(SearchOffsetRequestHeader { topic: "T".into(), queue_id: 1, timestamp: -5 }));
-        check::<SearchOffsetRequestHeader>(&[("topic", "T"), ("queueId", "1")], Err(HeaderError::Missing { field: "timestamp" }));
-        check(&[("offset", "123")], Ok(ViewMessageRequestHeader { offset: 123, topic: None }));
-        check(&[("clientID", "c@1")], Ok(UnregisterClientRequestHeader { client_id: "c@1".into(), ..Default::default() }));
-        check(&[("topic", "T")], Ok(GetRouteInfoRequestHeader { topic: "T".into(), accept_standard_json_only: None }));
-        check(&[("topic", "T"), ("acceptStandardJsonOnly", "true")], Ok(GetRouteInfoRequestHeader { topic: "T".into(), accept_standard_json_only: Some(true) }));
         check(
-            &[("brokerName", "b"), ("brokerAddr", "1.2.3.4:10911"), ("clusterName", "c"), ("haServerAddr", "1.2.3.4:10912"), ("brokerId", "0")],
+            &[("topic", "T"), ("queueId", "1")],
+            Ok(GetMaxOffsetRequestHeader { topic: "T".into(), queue_id: 1, committed: true }),
+        );
+        check(
+            &[("topic", "T"), ("queueId", "1"), ("committed", "false")],
+            Ok(GetMaxOffsetRequestHeader { topic: "T".into(), queue_id: 1, committed: false }),
+        );
+        check(
+            &[("topic", "T"), ("queueId", "1"), ("timestamp", "-5")],
+            Ok(SearchOffsetRequestHeader { topic: "T".into(), queue_id: 1, timestamp: -5 }),
+        );
+        check::<SearchOffsetRequestHeader>(
+            &[("topic", "T"), ("queueId", "1")],
+            Err(HeaderError::Missing { field: "timestamp" }),
+        );
+        check(&[("offset", "123")], Ok(ViewMessageRequestHeader { offset: 123, topic: None }));
+        check(
+            &[("clientID", "c@1")],
+            Ok(UnregisterClientRequestHeader { client_id: "c@1".into(), ..Default::default() }),
+        );
+        check(&[("topic", "T")], Ok(GetRouteInfoRequestHeader { topic: "T".into(), accept_standard_json_only: None }));
+        check(
+            &[("topic", "T"), ("acceptStandardJsonOnly", "true")],
+            Ok(GetRouteInfoRequestHeader { topic: "T".into(), accept_standard_json_only: Some(true) }),
+        );
+        check(
+            &[
+                ("brokerName", "b"),
+                ("brokerAddr", "1.2.3.4:10911"),
+                ("clusterName", "c"),
+                ("haServerAddr", "1.2.3.4:10912"),
+                ("brokerId", "0"),
+            ],
             Ok(RegisterBrokerRequestHeader {
-                broker_name: "b".into(), broker_addr: "1.2.3.4:10911".into(), cluster_name: "c".into(),
-                ha_server_addr: "1.2.3.4:10912".into(), ..Default::default()
+                broker_name: "b".into(),
+                broker_addr: "1.2.3.4:10911".into(),
+                cluster_name: "c".into(),
+                ha_server_addr: "1.2.3.4:10912".into(),
+                ..Default::default()
             }),
         );
         check(
-            &[("topic", "T"), ("defaultTopic", "TBW102"), ("readQueueNums", "8"), ("writeQueueNums", "8"), ("perm", "6"), ("topicFilterType", "SINGLE_TAG")],
+            &[
+                ("topic", "T"),
+                ("defaultTopic", "TBW102"),
+                ("readQueueNums", "8"),
+                ("writeQueueNums", "8"),
+                ("perm", "6"),
+                ("topicFilterType", "SINGLE_TAG"),
+            ],
             Ok(CreateTopicRequestHeader {
-                topic: "T".into(), default_topic: "TBW102".into(), read_queue_nums: 8, write_queue_nums: 8, perm: 6,
-                topic_filter_type: "SINGLE_TAG".into(), ..Default::default()
+                topic: "T".into(),
+                default_topic: "TBW102".into(),
+                read_queue_nums: 8,
+                write_queue_nums: 8,
+                perm: 6,
+                topic_filter_type: "SINGLE_TAG".into(),
+                ..Default::default()
             }),
         );
         check(
             &[("offset", "9"), ("group", "G"), ("delayLevel", "0"), ("originMsgId", "ID"), ("maxReconsumeTimes", "16")],
             Ok(ConsumerSendMsgBackRequestHeader {
-                offset: 9, group: "G".into(), origin_msg_id: Some("ID".into()), max_reconsume_times: Some(16), ..Default::default()
+                offset: 9,
+                group: "G".into(),
+                origin_msg_id: Some("ID".into()),
+                max_reconsume_times: Some(16),
+                ..Default::default()
             }),
         );
-        check::<ConsumerSendMsgBackRequestHeader>(&[("offset", "9"), ("group", "G")], Err(HeaderError::Missing { field: "delayLevel" }));
+        check::<ConsumerSendMsgBackRequestHeader>(
+            &[("offset", "9"), ("group", "G")],
+            Err(HeaderError::Missing { field: "delayLevel" }),
+        );
         let long = "9".repeat(1000);
         match OffsetResponseHeader::from_ext(&ext(&[("offset", &long)])) {
             Err(HeaderError::Invalid { value, .. }) => assert_eq!(value.len(), VALUE_IN_ERROR_MAX_CHARS),
@@ -670,25 +743,59 @@ mod tests {
     fn arb_pull() -> impl Strategy<Value = PullMessageRequestHeader> {
         (
             (".{0,12}", ".{0,12}", any::<i32>(), any::<i64>(), any::<i32>(), any::<i32>()),
-            (any::<i64>(), any::<i64>(), proptest::option::of(".{0,20}"), any::<i64>(), proptest::option::of("TAG|SQL92"), proptest::option::of(any::<i32>())),
+            (
+                any::<i64>(),
+                any::<i64>(),
+                proptest::option::of(".{0,20}"),
+                any::<i64>(),
+                proptest::option::of("TAG|SQL92"),
+                proptest::option::of(any::<i32>()),
+            ),
         )
             .prop_map(|((cg, t, q, qo, mm, sf), (co, st, sub, sv, et, mb))| PullMessageRequestHeader {
-                consumer_group: cg, topic: t, queue_id: q, queue_offset: qo, max_msg_nums: mm, sys_flag: sf,
-                commit_offset: co, suspend_timeout_millis: st, subscription: sub, sub_version: sv,
-                expression_type: et, max_msg_bytes: mb,
+                consumer_group: cg,
+                topic: t,
+                queue_id: q,
+                queue_offset: qo,
+                max_msg_nums: mm,
+                sys_flag: sf,
+                commit_offset: co,
+                suspend_timeout_millis: st,
+                subscription: sub,
+                sub_version: sv,
+                expression_type: et,
+                max_msg_bytes: mb,
             })
     }
 
     fn arb_send() -> impl Strategy<Value = SendMessageRequestHeader> {
         (
             (".{0,12}", ".{0,12}", ".{0,12}", any::<i32>(), any::<i32>(), any::<i32>(), any::<i64>()),
-            (any::<i32>(), proptest::option::of(".{0,30}"), proptest::option::of(any::<i32>()), any::<bool>(),
-             proptest::option::of(any::<i32>()), any::<bool>(), proptest::option::of(".{0,10}")),
+            (
+                any::<i32>(),
+                proptest::option::of(".{0,30}"),
+                proptest::option::of(any::<i32>()),
+                any::<bool>(),
+                proptest::option::of(any::<i32>()),
+                any::<bool>(),
+                proptest::option::of(".{0,10}"),
+            ),
         )
             .prop_map(|((pg, t, dt, dq, q, sf, bt), (f, p, rt, um, mrt, b, bn))| SendMessageRequestHeader {
-                producer_group: pg, topic: t, default_topic: dt, default_topic_queue_nums: dq, queue_id: q,
-                sys_flag: sf, born_timestamp: bt, flag: f, properties: p, reconsume_times: rt, unit_mode: um,
-                max_reconsume_times: mrt, batch: b, broker_name: bn,
+                producer_group: pg,
+                topic: t,
+                default_topic: dt,
+                default_topic_queue_nums: dq,
+                queue_id: q,
+                sys_flag: sf,
+                born_timestamp: bt,
+                flag: f,
+                properties: p,
+                reconsume_times: rt,
+                unit_mode: um,
+                max_reconsume_times: mrt,
+                batch: b,
+                broker_name: bn,
             })
     }
 

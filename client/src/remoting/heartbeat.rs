@@ -192,8 +192,21 @@ mod tests {
         SubscriptionData { code_set: vec![], tags_set: vec![], ..SubscriptionData::new(topic, sub_string, version) }
     }
 
-    fn consumer(group: &str, ct: ConsumeType, mm: MessageModel, cfw: ConsumeFromWhere, subs: Vec<SubscriptionData>) -> ConsumerData {
-        ConsumerData { consume_from_where: cfw, consume_type: ct, group_name: group.into(), message_model: mm, subscription_data_set: subs, unit_mode: false }
+    fn consumer(
+        group: &str,
+        ct: ConsumeType,
+        mm: MessageModel,
+        cfw: ConsumeFromWhere,
+        subs: Vec<SubscriptionData>,
+    ) -> ConsumerData {
+        ConsumerData {
+            consume_from_where: cfw,
+            consume_type: ct,
+            group_name: group.into(),
+            message_model: mm,
+            subscription_data_set: subs,
+            unit_mode: false,
+        }
     }
 
     fn hb(consumers: Vec<ConsumerData>, producers: &[&str]) -> HeartbeatData {
@@ -212,32 +225,64 @@ mod tests {
         // Java: names, full fields.
         check(
             r#"{"clientID":"10.0.0.1@123","consumerDataSet":[{"consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","consumeType":"CONSUME_PASSIVELY","groupName":"G","messageModel":"CLUSTERING","subscriptionDataSet":[{"classFilterMode":false,"codeSet":[2598919],"expressionType":"TAG","subString":"TagA","subVersion":1700000000000,"tagsSet":["TagA"],"topic":"T"}],"unitMode":false}],"producerDataSet":[{"groupName":"CLIENT_INNER_PRODUCER"}]}"#,
-            Some(hb(vec![consumer("G", ConsumePassively, Clustering, ConsumeFromFirstOffset,
-                vec![SubscriptionData { code_set: vec![2598919], tags_set: vec!["TagA".into()], ..sub("T", "TagA", 1_700_000_000_000) }])],
-                &["CLIENT_INNER_PRODUCER"])),
+            Some(hb(
+                vec![consumer(
+                    "G",
+                    ConsumePassively,
+                    Clustering,
+                    ConsumeFromFirstOffset,
+                    vec![SubscriptionData {
+                        code_set: vec![2598919],
+                        tags_set: vec!["TagA".into()],
+                        ..sub("T", "TagA", 1_700_000_000_000)
+                    }],
+                )],
+                &["CLIENT_INNER_PRODUCER"],
+            )),
         );
         // Ordinals, subVersion as string, missing optional fields.
         check(
             r#"{"clientID":"10.0.0.1@123","consumerDataSet":[{"consumeFromWhere":0,"consumeType":1,"groupName":"G","messageModel":1,"subscriptionDataSet":[{"subString":"*","subVersion":"42","topic":"T"}]}]}"#,
-            Some(hb(vec![consumer("G", ConsumePassively, Clustering, ConsumeFromLastOffset, vec![sub("T", "*", 42)])], &[])),
+            Some(hb(
+                vec![consumer("G", ConsumePassively, Clustering, ConsumeFromLastOffset, vec![sub("T", "*", 42)])],
+                &[],
+            )),
         );
         // Go-style nulls, ordinals as strings, lower-case names, PUSH alias.
         check(
             r#"{"clientID":"10.0.0.1@123","producerDataSet":null,"consumerDataSet":[{"consumeFromWhere":"5","consumeType":"PUSH","groupName":"G","messageModel":"broadcasting","subscriptionDataSet":[{"topic":"T","subString":"","tagsSet":null,"codeSet":null,"expressionType":null,"subVersion":7}],"unitMode":"true"}]}"#,
-            Some(hb(vec![ConsumerData { unit_mode: true, ..consumer("G", ConsumePassively, Broadcasting, ConsumeFromTimestamp, vec![sub("T", "*", 7)]) }], &[])),
+            Some(hb(
+                vec![ConsumerData {
+                    unit_mode: true,
+                    ..consumer("G", ConsumePassively, Broadcasting, ConsumeFromTimestamp, vec![sub("T", "*", 7)])
+                }],
+                &[],
+            )),
         );
         check(r#"{"clientID":"10.0.0.1@123"}"#, Some(hb(vec![], &[])));
         check(r#"{"clientID":"10.0.0.1@123","unknown":{"x":[1,2]}}"#, Some(hb(vec![], &[])));
         check(r#"{"consumerDataSet":[]}"#, None);
         check(r#"{"clientID":"c","consumerDataSet":[{"groupName":"G","consumeType":9}]}"#, None);
         check(r#"{"clientID":"c","consumerDataSet":[{"groupName":"G","messageModel":"SOMETIMES"}]}"#, None);
-        check(r#"{"clientID":"c","consumerDataSet":[{"groupName":"G","subscriptionDataSet":[{"subString":"*"}]}]}"#, None);
+        check(
+            r#"{"clientID":"c","consumerDataSet":[{"groupName":"G","subscriptionDataSet":[{"subString":"*"}]}]}"#,
+            None,
+        );
         check("not json", None);
     }
 
     #[test]
     fn encodes_enum_names() {
-        let h = hb(vec![consumer("G", ConsumeType::ConsumeActively, MessageModel::Broadcasting, ConsumeFromWhere::ConsumeFromTimestamp, vec![])], &[]);
+        let h = hb(
+            vec![consumer(
+                "G",
+                ConsumeType::ConsumeActively,
+                MessageModel::Broadcasting,
+                ConsumeFromWhere::ConsumeFromTimestamp,
+                vec![],
+            )],
+            &[],
+        );
         let text = String::from_utf8(h.encode()).unwrap();
         assert_eq!(
             text,
@@ -272,10 +317,25 @@ mod tests {
     }
 
     fn arb_sub() -> impl Strategy<Value = SubscriptionData> {
-        (".{0,8}", "[A-Za-z *|]{1,20}", any::<i64>(), any::<bool>(), proptest::collection::vec(any::<i32>(), 0..3), "TAG|SQL92")
+        (
+            ".{0,8}",
+            "[A-Za-z *|]{1,20}",
+            any::<i64>(),
+            any::<bool>(),
+            proptest::collection::vec(any::<i32>(), 0..3),
+            "TAG|SQL92",
+        )
             .prop_map(|(topic, sub_string, v, cfm, codes, et)| {
                 let sub_string = if sub_string.trim().is_empty() { "*".to_string() } else { sub_string };
-                SubscriptionData { class_filter_mode: cfm, code_set: codes, expression_type: et, sub_string, sub_version: v, tags_set: vec![topic.clone()], topic }
+                SubscriptionData {
+                    class_filter_mode: cfm,
+                    code_set: codes,
+                    expression_type: et,
+                    sub_string,
+                    sub_version: v,
+                    tags_set: vec![topic.clone()],
+                    topic,
+                }
             })
     }
 
@@ -289,13 +349,20 @@ mod tests {
             any::<bool>(),
         )
             .prop_map(|(g, ct, mm, cfw, subs, um)| ConsumerData {
-                consume_from_where: cfw, consume_type: ct, group_name: g, message_model: mm, subscription_data_set: subs, unit_mode: um,
+                consume_from_where: cfw,
+                consume_type: ct,
+                group_name: g,
+                message_model: mm,
+                subscription_data_set: subs,
+                unit_mode: um,
             });
-        (".{0,16}", proptest::collection::vec(consumer, 0..3), proptest::collection::vec(".{0,8}", 0..3)).prop_map(|(c, cs, ps)| HeartbeatData {
-            client_id: c,
-            consumer_data_set: cs,
-            producer_data_set: ps.into_iter().map(|g| ProducerData { group_name: g }).collect(),
-        })
+        (".{0,16}", proptest::collection::vec(consumer, 0..3), proptest::collection::vec(".{0,8}", 0..3)).prop_map(
+            |(c, cs, ps)| HeartbeatData {
+                client_id: c,
+                consumer_data_set: cs,
+                producer_data_set: ps.into_iter().map(|g| ProducerData { group_name: g }).collect(),
+            },
+        )
     }
 
     proptest! {

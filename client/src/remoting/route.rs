@@ -242,7 +242,13 @@ mod tests {
             }],
             filter_server_table: BTreeMap::new(),
             order_topic_conf: None,
-            queue_datas: vec![QueueData { broker_name: "broker-a".into(), perm: 6, read_queue_nums: 4, topic_sys_flag: 0, write_queue_nums: 4 }],
+            queue_datas: vec![QueueData {
+                broker_name: "broker-a".into(),
+                perm: 6,
+                read_queue_nums: 4,
+                topic_sys_flag: 0,
+                write_queue_nums: 4,
+            }],
         }
     }
 
@@ -298,10 +304,18 @@ mod tests {
         let body = RegisterBrokerBody::decode(java.as_bytes()).unwrap();
         let wrapper = &body.topic_config_serialize_wrapper;
         assert_eq!(wrapper.data_version, DataVersion { counter: 3, timestamp: 1_700_000_000_000 });
-        assert_eq!(wrapper.topic_config_table["TopicTest"], TopicConfig { read_queue_nums: 4, write_queue_nums: 4, ..TopicConfig::new("TopicTest") });
+        assert_eq!(
+            wrapper.topic_config_table["TopicTest"],
+            TopicConfig { read_queue_nums: 4, write_queue_nums: 4, ..TopicConfig::new("TopicTest") }
+        );
         assert_eq!(
             wrapper.topic_config_table["SELF_TEST"],
-            TopicConfig { read_queue_nums: 1, write_queue_nums: 1, topic_filter_type: TopicFilterType::MultiTag, ..TopicConfig::new("SELF_TEST") }
+            TopicConfig {
+                read_queue_nums: 1,
+                write_queue_nums: 1,
+                topic_filter_type: TopicFilterType::MultiTag,
+                ..TopicConfig::new("SELF_TEST")
+            }
         );
         assert_eq!(RegisterBrokerBody::decode(&body.encode()).unwrap(), body);
         assert_eq!(TopicConfigSerializeWrapper::decode(&wrapper.encode()).unwrap(), *wrapper);
@@ -311,8 +325,8 @@ mod tests {
     fn arb_route() -> impl Strategy<Value = TopicRouteData> {
         let broker = (proptest::collection::btree_map(any::<i64>(), ".{0,12}", 0..3), ".{0,8}", ".{0,8}")
             .prop_map(|(broker_addrs, broker_name, cluster)| BrokerData { broker_addrs, broker_name, cluster });
-        let queue = (".{0,8}", any::<i32>(), any::<i32>(), any::<i32>(), any::<i32>()).prop_map(|(b, p, r, s, w)| QueueData {
-            broker_name: b, perm: p, read_queue_nums: r, topic_sys_flag: s, write_queue_nums: w,
+        let queue = (".{0,8}", any::<i32>(), any::<i32>(), any::<i32>(), any::<i32>()).prop_map(|(b, p, r, s, w)| {
+            QueueData { broker_name: b, perm: p, read_queue_nums: r, topic_sys_flag: s, write_queue_nums: w }
         });
         (
             proptest::collection::vec(broker, 0..3),
@@ -321,21 +335,30 @@ mod tests {
             proptest::collection::vec(queue, 0..3),
         )
             .prop_map(|(broker_datas, filter_server_table, order_topic_conf, queue_datas)| TopicRouteData {
-                broker_datas, filter_server_table, order_topic_conf, queue_datas,
+                broker_datas,
+                filter_server_table,
+                order_topic_conf,
+                queue_datas,
             })
     }
 
     fn arb_wrapper() -> impl Strategy<Value = TopicConfigSerializeWrapper> {
-        let config = (any::<bool>(), any::<i32>(), any::<i32>(), any::<bool>(), ".{0,8}", any::<i32>(), any::<i32>()).prop_map(
-            |(order, perm, r, multi, name, sys, w)| TopicConfig {
-                order, perm, read_queue_nums: r,
+        let config = (any::<bool>(), any::<i32>(), any::<i32>(), any::<bool>(), ".{0,8}", any::<i32>(), any::<i32>())
+            .prop_map(|(order, perm, r, multi, name, sys, w)| TopicConfig {
+                order,
+                perm,
+                read_queue_nums: r,
                 topic_filter_type: if multi { TopicFilterType::MultiTag } else { TopicFilterType::SingleTag },
-                topic_name: name, topic_sys_flag: sys, write_queue_nums: w,
+                topic_name: name,
+                topic_sys_flag: sys,
+                write_queue_nums: w,
+            });
+        (any::<i64>(), any::<i64>(), proptest::collection::btree_map(".{0,8}", config, 0..3)).prop_map(
+            |(c, t, table)| TopicConfigSerializeWrapper {
+                data_version: DataVersion { counter: c, timestamp: t },
+                topic_config_table: table,
             },
-        );
-        (any::<i64>(), any::<i64>(), proptest::collection::btree_map(".{0,8}", config, 0..3)).prop_map(|(c, t, table)| {
-            TopicConfigSerializeWrapper { data_version: DataVersion { counter: c, timestamp: t }, topic_config_table: table }
-        })
+        )
     }
 
     proptest! {

@@ -186,6 +186,7 @@ pub async fn open_store<D: Disk, C: Clock>(
             flusher_waker: None,
             records_appended: 0,
             records_flushed: 0,
+            checkpoint_logics_phys: 0,
         })),
         disk: disk.clone(),
         clock,
@@ -301,6 +302,10 @@ pub async fn open_store<D: Disk, C: Clock>(
     // Rewrite the partial last block (zeros after `end`) before anything else.
     store.inner.borrow_mut().commitlog.flushed_pos = block;
     store.flush().await?;
+    if first_segment > 0 {
+        // Retention deleted the log's start: queue minimums follow it.
+        store.trim_logics().await?;
+    }
     store.flush_logics().await?;
     if report.unclean {
         tracing::info!(shard = shard.0, end, scanned_from = scan_from, records = report.records_scanned, "recovered after an unclean stop");

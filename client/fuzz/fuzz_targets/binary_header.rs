@@ -1,0 +1,9 @@
+//! Fuzzes the ROCKETMQ binary command-header decoder.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use ringmq_client::remoting::command::decode_binary_header;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = decode_binary_header(data);
+});
