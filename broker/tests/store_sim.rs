@@ -241,7 +241,7 @@ fn crash_once(seed: u64, ops: usize) {
 fn crash_at_every_point_recovers_a_prefix_with_every_acked_record() {
     for seed in seeds(24) {
         let _guard = SeedGuard(seed);
-        for ops in [0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144] {
+        for ops in (0..=48).chain([89, 144, 233]) {
             let _inner = SeedGuard(seed * 1000 + ops as u64);
             crash_once(seed * 1000 + ops as u64, ops);
         }

@@ -1,1 +1,1 @@
-//! x
+//! Tuning profiles (broker flush/shard settings, kernel settings) and their reader: issue 5.
