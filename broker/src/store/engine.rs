@@ -443,18 +443,20 @@ impl<D: Disk, C: Clock> Store<D, C> {
                 }
                 Ok(done)
             }
-            Err(e) if e.kind == IoErrorKind::NoSpace && e.op == "preallocate" => {
-                // The next segment could not be pre-allocated: nothing was written, so
-                // refuse appends until space is freed instead of stopping the store.
-                self.on_no_space(&e).await;
-                Err(StoreError::NoSpace)
-            }
-            Err(e) => {
-                let err = StoreError::Io(e);
-                self.fail(&err);
-                Err(err)
-            }
+            Err(e) => Err(self.on_write_error(e).await),
         }
+    }
+
+    /// A full disk while pre-allocating a segment wrote no data: appends are refused
+    /// until space is freed. Any other write or sync error fails the store.
+    async fn on_write_error(&self, e: IoError) -> StoreError {
+        if e.kind == IoErrorKind::NoSpace && e.op == "preallocate" {
+            self.on_no_space(&e).await;
+            return StoreError::NoSpace;
+        }
+        let err = StoreError::Io(e);
+        self.fail(&err);
+        err
     }
 
     async fn on_no_space(&self, e: &IoError) {
@@ -497,15 +499,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
         };
         match ensure_segment(&*self.inner, &commitlog_of, &self.disk, next).await {
             Ok(_) => Ok(true),
-            Err(e) if e.kind == IoErrorKind::NoSpace => {
-                self.on_no_space(&e).await;
-                Err(StoreError::NoSpace)
-            }
-            Err(e) => {
-                let err = StoreError::Io(e);
-                self.fail(&err);
-                Err(err)
-            }
+            Err(e) => Err(self.on_write_error(e).await),
         }
     }
 
