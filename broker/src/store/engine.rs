@@ -21,10 +21,11 @@ use super::index::IndexService;
 use super::io::{align_down, align_up, Clock, Disk, DiskFile, IoError, IoErrorKind, BLOCK_BYTES};
 use super::segmented::{ensure_segment, flush_log, log_accessor, read_log, FlushDone, SegmentedLog};
 use ringmq_client::hash::tag_hash_code;
-use ringmq_client::message::properties::{keys, Properties};
+use ringmq_client::message::properties::{self, keys, Properties};
 use ringmq_client::message::stored::{encode_blank, StoredMessage, StoredMessageView, BLANK_LEN_MIN_BYTES};
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use hashbrown::{Equivalent, HashMap};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -184,19 +185,31 @@ impl<D: Disk, C: Clock> Clone for Store<D, C> {
     }
 }
 
-fn tag_hash_of(props: &Properties) -> i64 {
-    props.tags().map(tag_hash_code).unwrap_or(0)
+fn tag_hash_of(props: &str) -> i64 {
+    properties::find(props, keys::TAGS).map(tag_hash_code).unwrap_or(0)
 }
 
-fn index_keys(topic: &str, props: &Properties) -> Vec<String> {
+/// `topic#key` for UNIQ_KEY and for each KEYS token.
+fn index_keys(topic: &str, props: &str) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(uniq) = props.get(keys::UNIQ_KEY) {
+    if let Some(uniq) = properties::find(props, keys::UNIQ_KEY) {
         out.push(format!("{topic}#{uniq}"));
     }
-    for key in props.keys() {
+    for key in properties::find(props, keys::KEYS).unwrap_or("").split(' ').filter(|k| !k.is_empty()) {
         out.push(format!("{topic}#{key}"));
     }
     out
+}
+
+/// Looks a queue up by borrowed topic: hashes exactly as `(String, i32)` does, so the
+/// append path allocates no key.
+#[derive(Hash)]
+struct QueueRef<'a>(&'a str, i32);
+
+impl Equivalent<QueueKey> for QueueRef<'_> {
+    fn equivalent(&self, key: &QueueKey) -> bool {
+        self.0 == key.0 && self.1 == key.1
+    }
 }
 
 impl<D: Disk, C: Clock> Store<D, C> {
@@ -270,8 +283,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
         if dirty + size > self.config.dirty_bytes_max {
             return Err(StoreError::Busy { dirty_bytes: dirty, max_bytes: self.config.dirty_bytes_max });
         }
-        let props = Properties::decode_str(msg.properties);
-        let key = (msg.topic.to_string(), msg.queue_id);
+        let key = QueueRef(msg.topic, msg.queue_id);
         if !inner.queues.contains_key(&key) {
             let cq = ConsumeQueue::new(
                 self.cq_dir(msg.topic, msg.queue_id),
@@ -280,7 +292,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
                 self.config.cq_entries_per_file,
                 self.config.cq_tail_entries,
             );
-            inner.queues.insert(key.clone(), cq);
+            inner.queues.insert((msg.topic.to_string(), msg.queue_id), cq);
         }
         // Roll: a record never straddles segments, and every segment ends with a blank
         // record of at least 8 bytes.
@@ -316,9 +328,9 @@ impl<D: Disk, C: Clock> Store<D, C> {
         encode_record(&record, msg, &mut inner.scratch);
         debug_assert_eq!(inner.scratch.len() as u64, size);
         inner.commitlog.append(&inner.scratch);
-        let tag_hash = tag_hash_of(&props);
+        let tag_hash = tag_hash_of(msg.properties);
         cq.append(CqEntry { phys_offset: self.shard.phys(local), size: size as u32, tag_hash });
-        for k in index_keys(msg.topic, &props) {
+        for k in index_keys(msg.topic, msg.properties) {
             match inner.index.as_mut() {
                 Some(index) => index.put(&k, self.shard.phys(local), store_timestamp_ms),
                 None => inner.index_pending.push((k, self.shard.phys(local), store_timestamp_ms)),

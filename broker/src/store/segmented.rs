@@ -235,7 +235,7 @@ where
         let seg_end = seg_start + segment_bytes;
         let file = ensure_segment(cell, get, disk, seg_start).await?;
         let piece_end = end.min(seg_end).min(pos + WRITE_CHUNK_BYTES);
-        let mut buf = file.alloc_buf((piece_end - pos) as usize);
+        let mut buf = file.alloc_buf_unzeroed((piece_end - pos) as usize);
         get(&mut cell.borrow_mut()).tail.copy_to(pos, &mut buf);
         writes.push((file.clone(), pos - seg_start, buf));
         if !touched.iter().any(|f| Rc::ptr_eq(f, &file)) {

@@ -26,6 +26,15 @@ pub mod keys {
     pub const MIN_OFFSET: &str = "MIN_OFFSET";
 }
 
+/// The value of `name` in an encoded properties string, without decoding the rest
+/// (the append path looks up TAGS, KEYS and UNIQ_KEY on every message).
+pub fn find<'a>(encoded: &'a str, name: &str) -> Option<&'a str> {
+    encoded.split(PROPERTY_SEPARATOR).find_map(|item| {
+        let (n, v) = item.split_once(NAME_VALUE_SEPARATOR)?;
+        (n == name).then_some(v)
+    })
+}
+
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum PropertiesError {
     #[error("properties are not valid UTF-8")]
@@ -136,6 +145,13 @@ mod tests {
         check("TAGS\u{1}a", &[("TAGS", "a")]); // no trailing separator
         check("garbage\u{2}TAGS\u{1}b\u{2}", &[("TAGS", "b")]);
         check("E\u{1}\u{2}", &[("E", "")]);
+    }
+
+    #[test]
+    fn find_matches_decode() {
+        for text in ["", "TAGS\u{1}a\u{2}", "X\u{1}1\u{2}TAGS\u{1}b", "garbage\u{2}TAGS\u{1}c\u{2}", "TAGSX\u{1}no\u{2}"] {
+            assert_eq!(find(text, "TAGS"), Properties::decode_str(text).get("TAGS"), "{text:?}");
+        }
     }
 
     #[test]

@@ -441,7 +441,7 @@ fn dispatch<D: Disk, C: Clock>(
     let phys = store.shard.phys(pos);
     let mut inner = store.inner.borrow_mut();
     inner.stats.records_put += 1;
-    let props = Properties::decode_str(&String::from_utf8_lossy(view.properties_bytes()));
+    let props = String::from_utf8_lossy(view.properties_bytes());
     if pos >= cq_from && only.is_none_or(|o| o.contains(&key)) && !rebuild.contains(&key) {
         let queue_offset = view.queue_offset().max(0) as u64;
         if !inner.queues.contains_key(&key) {

@@ -127,6 +127,10 @@ impl DiskFile for DmaDiskFile {
         DmaBuf(buf)
     }
 
+    fn alloc_buf_unzeroed(&self, len: usize) -> DmaBuf {
+        DmaBuf(self.file.alloc_dma_buffer(len))
+    }
+
     async fn read_at(&self, pos: u64, len: usize) -> Result<Vec<u8>, IoError> {
         let result = self.reader.read_at(pos, len).await.map_err(|e| glommio_err("read", &self.path, e))?;
         Ok(result.to_vec())

@@ -103,6 +103,9 @@ pub trait DiskFile: 'static {
     /// A zeroed buffer of `len` bytes (a multiple of [`BLOCK_BYTES`]), aligned for
     /// `write_at` on this file.
     fn alloc_buf(&self, len: usize) -> Self::Buf;
+    /// Like `alloc_buf` but with unspecified contents, for a caller that overwrites
+    /// every byte (the group-commit copy: zeroing first would double memory traffic).
+    fn alloc_buf_unzeroed(&self, len: usize) -> Self::Buf;
     /// Reads up to `len` bytes at `pos`; shorter only at end of file. Any alignment.
     async fn read_at(&self, pos: u64, len: usize) -> Result<Vec<u8>, IoError>;
     /// Writes the whole buffer at `pos`. `pos` and the buffer length are multiples of

@@ -294,6 +294,11 @@ impl DiskFile for SimFileHandle {
         SimBuf(vec![0; len])
     }
 
+    fn alloc_buf_unzeroed(&self, len: usize) -> SimBuf {
+        // Poisoned, so that a caller relying on zeros is caught in simulation.
+        SimBuf(vec![0xEE; len])
+    }
+
     async fn read_at(&self, pos: u64, len: usize) -> Result<Vec<u8>, IoError> {
         self.check_alive("read")?;
         let mut guard = self.disk.state.borrow_mut();
