@@ -164,18 +164,9 @@ where
     disk.create_dir_all(&dir).await.map_err(tag)?;
     let file = disk.open(&path, true).await.map_err(tag)?;
     if preallocate {
-        let size = file.size().await?;
-        let mut pos = align_down(size.min(segment_bytes), BLOCK_BYTES);
-        let mut writes = Vec::new();
-        while pos < segment_bytes {
-            let len = WRITE_CHUNK_BYTES.min(segment_bytes - pos);
-            writes.push(file.write_at(pos, file.alloc_buf(len as usize)));
-            pos += len;
-            if writes.len() == 8 {
-                try_join_all(writes.drain(..)).await.map_err(tag)?;
-            }
-        }
-        try_join_all(writes).await.map_err(tag)?;
+        let size = file.size().await.map_err(tag)?;
+        let from = align_down(size.min(segment_bytes), BLOCK_BYTES);
+        file.write_zeros(from, segment_bytes - from).await.map_err(tag)?;
         file.sync().await.map_err(tag)?;
     }
     disk.sync_dir(&dir).await.map_err(tag)?;

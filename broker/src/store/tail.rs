@@ -16,13 +16,18 @@ pub struct TailBuffer {
     end: u64,
     chunk_bytes: usize,
     chunks: VecDeque<Box<[u8]>>,
+    /// Trimmed chunks kept for reuse (at most `SPARE_CHUNKS_MAX`): allocating and
+    /// zeroing a fresh chunk per chunk appended dominated the append path.
+    spare: Vec<Box<[u8]>>,
 }
+
+const SPARE_CHUNKS_MAX: usize = 4;
 
 impl TailBuffer {
     pub fn new(base: u64, chunk_bytes: usize) -> Self {
         assert!(chunk_bytes > 0 && chunk_bytes % 4096 == 0, "chunk_bytes must be a positive multiple of 4096");
         assert!(base % 4096 == 0, "tail base {base} not block-aligned");
-        Self { base, end: base, chunk_bytes, chunks: VecDeque::new() }
+        Self { base, end: base, chunk_bytes, chunks: VecDeque::new(), spare: Vec::new() }
     }
 
     pub fn base(&self) -> u64 {
@@ -44,7 +49,10 @@ impl TailBuffer {
             let chunk_index = rel / self.chunk_bytes;
             let within = rel % self.chunk_bytes;
             if chunk_index == self.chunks.len() {
-                self.chunks.push_back(vec![0u8; self.chunk_bytes].into_boxed_slice());
+                // A reused chunk holds stale bytes; every byte is written before it is
+                // read (reads past `end` return zeros without looking).
+                let chunk = self.spare.pop().unwrap_or_else(|| vec![0u8; self.chunk_bytes].into_boxed_slice());
+                self.chunks.push_back(chunk);
             }
             let room = self.chunk_bytes - within;
             let n = room.min(bytes.len());
@@ -56,7 +64,7 @@ impl TailBuffer {
 
     /// Appends `len` zero bytes.
     pub fn append_zeros(&mut self, len: u64) {
-        // Chunks are zeroed when allocated, but a trimmed-and-reused region is not: write.
+        // Reused chunks hold stale bytes: write the zeros.
         const ZEROS: [u8; 4096] = [0; 4096];
         let mut left = len;
         while left > 0 {
@@ -96,7 +104,11 @@ impl TailBuffer {
     /// Drops whole chunks that lie entirely below `keep_from`.
     pub fn trim_before(&mut self, keep_from: u64) {
         while self.chunks.len() > 1 && self.base + self.chunk_bytes as u64 <= keep_from.min(self.end) {
-            self.chunks.pop_front();
+            if let Some(chunk) = self.chunks.pop_front() {
+                if self.spare.len() < SPARE_CHUNKS_MAX {
+                    self.spare.push(chunk);
+                }
+            }
             self.base += self.chunk_bytes as u64;
         }
     }

@@ -369,7 +369,7 @@ async fn zero_range<D: Disk, C: Clock>(store: &Store<D, C>, from: u64, to: u64) 
         let seg = align_down(at, segment_bytes);
         let piece_end = to.min(seg + segment_bytes).min(at + super::super::segmented::WRITE_CHUNK_BYTES);
         if let Some(file) = files.get(&seg) {
-            file.write_at(at - seg, file.alloc_buf((piece_end - at) as usize)).await?;
+            file.write_zeros(at - seg, piece_end - at).await?;
             file.sync().await?;
         }
         at = piece_end;

@@ -13,6 +13,7 @@ use super::{Disk, DiskFile, DiskSpace, IoBuf, IoError, BLOCK_BYTES};
 use glommio::io::{BufferedFile, DmaBuffer, DmaFile, OpenOptions};
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DmaDisk;
@@ -39,7 +40,14 @@ pub struct DmaDiskFile {
     /// io_uring reads work, and the page cache stays coherent with O_DIRECT writes.
     reader: BufferedFile,
     path: PathBuf,
+    /// A zeroed buffer of `ZERO_CHUNK_BYTES`, made on first use and shared by every
+    /// `write_zeros` (glommio's `write_rc_at` does not consume it).
+    zeros: std::cell::OnceCell<Rc<DmaBuffer>>,
 }
+
+const ZERO_CHUNK_BYTES: u64 = 1024 * 1024;
+/// Zero writes in flight at once during pre-allocation.
+const ZERO_WRITES_IN_FLIGHT_MAX: usize = 8;
 
 fn glommio_err(op: &'static str, path: &Path, err: glommio::GlommioError<()>) -> IoError {
     let io: std::io::Error = err.into();
@@ -58,7 +66,7 @@ impl Disk for DmaDisk {
             .await
             .map_err(|e| glommio_err("open", path, e))?;
         let reader = BufferedFile::open(path).await.map_err(|e| glommio_err("open", path, e))?;
-        Ok(DmaDiskFile { file, reader, path: path.to_path_buf() })
+        Ok(DmaDiskFile { file, reader, path: path.to_path_buf(), zeros: std::cell::OnceCell::new() })
     }
 
     async fn list(&self, dir: &Path) -> Result<Vec<String>, IoError> {
@@ -149,6 +157,46 @@ impl DiskFile for DmaDiskFile {
                 &self.path,
                 format!("short write: {written} of {len} bytes"),
             ));
+        }
+        Ok(())
+    }
+
+    async fn write_zeros(&self, pos: u64, len: u64) -> Result<(), IoError> {
+        assert!(pos % BLOCK_BYTES == 0 && len % BLOCK_BYTES == 0, "write_zeros: unaligned {pos}+{len}");
+        let zeros = self
+            .zeros
+            .get_or_init(|| {
+                let mut buf = self.file.alloc_dma_buffer(ZERO_CHUNK_BYTES as usize);
+                buf.as_bytes_mut().fill(0);
+                Rc::new(buf)
+            })
+            .clone();
+        let mut pieces = Vec::new();
+        let mut at = pos;
+        while at < pos + len {
+            let n = ZERO_CHUNK_BYTES.min(pos + len - at);
+            pieces.push((at, n));
+            at += n;
+        }
+        for batch in pieces.chunks(ZERO_WRITES_IN_FLIGHT_MAX) {
+            let writes = batch.iter().map(|&(at, n)| {
+                let zeros = zeros.clone();
+                async move {
+                    let written = if n == ZERO_CHUNK_BYTES {
+                        self.file.write_rc_at(zeros, at).await
+                    } else {
+                        let mut buf = self.file.alloc_dma_buffer(n as usize);
+                        buf.as_bytes_mut().fill(0);
+                        self.file.write_at(buf, at).await
+                    }
+                    .map_err(|e| glommio_err("write", &self.path, e))?;
+                    if written as u64 != n {
+                        return Err(IoError::new(super::IoErrorKind::NoSpace, "write", &self.path, format!("short write: {written} of {n} bytes")));
+                    }
+                    Ok(())
+                }
+            });
+            futures_util::future::try_join_all(writes).await?;
         }
         Ok(())
     }

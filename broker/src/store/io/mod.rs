@@ -111,6 +111,9 @@ pub trait DiskFile: 'static {
     /// Writes the whole buffer at `pos`. `pos` and the buffer length are multiples of
     /// [`BLOCK_BYTES`].
     async fn write_at(&self, pos: u64, buf: Self::Buf) -> Result<(), IoError>;
+    /// Writes `len` zero bytes at `pos` (both block-aligned): segment pre-allocation
+    /// and zeroing past a truncated tail. One shared zero buffer, no per-call memset.
+    async fn write_zeros(&self, pos: u64, len: u64) -> Result<(), IoError>;
     /// fdatasync: every write before it is durable once it returns `Ok`.
     async fn sync(&self) -> Result<(), IoError>;
     async fn truncate(&self, len: u64) -> Result<(), IoError>;

@@ -352,6 +352,10 @@ impl DiskFile for SimFileHandle {
         Ok(())
     }
 
+    async fn write_zeros(&self, pos: u64, len: u64) -> Result<(), IoError> {
+        self.write_at(pos, SimBuf(vec![0; len as usize])).await
+    }
+
     async fn sync(&self) -> Result<(), IoError> {
         self.check_alive("sync")?;
         let mut guard = self.disk.state.borrow_mut();
