@@ -1,7 +1,51 @@
-//! RingMQ NameServer (issue 4, not built yet): the route registry. Until it exists the
-//! binary says so and exits non-zero rather than pretend to serve.
+//! `ringmq-namesrv`: the NameServer binary. Reads flags and an optional TOML file
+//! (`listen`, `broker_expiry_ms`, `scan_interval_ms`; flags win over the file), sets up
+//! tracing (`RUST_LOG`, default `info`) and serves until killed.
+//!
+//! Invariant: a bad flag, file or key ends the process with a message and a non-zero
+//! status before anything listens.
 
-fn main() {
-    eprintln!("ringmq-namesrv is not implemented yet (see ARCHITECTURE.md)");
-    std::process::exit(2);
+use clap::Parser;
+use namesrv::config::{FileConfig, ServerConfig};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tracing_subscriber::EnvFilter;
+
+#[derive(Debug, Parser)]
+#[command(name = "ringmq-namesrv", version, about = "RingMQ NameServer (RocketMQ-compatible route registry)")]
+struct Args {
+    /// Address to listen on [default: 0.0.0.0:9876].
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// TOML config file (keys: listen, broker_expiry_ms, scan_interval_ms).
+    #[arg(short = 'c', long = "config", value_name = "TOML")]
+    config: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .init();
+    let mut config = ServerConfig::default();
+    if let Some(path) = &args.config {
+        match FileConfig::load(path) {
+            Ok(file) => file.apply(&mut config),
+            Err(e) => {
+                tracing::error!("{e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if let Some(listen) = args.listen {
+        config.listen = listen;
+    }
+    match namesrv::server::run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            ExitCode::FAILURE
+        }
+    }
 }

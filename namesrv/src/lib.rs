@@ -1,0 +1,23 @@
+//! RingMQ NameServer: the route registry brokers register with and clients ask for
+//! topic routes (DESIGN.md §5). State is memory only; name servers never talk to each
+//! other.
+//!
+//! Modules (one concern each):
+//! - `route`: `RouteInfoManager`, the pure registry (no IO, time injected);
+//! - `processor`: request code -> response, against the registry;
+//! - `server`: the glommio network loop, connection bounds and the expiry scan;
+//! - `config`: `ServerConfig` and the TOML file;
+//! - `bodies`: the few wire bodies the shared codec lacks.
+//!
+//! Invariant: only `server` does IO; everything it calls is synchronous and
+//! deterministic given `now_ms`.
+
+pub mod bodies;
+pub mod config;
+pub mod processor;
+pub mod route;
+pub mod server;
+
+pub use config::{ConfigError, FileConfig, ServerConfig};
+pub use route::{BrokerRegistration, ExpiredBroker, RegisterResult, RouteError, RouteInfoManager, RouteLimits};
+pub use server::{ServerError, ServerHandle};

@@ -1,0 +1,312 @@
+//! The NameServer's network side: one glommio `LocalExecutor` (one core) that accepts
+//! connections, answers remoting requests with `processor::process`, and expires
+//! brokers every `scan_interval_ms`.
+//!
+//! Invariants:
+//! - all state lives in one `RouteInfoManager` behind a `RefCell` on the executor's
+//!   thread; no borrow is held across an await (`process` is synchronous);
+//! - at most `connections_max` connections are served; more are closed on accept;
+//! - per connection, at most one frame's bytes (bounded by `frame_limits`) plus one read
+//!   chunk are buffered for reading, and responses are queued up to
+//!   `write_queue_bytes_max` bytes (plus the response that crossed it) before the
+//!   connection writes; while it writes it does not read, so a peer that does not read
+//!   stalls only itself, and only for `write_timeout_ms`;
+//! - a frame that does not decode closes its connection (after the responses to the
+//!   frames before it) and touches nothing else; oneway requests and stray responses get
+//!   no answer; answers use the request's serialize type;
+//! - the listening socket is bound without `SO_REUSEPORT` (glommio's `bind` sets it), so
+//!   a second server on a port in use fails instead of silently sharing it.
+
+use crate::config::{ConfigError, ServerConfig};
+use crate::processor::process;
+use crate::route::RouteInfoManager;
+use bytes::BytesMut;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::{TcpListener, TcpStream};
+use glommio::{LocalExecutorBuilder, Placement};
+use ringmq_client::remoting::codes::response_code;
+use ringmq_client::remoting::{CommandError, RemotingCommand};
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{FromRawFd, IntoRawFd};
+use std::rc::{Rc, Weak};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// Pause after a failed accept (e.g. out of file descriptors) so the loop does not spin.
+pub const ACCEPT_ERROR_BACKOFF_MS: u64 = 100;
+
+#[derive(Debug, Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot start the executor: {0}")]
+    Executor(#[source] io::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: io::Error },
+    #[error("the server thread ended before it was listening")]
+    StartAborted,
+}
+
+/// Why one connection ended early.
+#[derive(Debug, Error)]
+enum ConnError {
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    #[error("malformed frame: {0}")]
+    Malformed(#[source] CommandError),
+    #[error("cannot encode a response: {0}")]
+    Encode(#[source] CommandError),
+}
+
+/// State shared by the tasks of one server.
+struct Shared {
+    config: ServerConfig,
+    rim: RefCell<RouteInfoManager>,
+    connections: Cell<usize>,
+    /// Time origin: the registry sees monotonic milliseconds since start.
+    started: Instant,
+}
+
+impl Shared {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+/// Serves on the calling thread until the process ends.
+pub fn run(config: ServerConfig) -> Result<(), ServerError> {
+    config.validate()?;
+    let ex = LocalExecutorBuilder::new(Placement::Unbound)
+        .name("namesrv")
+        .make()
+        .map_err(|e| ServerError::Executor(e.into()))?;
+    ex.run(async move {
+        let listener = bind(config.listen)?;
+        serve(listener, config, Arc::new(AtomicBool::new(false))).await;
+        Ok(())
+    })
+}
+
+/// A server running on its own thread (tests, embedding).
+#[derive(Debug)]
+pub struct ServerHandle {
+    local_addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<glommio::ExecutorJoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// The address it listens on (the real port when `listen` had port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Stops accepting, drops every connection and waits for the thread.
+    pub fn stop(mut self) {
+        self.stop_and_join();
+    }
+
+    fn stop_and_join(&mut self) {
+        let Some(thread) = self.thread.take() else { return };
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop; it sees the flag and returns.
+        let mut wake = self.local_addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        if std::net::TcpStream::connect_timeout(&wake, Duration::from_secs(1)).is_ok() {
+            if let Err(e) = thread.join() {
+                tracing::warn!(error = %e, "name server thread ended badly");
+            }
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}
+
+/// Starts a server on a new thread and returns once it listens.
+pub fn spawn(config: ServerConfig) -> Result<ServerHandle, ServerError> {
+    config.validate()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel::<Result<SocketAddr, ServerError>>();
+    let stop_flag = stop.clone();
+    let thread = LocalExecutorBuilder::new(Placement::Unbound)
+        .name("namesrv")
+        .spawn(move || async move {
+            let listener = match bind(config.listen) {
+                Ok(l) => l,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            match listener.local_addr() {
+                Ok(addr) => {
+                    let _ = tx.send(Ok(addr));
+                }
+                Err(source) => {
+                    let _ = tx.send(Err(ServerError::Bind { addr: config.listen, source: source.into() }));
+                    return;
+                }
+            }
+            serve(listener, config, stop_flag).await;
+        })
+        .map_err(|e| ServerError::Executor(e.into()))?;
+    let local_addr = rx.recv().map_err(|_| ServerError::StartAborted)??;
+    Ok(ServerHandle { local_addr, stop, thread: Some(thread) })
+}
+
+/// Binds without SO_REUSEPORT; must run on a glommio executor.
+fn bind(addr: SocketAddr) -> Result<TcpListener, ServerError> {
+    let std_listener = std::net::TcpListener::bind(addr).map_err(|source| ServerError::Bind { addr, source })?;
+    // SAFETY: the descriptor is a bound, listening TCP socket that we own; ownership
+    // moves to the glommio listener, which closes it.
+    Ok(unsafe { TcpListener::from_raw_fd(std_listener.into_raw_fd()) })
+}
+
+async fn serve(listener: TcpListener, config: ServerConfig, stop: Arc<AtomicBool>) {
+    let local = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    tracing::info!(
+        addr = %local,
+        broker_expiry_ms = config.broker_expiry_ms,
+        scan_interval_ms = config.scan_interval_ms,
+        "ringmq-namesrv listening on {local}"
+    );
+    let shared = Rc::new(Shared {
+        rim: RefCell::new(RouteInfoManager::new(config.broker_expiry_ms, config.route_limits)),
+        config,
+        connections: Cell::new(0),
+        started: Instant::now(),
+    });
+    glommio::spawn_local(scan_loop(Rc::downgrade(&shared))).detach();
+    loop {
+        let accepted = listener.accept().await;
+        if stop.load(Ordering::SeqCst) {
+            tracing::info!(addr = %local, "name server stopping");
+            return;
+        }
+        let stream = match accepted {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                glommio::timer::sleep(Duration::from_millis(ACCEPT_ERROR_BACKOFF_MS)).await;
+                continue;
+            }
+        };
+        let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+        let open = shared.connections.get();
+        if open >= shared.config.connections_max {
+            tracing::warn!(peer, connections_max = shared.config.connections_max, "too many connections; closing");
+            continue;
+        }
+        shared.connections.set(open + 1);
+        let conn_shared = shared.clone();
+        glommio::spawn_local(async move {
+            match serve_connection(stream, &conn_shared).await {
+                Ok(()) => tracing::debug!(peer, "connection closed"),
+                Err(ConnError::Io(e)) if e.kind() == io::ErrorKind::TimedOut => {
+                    tracing::debug!(peer, "connection timed out; closed")
+                }
+                Err(e @ (ConnError::Malformed(_) | ConnError::Encode(_))) => {
+                    tracing::warn!(peer, error = %e, "closing connection")
+                }
+                Err(e) => tracing::debug!(peer, error = %e, "connection ended"),
+            }
+            conn_shared.connections.set(conn_shared.connections.get().saturating_sub(1));
+        })
+        .detach();
+    }
+}
+
+async fn scan_loop(shared: Weak<Shared>) {
+    loop {
+        let Some(interval_ms) = shared.upgrade().map(|s| s.config.scan_interval_ms) else { return };
+        glommio::timer::sleep(Duration::from_millis(interval_ms)).await;
+        let Some(s) = shared.upgrade() else { return };
+        let expired = s.rim.borrow_mut().scan_expired(s.now_ms());
+        for e in expired {
+            tracing::warn!(
+                addr = e.addr,
+                broker_name = e.broker_name,
+                broker_id = e.broker_id,
+                cluster = e.cluster_name,
+                silent_ms = s.now_ms().saturating_sub(e.last_update_ms),
+                "broker expired"
+            );
+        }
+    }
+}
+
+async fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<(), ConnError> {
+    let config = &shared.config;
+    stream.set_read_timeout(Some(Duration::from_millis(config.connection_idle_timeout_ms))).map_err(io::Error::from)?;
+    stream.set_write_timeout(Some(Duration::from_millis(config.write_timeout_ms))).map_err(io::Error::from)?;
+    stream.set_nodelay(true).map_err(io::Error::from)?;
+    let mut chunk = vec![0u8; config.read_chunk_bytes];
+    let mut input = BytesMut::new();
+    let mut out = BytesMut::new();
+    loop {
+        loop {
+            let req = match RemotingCommand::decode(&mut input, &config.frame_limits) {
+                Ok(Some(req)) => req,
+                Ok(None) => break,
+                Err(e) => {
+                    if !out.is_empty() {
+                        // Best effort: the peer is about to lose the connection anyway.
+                        let _ = stream.write_all(&out).await;
+                    }
+                    return Err(ConnError::Malformed(e));
+                }
+            };
+            if req.is_response() {
+                tracing::debug!(opaque = req.opaque, code = req.code, "ignoring a response sent to the name server");
+                continue;
+            }
+            let resp = process(&mut shared.rim.borrow_mut(), &req, shared.now_ms());
+            if req.is_oneway() {
+                continue;
+            }
+            encode_response(&req, &resp, &mut out)?;
+            if out.len() >= config.write_queue_bytes_max {
+                flush(&mut stream, &mut out, config.write_queue_bytes_max).await?;
+            }
+        }
+        flush(&mut stream, &mut out, config.write_queue_bytes_max).await?;
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        input.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Appends `resp`; one too large for a frame is answered SYSTEM_ERROR instead.
+fn encode_response(req: &RemotingCommand, resp: &RemotingCommand, out: &mut BytesMut) -> Result<(), ConnError> {
+    if let Err(e) = resp.encode(out) {
+        tracing::warn!(code = req.code, error = %e, "cannot encode a response");
+        let fallback = req.create_response(response_code::SYSTEM_ERROR, Some(&e.to_string()));
+        fallback.encode(out).map_err(ConnError::Encode)?;
+    }
+    Ok(())
+}
+
+/// Writes the queued responses; gives back memory a large response made the queue take.
+async fn flush(stream: &mut TcpStream, out: &mut BytesMut, write_queue_bytes_max: usize) -> Result<(), ConnError> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    stream.write_all(out).await?;
+    out.clear();
+    if out.capacity() > 2 * write_queue_bytes_max {
+        *out = BytesMut::new();
+    }
+    Ok(())
+}
