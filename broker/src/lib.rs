@@ -1,3 +1,12 @@
-//! RingMQ broker library: the per-shard store (and, later, shards and request handlers).
+//! RingMQ broker library: per-shard store, shards and request handlers, the runtime
+//! that starts one pinned executor per shard, and NameServer registration.
 
+pub mod config;
+pub mod fatal;
+pub mod meta;
+pub mod namesrv_client;
+pub mod net;
+pub mod routing;
+pub mod runtime;
+pub mod shard;
 pub mod store;

@@ -1,0 +1,1187 @@
+//! Broker configuration: every setting of a broker process, where it comes from, and
+//! the checks it must pass before the broker starts.
+//!
+//! Sources, each overriding the one before: built-in defaults ← a configuration file ←
+//! command-line flags ([`BrokerConfig::from_args`]). A file is either RingMQ's TOML
+//! (snake_case keys, a `[store]` table; see `tuning/profiles/`) or RocketMQ's
+//! `broker.conf` (Java properties with RocketMQ's key names), so an existing RocketMQ
+//! deployment can start RingMQ with the file it has.
+//!
+//! Invariant: an unknown key is an error that names it (and, in `broker.conf`, its
+//! line): a misspelt setting must never silently fall back to its default.
+//! Invariant: `store.record_bytes_max` is derived from `max_message_bytes` (plus
+//! [`RECORD_OVERHEAD_BYTES_MAX`] for the stored record's header, topic and
+//! properties) by every constructor, so the store and the request handlers agree on
+//! the largest message.
+//! Invariant: a config returned by `from_args` passed `validate`.
+
+use crate::meta::topics::QUEUE_NUMS_MAX;
+use crate::store::config::{FlushMode, StoreConfig, KIB};
+use crate::store::engine::SHARD_COUNT_MAX;
+use ringmq_client::remoting::frame::FRAME_LEN_MAX_BYTES;
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+pub const DEFAULT_LISTEN_PORT: u16 = 10911;
+/// Bytes a stored record may add to its message body: the fixed fields (~100 bytes),
+/// the topic (≤ 127) and the properties (an i16 length, so < 32 KiB), rounded up.
+pub const RECORD_OVERHEAD_BYTES_MAX: u64 = 64 * KIB;
+/// Largest `max_message_bytes`: a SEND request carrying it, with its header, must fit
+/// one remoting frame (DESIGN.md §6).
+pub const MAX_MESSAGE_BYTES_LIMIT: u64 = FRAME_LEN_MAX_BYTES as u64 - RECORD_OVERHEAD_BYTES_MAX;
+
+/// The `broker.conf` keys RingMQ reads (RocketMQ names); any other key is an error.
+pub const BROKER_CONF_KEYS: &[&str] = &[
+    "listenPort",
+    "namesrvAddr",
+    "brokerClusterName",
+    "brokerName",
+    "brokerId",
+    "brokerIP1",
+    "brokerRole",
+    "storePathRootDir",
+    "storePathCommitLog",
+    "flushDiskType",
+    "flushIntervalCommitLog",
+    "mappedFileSizeCommitLog",
+    "fileReservedTime",
+    "deleteWhen",
+    "diskMaxUsedSpaceRatio",
+    "maxMessageSize",
+    "autoCreateTopicEnable",
+    "defaultTopicQueueNums",
+];
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    File {
+        path: PathBuf,
+        #[source]
+        source: Box<ConfigError>,
+    },
+    #[error("{0}")]
+    Toml(String),
+    #[error("line {line}: expected `key=value`, found {text:?}")]
+    Syntax { line: usize, text: String },
+    #[error("line {line}: unknown key `{key}` (RingMQ reads: {})", BROKER_CONF_KEYS.join(", "))]
+    UnknownKey { key: String, line: usize },
+    #[error("line {line}: key `{key}` is set again (first on line {first_line})")]
+    DuplicateKey { key: String, line: usize, first_line: usize },
+    #[error("line {line}: `{key}={value}`: {reason}")]
+    BadValue { key: String, line: usize, value: String, reason: String },
+    #[error(
+        "line {line}: storePathCommitLog {} is not under storePathRootDir {}: RingMQ keeps each \
+         shard's CommitLog at <root>/shard-<i>/commitlog and cannot place it elsewhere; remove \
+         the key or set storePathRootDir to a directory above it",
+        commitlog.display(),
+        root.display()
+    )]
+    CommitLogOutsideRoot { commitlog: PathBuf, root: PathBuf, line: usize },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Store(#[from] crate::store::config::ConfigError),
+}
+
+/// A broker's part in master/slave replication (RocketMQ `brokerRole`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum BrokerRole {
+    /// Acknowledges a send once stored locally; slaves catch up.
+    #[default]
+    AsyncMaster,
+    /// Acknowledges a send only once a slave has it.
+    SyncMaster,
+    Slave,
+}
+
+impl BrokerRole {
+    pub fn is_master(self) -> bool {
+        self != BrokerRole::Slave
+    }
+}
+
+/// `flush` in TOML and `--flush` on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum FlushKind {
+    Sync,
+    Async,
+}
+
+impl From<FlushKind> for FlushMode {
+    fn from(kind: FlushKind) -> Self {
+        match kind {
+            FlushKind::Sync => FlushMode::Sync,
+            FlushKind::Async => FlushMode::Async,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrokerConfig {
+    /// Port clients connect to; 0 lets the broker pick a free one at start (tests).
+    pub listen_port: u16,
+    /// The IPv4 address advertised to NameServers and encoded in offsetMsgIds; `None`
+    /// picks one at start-up ([`BrokerConfig::advertised_ip`]).
+    pub broker_ip: Option<String>,
+    /// `host:port` of every NameServer; TOML takes an array or a `"a:9876;b:9876"` string.
+    #[serde(deserialize_with = "de_namesrv_addrs")]
+    pub namesrv_addrs: Vec<String>,
+    pub cluster_name: String,
+    pub broker_name: String,
+    /// 0 is the master; a slave has a positive id.
+    pub broker_id: u64,
+    pub role: BrokerRole,
+    #[serde(deserialize_with = "de_path")]
+    pub store_root: PathBuf,
+    /// Shards (pinned executors); 0 means one per available CPU.
+    pub shard_count: usize,
+    /// Pins shard i to CPU `cpu_list[i]`.
+    pub cpu_list: Option<Vec<usize>>,
+    pub auto_create_topic: bool,
+    pub default_topic_queue_nums: u32,
+    pub max_message_bytes: u64,
+    pub register_interval_ms: u64,
+    pub idle_connection_timeout_ms: u64,
+    pub connection_scan_interval_ms: u64,
+    pub pull_suspend_max_ms: u64,
+    pub connections_per_shard_max: usize,
+    /// Most requests one shard forwards to another in one cross-core batch.
+    pub forward_batch_max: usize,
+    #[serde(deserialize_with = "de_store")]
+    pub store: StoreConfig,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        let mut config = Self {
+            listen_port: DEFAULT_LISTEN_PORT,
+            broker_ip: None,
+            namesrv_addrs: Vec::new(),
+            cluster_name: "DefaultCluster".to_string(),
+            broker_name: "broker-a".to_string(),
+            broker_id: 0,
+            role: BrokerRole::AsyncMaster,
+            store_root: expand_home("~/ringmq/store"),
+            shard_count: 0,
+            cpu_list: None,
+            auto_create_topic: false,
+            default_topic_queue_nums: 8,
+            max_message_bytes: 4 * 1024 * KIB,
+            register_interval_ms: 30_000,
+            idle_connection_timeout_ms: 120_000,
+            connection_scan_interval_ms: 10_000,
+            pull_suspend_max_ms: 30_000,
+            connections_per_shard_max: 10_000,
+            forward_batch_max: 256,
+            store: StoreConfig::default(),
+        };
+        config.derive_bounds();
+        config
+    }
+}
+
+/// The `[store]` table: the subset of [`StoreConfig`] operators tune. Every field is
+/// optional so that a file names only what it changes.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoreSection {
+    segment_bytes: Option<u64>,
+    flush: Option<FlushKind>,
+    flush_interval_ms: Option<u64>,
+    flush_min_bytes: Option<u64>,
+    dirty_bytes_max: Option<u64>,
+    tail_cache_bytes: Option<u64>,
+    cq_entries_per_file: Option<u64>,
+    file_reserved_hours: Option<u64>,
+    delete_when_hour: Option<u32>,
+    disk_warn_ratio: Option<f64>,
+    disk_force_clean_ratio: Option<f64>,
+    disk_refuse_ratio: Option<f64>,
+    allow_truncate_corrupt: Option<bool>,
+}
+
+impl StoreSection {
+    fn apply(self, store: &mut StoreConfig) {
+        let StoreSection {
+            segment_bytes,
+            flush,
+            flush_interval_ms,
+            flush_min_bytes,
+            dirty_bytes_max,
+            tail_cache_bytes,
+            cq_entries_per_file,
+            file_reserved_hours,
+            delete_when_hour,
+            disk_warn_ratio,
+            disk_force_clean_ratio,
+            disk_refuse_ratio,
+            allow_truncate_corrupt,
+        } = self;
+        fn set<T>(field: &mut T, value: Option<T>) {
+            if let Some(value) = value {
+                *field = value;
+            }
+        }
+        set(&mut store.segment_bytes, segment_bytes);
+        set(&mut store.flush_mode, flush.map(FlushMode::from));
+        set(&mut store.flush_interval_ms, flush_interval_ms);
+        set(&mut store.flush_min_bytes, flush_min_bytes);
+        set(&mut store.dirty_bytes_max, dirty_bytes_max);
+        set(&mut store.tail_cache_bytes, tail_cache_bytes);
+        set(&mut store.cq_entries_per_file, cq_entries_per_file);
+        set(&mut store.file_reserved_hours, file_reserved_hours);
+        set(&mut store.delete_when_hour, delete_when_hour);
+        set(&mut store.disk_warn_ratio, disk_warn_ratio);
+        set(&mut store.disk_force_clean_ratio, disk_force_clean_ratio);
+        set(&mut store.disk_refuse_ratio, disk_refuse_ratio);
+        set(&mut store.allow_truncate_corrupt, allow_truncate_corrupt);
+    }
+}
+
+fn de_store<'de, D: Deserializer<'de>>(deserializer: D) -> Result<StoreConfig, D::Error> {
+    let mut store = StoreConfig::default();
+    StoreSection::deserialize(deserializer)?.apply(&mut store);
+    Ok(store)
+}
+
+fn de_path<'de, D: Deserializer<'de>>(deserializer: D) -> Result<PathBuf, D::Error> {
+    Ok(expand_home(&String::deserialize(deserializer)?))
+}
+
+fn de_namesrv_addrs<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    struct AddrsVisitor;
+    impl<'de> Visitor<'de> for AddrsVisitor {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str(r#"an array of "host:port" strings or one "host:port;host:port" string"#)
+        }
+        fn visit_str<E: de::Error>(self, value: &str) -> Result<Vec<String>, E> {
+            Ok(split_addrs(value))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<String>, A::Error> {
+            let mut addrs = Vec::new();
+            while let Some(addr) = seq.next_element::<String>()? {
+                addrs.extend(split_addrs(&addr));
+            }
+            Ok(addrs)
+        }
+    }
+    deserializer.deserialize_any(AddrsVisitor)
+}
+
+/// RocketMQ's `namesrvAddr` form: `host:port` separated by `;`, blanks ignored.
+pub fn split_addrs(value: &str) -> Vec<String> {
+    value.split(';').map(str::trim).filter(|a| !a.is_empty()).map(str::to_string).collect()
+}
+
+/// Expands a leading `~` or `$HOME` (configuration files are not read by a shell).
+pub fn expand_home(path: &str) -> PathBuf {
+    let rest = if path == "~" || path == "$HOME" {
+        Some("")
+    } else {
+        path.strip_prefix("~/").or_else(|| path.strip_prefix("$HOME/"))
+    };
+    match (rest, std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => PathBuf::from(path),
+    }
+}
+
+/// Command-line flags; each one given overrides the configuration file.
+#[derive(Debug, Clone, Default, clap::Parser)]
+#[command(
+    name = "ringmq-broker",
+    version,
+    about = "RingMQ broker: a RocketMQ-compatible, thread-per-core message broker"
+)]
+pub struct BrokerArgs {
+    /// Configuration file: `*.toml` (RingMQ) or anything else (RocketMQ broker.conf).
+    #[arg(short = 'c', long = "config", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Port clients connect to.
+    #[arg(short = 'p', long, value_name = "PORT")]
+    pub listen_port: Option<u16>,
+    /// NameServers, `host:port` separated by `;`.
+    #[arg(short = 'n', long, value_name = "ADDRS")]
+    pub namesrv_addr: Option<String>,
+    #[arg(long, value_name = "DIR")]
+    pub store_root: Option<PathBuf>,
+    /// Shards (pinned cores); 0 = one per available CPU.
+    #[arg(long, value_name = "N")]
+    pub shards: Option<usize>,
+    #[arg(long)]
+    pub broker_name: Option<String>,
+    #[arg(long)]
+    pub cluster_name: Option<String>,
+    #[arg(long)]
+    pub broker_id: Option<u64>,
+    #[arg(long, value_enum)]
+    pub role: Option<BrokerRole>,
+    /// IPv4 address advertised to NameServers and clients.
+    #[arg(long, value_name = "IP")]
+    pub broker_ip: Option<String>,
+    #[arg(long, value_enum)]
+    pub flush: Option<FlushKind>,
+    /// Create unknown topics on first send (`--auto-create-topic=false` to turn off).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub auto_create_topic: Option<bool>,
+}
+
+fn parse_bool(value: &str) -> Result<bool, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err("expected true or false".to_string()),
+    }
+}
+
+fn parse_number<T: std::str::FromStr>(value: &str) -> Result<T, String>
+where
+    T::Err: fmt::Display,
+{
+    value.parse::<T>().map_err(|e| format!("not a valid number: {e}"))
+}
+
+/// What one `broker.conf` key does: its RocketMQ meaning mapped onto RingMQ's fields.
+enum ConfEffect {
+    Applied,
+    CommitLogPath(PathBuf),
+    Unknown,
+}
+
+fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) -> Result<ConfEffect, String> {
+    let store = &mut config.store;
+    match key {
+        "listenPort" => config.listen_port = parse_number(value)?,
+        "namesrvAddr" => config.namesrv_addrs = split_addrs(value),
+        "brokerClusterName" => config.cluster_name = value.to_string(),
+        "brokerName" => config.broker_name = value.to_string(),
+        "brokerId" => config.broker_id = parse_number(value)?,
+        "brokerIP1" => config.broker_ip = Some(value.to_string()),
+        "brokerRole" => {
+            config.role = match value {
+                "ASYNC_MASTER" => BrokerRole::AsyncMaster,
+                "SYNC_MASTER" => BrokerRole::SyncMaster,
+                "SLAVE" => BrokerRole::Slave,
+                _ => return Err("expected ASYNC_MASTER, SYNC_MASTER or SLAVE".into()),
+            }
+        }
+        "storePathRootDir" => config.store_root = expand_home(value),
+        "storePathCommitLog" => return Ok(ConfEffect::CommitLogPath(expand_home(value))),
+        "flushDiskType" => {
+            store.flush_mode = match value {
+                "SYNC_FLUSH" => FlushMode::Sync,
+                "ASYNC_FLUSH" => FlushMode::Async,
+                _ => return Err("expected SYNC_FLUSH or ASYNC_FLUSH".into()),
+            }
+        }
+        "flushIntervalCommitLog" => store.flush_interval_ms = parse_number(value)?,
+        "mappedFileSizeCommitLog" => store.segment_bytes = parse_number(value)?,
+        "fileReservedTime" => store.file_reserved_hours = parse_number(value)?,
+        "deleteWhen" => {
+            // RocketMQ deletes at any of the listed hours; RingMQ has one, the first.
+            let first = value.split(';').map(str::trim).find(|h| !h.is_empty()).unwrap_or("");
+            let hour: u32 = parse_number(first)?;
+            if hour > 23 {
+                return Err(format!("hour {hour} is not in 0..=23"));
+            }
+            store.delete_when_hour = hour;
+        }
+        "diskMaxUsedSpaceRatio" => {
+            let percent: f64 = parse_number(value)?;
+            if !(0.0..=100.0).contains(&percent) {
+                return Err("expected a percentage in 0..=100".into());
+            }
+            // RocketMQ's single ratio is where cleaning is forced; keep the warn and
+            // refuse watermarks on either side of it so the three stay ordered.
+            let ratio = percent / 100.0;
+            store.disk_force_clean_ratio = ratio;
+            store.disk_warn_ratio = store.disk_warn_ratio.min(ratio);
+            store.disk_refuse_ratio = store.disk_refuse_ratio.max(ratio);
+        }
+        "maxMessageSize" => config.max_message_bytes = parse_number(value)?,
+        "autoCreateTopicEnable" => config.auto_create_topic = parse_bool(value)?,
+        "defaultTopicQueueNums" => config.default_topic_queue_nums = parse_number(value)?,
+        _ => return Ok(ConfEffect::Unknown),
+    }
+    Ok(ConfEffect::Applied)
+}
+
+impl BrokerConfig {
+    /// Parses RingMQ's TOML format over the defaults. Does not validate.
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        let mut config: Self = toml::from_str(text).map_err(|e| ConfigError::Toml(e.to_string()))?;
+        config.derive_bounds();
+        Ok(config)
+    }
+
+    /// Parses a RocketMQ `broker.conf` (Java properties: `key=value` or `key:value`,
+    /// `#`/`!` comments, blank lines, whitespace trimmed) over the defaults. Does not
+    /// validate. Java's "last one wins" for a repeated key is refused instead: two
+    /// values for one setting are a mistake to point at, not to guess about.
+    pub fn from_broker_conf_str(text: &str) -> Result<Self, ConfigError> {
+        let mut config = Self::default();
+        let mut first_seen: HashMap<&str, usize> = HashMap::new();
+        let mut commitlog: Option<(PathBuf, usize)> = None;
+        for (index, raw) in text.lines().enumerate() {
+            let line = index + 1;
+            let trimmed = raw.trim();
+            if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with('!') {
+                continue;
+            }
+            let Some(at) = trimmed.find(['=', ':']) else {
+                return Err(ConfigError::Syntax { line, text: trimmed.to_string() });
+            };
+            let (key, value) = (trimmed[..at].trim(), trimmed[at + 1..].trim());
+            if key.is_empty() {
+                return Err(ConfigError::Syntax { line, text: trimmed.to_string() });
+            }
+            if let Some(&first_line) = first_seen.get(key) {
+                return Err(ConfigError::DuplicateKey { key: key.to_string(), line, first_line });
+            }
+            first_seen.insert(key, line);
+            let bad =
+                |reason: String| ConfigError::BadValue { key: key.to_string(), line, value: value.to_string(), reason };
+            match apply_conf_key(&mut config, key, value).map_err(bad)? {
+                ConfEffect::Applied => {}
+                ConfEffect::CommitLogPath(path) => commitlog = Some((path, line)),
+                ConfEffect::Unknown => return Err(ConfigError::UnknownKey { key: key.to_string(), line }),
+            }
+        }
+        // Checked after every line, since storePathRootDir may come later.
+        if let Some((path, line)) = commitlog {
+            if !path.starts_with(&config.store_root) {
+                return Err(ConfigError::CommitLogOutsideRoot { commitlog: path, root: config.store_root, line });
+            }
+        }
+        config.derive_bounds();
+        Ok(config)
+    }
+
+    /// Reads a file: `*.toml` as TOML, anything else as `broker.conf`. Does not
+    /// validate. Blocking: runs once at start-up, before any executor.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let parsed = if path.extension().is_some_and(|e| e == "toml") {
+            Self::from_toml_str(&text)
+        } else {
+            Self::from_broker_conf_str(&text)
+        };
+        parsed.map_err(|e| ConfigError::File { path: path.to_path_buf(), source: Box::new(e) })
+    }
+
+    /// Defaults ← the `--config` file ← flags, validated.
+    pub fn from_args(args: &BrokerArgs) -> Result<Self, ConfigError> {
+        let mut config = match &args.config {
+            Some(path) => Self::load(path)?,
+            None => Self::default(),
+        };
+        let BrokerArgs {
+            config: _,
+            listen_port,
+            namesrv_addr,
+            store_root,
+            shards,
+            broker_name,
+            cluster_name,
+            broker_id,
+            role,
+            broker_ip,
+            flush,
+            auto_create_topic,
+        } = args.clone();
+        if let Some(port) = listen_port {
+            config.listen_port = port;
+        }
+        if let Some(addrs) = namesrv_addr {
+            config.namesrv_addrs = split_addrs(&addrs);
+        }
+        if let Some(root) = store_root {
+            config.store_root = root;
+        }
+        if let Some(count) = shards {
+            config.shard_count = count;
+        }
+        if let Some(name) = broker_name {
+            config.broker_name = name;
+        }
+        if let Some(name) = cluster_name {
+            config.cluster_name = name;
+        }
+        if let Some(id) = broker_id {
+            config.broker_id = id;
+        }
+        if let Some(role) = role {
+            config.role = role;
+        }
+        if let Some(ip) = broker_ip {
+            config.broker_ip = Some(ip);
+        }
+        if let Some(kind) = flush {
+            config.store.flush_mode = kind.into();
+        }
+        if let Some(enabled) = auto_create_topic {
+            config.auto_create_topic = enabled;
+        }
+        config.derive_bounds();
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn derive_bounds(&mut self) {
+        self.store.record_bytes_max = self.max_message_bytes.saturating_add(RECORD_OVERHEAD_BYTES_MAX);
+    }
+
+    /// Shards to start: `shard_count`, or one per CPU in `cpu_list`, or one per
+    /// available CPU.
+    pub fn effective_shard_count(&self) -> usize {
+        match (self.shard_count, &self.cpu_list) {
+            (0, Some(cpus)) if !cpus.is_empty() => cpus.len(),
+            (0, _) => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            (count, _) => count,
+        }
+    }
+
+    /// The address to advertise: `broker_ip`, else the first non-loopback IPv4 address
+    /// of an interface that is up, else 127.0.0.1.
+    pub fn advertised_ip(&self) -> Ipv4Addr {
+        self.broker_ip
+            .as_deref()
+            .and_then(|ip| ip.parse().ok())
+            .or_else(first_non_loopback_ipv4)
+            .unwrap_or(Ipv4Addr::LOCALHOST)
+    }
+
+    /// The address the broker listens on: every interface, as RocketMQ's broker does.
+    pub fn listen_ip(&self) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let fail = |message: String| Err(ConfigError::Invalid(message));
+        if let Some(ip) = &self.broker_ip {
+            if ip.parse::<Ipv4Addr>().is_err() {
+                return fail(format!("broker_ip {ip:?} is not an IPv4 address (offsetMsgIds carry 4 bytes)"));
+            }
+        }
+        for addr in &self.namesrv_addrs {
+            let port_ok = addr
+                .rsplit_once(':')
+                .filter(|(host, _)| !host.is_empty())
+                .and_then(|(_, port)| port.parse::<u16>().ok())
+                .is_some_and(|port| port != 0);
+            if !port_ok {
+                return fail(format!("namesrv address {addr:?} is not host:port"));
+            }
+        }
+        for (field, value) in [("cluster_name", &self.cluster_name), ("broker_name", &self.broker_name)] {
+            if value.is_empty() || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return fail(format!("{field} {value:?} must be non-empty without whitespace"));
+            }
+        }
+        match (self.role, self.broker_id) {
+            (BrokerRole::Slave, 0) => return fail("a slave needs broker_id > 0 (0 is the master)".into()),
+            (role, id) if role.is_master() && id != 0 => {
+                return fail(format!("a master has broker_id 0, not {id} (set role = \"slave\" for a slave)"))
+            }
+            _ => {}
+        }
+        if self.store_root.as_os_str().is_empty() {
+            return fail("store_root is empty".into());
+        }
+        if self.shard_count > SHARD_COUNT_MAX as usize {
+            return fail(format!("shard_count {} exceeds {SHARD_COUNT_MAX}", self.shard_count));
+        }
+        if let Some(cpus) = &self.cpu_list {
+            let mut sorted = cpus.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            if cpus.is_empty() || sorted.len() != cpus.len() {
+                return fail(format!("cpu_list {cpus:?} must be non-empty without repeats"));
+            }
+            if cpus.len() < self.effective_shard_count() {
+                return fail(format!("cpu_list has {} CPUs for {} shards", cpus.len(), self.effective_shard_count()));
+            }
+        }
+        if !(1..=QUEUE_NUMS_MAX).contains(&self.default_topic_queue_nums) {
+            return fail(format!(
+                "default_topic_queue_nums {} is not in 1..={QUEUE_NUMS_MAX}",
+                self.default_topic_queue_nums
+            ));
+        }
+        if !(1..=MAX_MESSAGE_BYTES_LIMIT).contains(&self.max_message_bytes) {
+            return fail(format!(
+                "max_message_bytes {} is not in 1..={MAX_MESSAGE_BYTES_LIMIT}",
+                self.max_message_bytes
+            ));
+        }
+        let positive = [
+            ("register_interval_ms", self.register_interval_ms),
+            ("idle_connection_timeout_ms", self.idle_connection_timeout_ms),
+            ("connection_scan_interval_ms", self.connection_scan_interval_ms),
+            ("pull_suspend_max_ms", self.pull_suspend_max_ms),
+            ("connections_per_shard_max", self.connections_per_shard_max as u64),
+            ("forward_batch_max", self.forward_batch_max as u64),
+            ("store.flush_interval_ms", self.store.flush_interval_ms),
+        ];
+        if let Some((field, _)) = positive.iter().find(|(_, value)| *value == 0) {
+            return fail(format!("{field} must be positive"));
+        }
+        if self.connection_scan_interval_ms > self.idle_connection_timeout_ms {
+            return fail(format!(
+                "connection_scan_interval_ms {} exceeds idle_connection_timeout_ms {}",
+                self.connection_scan_interval_ms, self.idle_connection_timeout_ms
+            ));
+        }
+        self.store.validate()?;
+        Ok(())
+    }
+}
+
+/// The first IPv4 address of an interface that is up and neither loopback nor
+/// link-local (169.254/16 is not reachable from other hosts reliably).
+fn first_non_loopback_ipv4() -> Option<Ipv4Addr> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list` with a linked list we free below; on failure it
+    // returns -1 and we read nothing.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut cursor = list;
+    while !cursor.is_null() && found.is_none() {
+        // SAFETY: `cursor` is a node of the list getifaddrs returned, not yet freed.
+        let entry = unsafe { &*cursor };
+        cursor = entry.ifa_next;
+        let up = entry.ifa_flags & libc::IFF_UP as libc::c_uint != 0;
+        if !up || entry.ifa_addr.is_null() {
+            continue;
+        }
+        // SAFETY: ifa_addr is non-null and points to a sockaddr of the family it names.
+        if unsafe { (*entry.ifa_addr).sa_family } as i32 != libc::AF_INET {
+            continue;
+        }
+        // SAFETY: the family is AF_INET, so the address is a sockaddr_in.
+        let addr = unsafe { &*(entry.ifa_addr as *const libc::sockaddr_in) };
+        let ip = Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr));
+        if !ip.is_loopback() && !ip.is_link_local() && !ip.is_unspecified() {
+            found = Some(ip);
+        }
+    }
+    // SAFETY: frees the list getifaddrs allocated, once; no reference into it survives.
+    unsafe { libc::freeifaddrs(list) };
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use std::io::Write;
+
+    /// Where a configuration comes from in a test case.
+    enum Input<'a> {
+        Toml(&'a str),
+        Conf(&'a str),
+        /// Command-line words after the program name.
+        Args(&'a [&'a str]),
+    }
+    use Input::*;
+
+    /// The defaults with `change` applied (and bounds derived, as parsing does).
+    fn with(change: impl FnOnce(&mut BrokerConfig)) -> BrokerConfig {
+        let mut config = BrokerConfig::default();
+        change(&mut config);
+        config.derive_bounds();
+        config
+    }
+
+    /// Parses `input`; expects that config, or an error whose text contains each of
+    /// the given fragments.
+    fn check(input: Input, expected: Result<BrokerConfig, &[&str]>) {
+        let (label, got) = match input {
+            Toml(text) => (format!("toml {text:?}"), BrokerConfig::from_toml_str(text)),
+            Conf(text) => (format!("conf {text:?}"), BrokerConfig::from_broker_conf_str(text)),
+            Args(words) => {
+                let label = format!("args {words:?}");
+                let parsed = BrokerArgs::try_parse_from(std::iter::once("ringmq-broker").chain(words.iter().copied()))
+                    .map_err(|e| ConfigError::Invalid(format!("clap: {e}")))
+                    .and_then(|args| BrokerConfig::from_args(&args));
+                (label, parsed)
+            }
+        };
+        match (got, expected) {
+            (Ok(config), Ok(want)) => assert_eq!(config, want, "{label}"),
+            (Err(e), Err(fragments)) => {
+                let text = e.to_string();
+                for fragment in fragments {
+                    assert!(text.contains(fragment), "{label}: error {text:?} lacks {fragment:?}");
+                }
+            }
+            (got, want) => panic!("{label}: got {got:?}, expected {want:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let c = BrokerConfig::default();
+        assert_eq!(c.listen_port, 10911);
+        assert_eq!((c.cluster_name.as_str(), c.broker_name.as_str(), c.broker_id), ("DefaultCluster", "broker-a", 0));
+        assert_eq!(c.role, BrokerRole::AsyncMaster);
+        assert!(c.store_root.ends_with("ringmq/store"));
+        assert_eq!((c.shard_count, c.cpu_list.clone(), c.auto_create_topic), (0, None, false));
+        assert_eq!((c.default_topic_queue_nums, c.max_message_bytes), (8, 4 << 20));
+        assert_eq!(
+            (c.register_interval_ms, c.idle_connection_timeout_ms, c.connection_scan_interval_ms),
+            (30_000, 120_000, 10_000)
+        );
+        assert_eq!((c.pull_suspend_max_ms, c.connections_per_shard_max, c.forward_batch_max), (30_000, 10_000, 256));
+        assert_eq!(c.store, StoreConfig::default(), "4 MiB messages give the store's default record bound");
+        assert!(c.effective_shard_count() >= 1);
+        c.validate().unwrap();
+        check(Toml(""), Ok(BrokerConfig::default()));
+        check(Conf(""), Ok(BrokerConfig::default()));
+        check(Conf("# only a comment\n\n   \n! another"), Ok(BrokerConfig::default()));
+        check(Args(&[]), Ok(BrokerConfig::default()));
+    }
+
+    #[test]
+    fn toml_every_key() {
+        let text = r#"
+            listen_port = 20911
+            broker_ip = "10.0.0.7"
+            namesrv_addrs = ["n1:9876", "n2:9876"]
+            cluster_name = "C"
+            broker_name = "broker-b"
+            broker_id = 2
+            role = "slave"
+            store_root = "/data/store"
+            shard_count = 4
+            cpu_list = [2, 3, 4, 5]
+            auto_create_topic = true
+            default_topic_queue_nums = 16
+            max_message_bytes = 1048576
+            register_interval_ms = 1000
+            idle_connection_timeout_ms = 5000
+            connection_scan_interval_ms = 500
+            pull_suspend_max_ms = 15000
+            connections_per_shard_max = 100
+            forward_batch_max = 64
+
+            [store]
+            segment_bytes = 67108864
+            flush = "sync"
+            flush_interval_ms = 20
+            flush_min_bytes = 65536
+            dirty_bytes_max = 8388608
+            tail_cache_bytes = 1048576
+            cq_entries_per_file = 2048
+            file_reserved_hours = 48
+            delete_when_hour = 3
+            disk_warn_ratio = 0.5
+            disk_force_clean_ratio = 0.6
+            disk_refuse_ratio = 0.7
+            allow_truncate_corrupt = true
+        "#;
+        let expected = with(|c| {
+            c.listen_port = 20911;
+            c.broker_ip = Some("10.0.0.7".into());
+            c.namesrv_addrs = vec!["n1:9876".into(), "n2:9876".into()];
+            c.cluster_name = "C".into();
+            c.broker_name = "broker-b".into();
+            c.broker_id = 2;
+            c.role = BrokerRole::Slave;
+            c.store_root = "/data/store".into();
+            c.shard_count = 4;
+            c.cpu_list = Some(vec![2, 3, 4, 5]);
+            c.auto_create_topic = true;
+            c.default_topic_queue_nums = 16;
+            c.max_message_bytes = 1 << 20;
+            c.register_interval_ms = 1000;
+            c.idle_connection_timeout_ms = 5000;
+            c.connection_scan_interval_ms = 500;
+            c.pull_suspend_max_ms = 15000;
+            c.connections_per_shard_max = 100;
+            c.forward_batch_max = 64;
+            let s = &mut c.store;
+            s.segment_bytes = 64 << 20;
+            s.flush_mode = FlushMode::Sync;
+            s.flush_interval_ms = 20;
+            s.flush_min_bytes = 64 << 10;
+            s.dirty_bytes_max = 8 << 20;
+            s.tail_cache_bytes = 1 << 20;
+            s.cq_entries_per_file = 2048;
+            s.file_reserved_hours = 48;
+            s.delete_when_hour = 3;
+            s.disk_warn_ratio = 0.5;
+            s.disk_force_clean_ratio = 0.6;
+            s.disk_refuse_ratio = 0.7;
+            s.allow_truncate_corrupt = true;
+        });
+        assert_eq!(expected.store.record_bytes_max, (1 << 20) + RECORD_OVERHEAD_BYTES_MAX);
+        expected.validate().unwrap();
+        check(Toml(text), Ok(expected));
+    }
+
+    #[test]
+    fn toml_cases() {
+        check(Toml(r#"namesrv_addrs = "a:1;b:2""#), Ok(with(|c| c.namesrv_addrs = vec!["a:1".into(), "b:2".into()])));
+        check(
+            Toml(r#"namesrv_addrs = " a:1 ; ;b:2; ""#),
+            Ok(with(|c| c.namesrv_addrs = vec!["a:1".into(), "b:2".into()])),
+        );
+        check(Toml(r#"namesrv_addrs = []"#), Ok(BrokerConfig::default()));
+        check(Toml(r#"role = "sync_master""#), Ok(with(|c| c.role = BrokerRole::SyncMaster)));
+        check(Toml(r#"role = "async_master""#), Ok(BrokerConfig::default()));
+        check(Toml("[store]\nflush = \"async\""), Ok(BrokerConfig::default()));
+        check(Toml("[store]\n"), Ok(BrokerConfig::default()));
+        check(Toml(r#"store_root = "./target/x""#), Ok(with(|c| c.store_root = "./target/x".into())));
+        if let Some(home) = std::env::var_os("HOME") {
+            let expected = with(|c| c.store_root = PathBuf::from(&home).join("s"));
+            check(Toml(r#"store_root = "~/s""#), Ok(expected.clone()));
+            check(Toml(r#"store_root = "$HOME/s""#), Ok(expected));
+        }
+    }
+
+    #[test]
+    fn toml_errors_name_the_key() {
+        check(Toml("listen_prot = 1"), Err(&["listen_prot"]));
+        check(Toml("[store]\nsegment_size = 1"), Err(&["segment_size"]));
+        check(Toml("[stor]\nsegment_bytes = 1"), Err(&["stor"]));
+        check(Toml("listen_port = 70000"), Err(&["listen_port"]));
+        check(Toml("listen_port = -1"), Err(&["listen_port"]));
+        check(Toml(r#"listen_port = "10911""#), Err(&["listen_port"]));
+        check(Toml(r#"role = "master""#), Err(&["role", "master"]));
+        check(Toml("[store]\nflush = \"SYNC_FLUSH\""), Err(&["flush", "SYNC_FLUSH"]));
+        check(Toml("namesrv_addrs = 5"), Err(&["namesrv_addrs", "host:port"]));
+        check(Toml("namesrv_addrs = [5]"), Err(&["namesrv_addrs"]));
+        check(Toml("cpu_list = [-1]"), Err(&["cpu_list"]));
+        check(Toml("auto_create_topic = 1"), Err(&["auto_create_topic"]));
+        check(Toml("[store]\ndisk_warn_ratio = \"high\""), Err(&["disk_warn_ratio"]));
+        check(Toml("[store]\nrecord_bytes_max = 10"), Err(&["record_bytes_max"]));
+        check(Toml("listen_port = "), Err(&["line 1"]));
+    }
+
+    const EVERY_CONF_KEY: &str = "
+        # RocketMQ broker.conf
+        brokerClusterName = C
+        brokerName=broker-b
+        brokerId = 1
+        brokerRole = SLAVE
+        listenPort=20911
+        namesrvAddr=n1:9876;n2:9876
+        brokerIP1 = 10.0.0.8
+        storePathRootDir=/data/rocketmq/store
+        storePathCommitLog=/data/rocketmq/store/commitlog
+        flushDiskType = SYNC_FLUSH
+        flushIntervalCommitLog=200
+        mappedFileSizeCommitLog=268435456
+        fileReservedTime=120
+        deleteWhen=04;05
+        diskMaxUsedSpaceRatio=88
+        maxMessageSize=2097152
+        autoCreateTopicEnable=TRUE
+        defaultTopicQueueNums=4
+    ";
+
+    #[test]
+    fn conf_every_key() {
+        let expected = with(|c| {
+            c.cluster_name = "C".into();
+            c.broker_name = "broker-b".into();
+            c.broker_id = 1;
+            c.role = BrokerRole::Slave;
+            c.listen_port = 20911;
+            c.namesrv_addrs = vec!["n1:9876".into(), "n2:9876".into()];
+            c.broker_ip = Some("10.0.0.8".into());
+            c.store_root = "/data/rocketmq/store".into();
+            c.store.flush_mode = FlushMode::Sync;
+            c.store.flush_interval_ms = 200;
+            c.store.segment_bytes = 256 << 20;
+            c.store.file_reserved_hours = 120;
+            c.store.delete_when_hour = 4;
+            c.store.disk_force_clean_ratio = 0.88;
+            c.store.disk_refuse_ratio = 0.90;
+            c.max_message_bytes = 2 << 20;
+            c.auto_create_topic = true;
+            c.default_topic_queue_nums = 4;
+        });
+        expected.validate().unwrap();
+        check(Conf(EVERY_CONF_KEY), Ok(expected));
+        // Every documented key appears in the fixture.
+        for key in BROKER_CONF_KEYS {
+            assert!(
+                EVERY_CONF_KEY.contains(&format!("{key}=")) || EVERY_CONF_KEY.contains(&format!("{key} =")),
+                "{key}"
+            );
+        }
+    }
+
+    #[test]
+    fn conf_cases() {
+        check(Conf("listenPort:1234"), Ok(with(|c| c.listen_port = 1234)));
+        check(Conf("  listenPort  =  1234  \r\n"), Ok(with(|c| c.listen_port = 1234)));
+        check(Conf("brokerRole=SYNC_MASTER"), Ok(with(|c| c.role = BrokerRole::SyncMaster)));
+        check(Conf("brokerRole=ASYNC_MASTER"), Ok(BrokerConfig::default()));
+        check(Conf("flushDiskType=ASYNC_FLUSH"), Ok(BrokerConfig::default()));
+        check(Conf("deleteWhen=04"), Ok(BrokerConfig::default()));
+        check(Conf("deleteWhen=23"), Ok(with(|c| c.store.delete_when_hour = 23)));
+        check(Conf("deleteWhen= ; 7"), Ok(with(|c| c.store.delete_when_hour = 7)));
+        check(Conf("autoCreateTopicEnable=false"), Ok(BrokerConfig::default()));
+        check(Conf("namesrvAddr="), Ok(BrokerConfig::default()));
+        check(Conf("namesrvAddr=127.0.0.1:9876"), Ok(with(|c| c.namesrv_addrs = vec!["127.0.0.1:9876".into()])));
+        check(
+            Conf("diskMaxUsedSpaceRatio=60"),
+            Ok(with(|c| {
+                c.store.disk_force_clean_ratio = 0.6;
+                c.store.disk_warn_ratio = 0.6;
+            })),
+        );
+        check(
+            Conf("diskMaxUsedSpaceRatio=95"),
+            Ok(with(|c| {
+                c.store.disk_force_clean_ratio = 0.95;
+                c.store.disk_refuse_ratio = 0.95;
+            })),
+        );
+        // The CommitLog path may come before the root; it must be under it.
+        check(Conf("storePathCommitLog=/r/commitlog\nstorePathRootDir=/r"), Ok(with(|c| c.store_root = "/r".into())));
+        check(
+            Conf("storePathRootDir=/r\nstorePathCommitLog=/r/deeper/commitlog"),
+            Ok(with(|c| c.store_root = "/r".into())),
+        );
+        check(Conf("maxMessageSize=1024"), Ok(with(|c| c.max_message_bytes = 1024)));
+    }
+
+    #[test]
+    fn conf_errors() {
+        check(Conf("listenPort=1\nstorePathIndex=/x"), Err(&["line 2", "unknown key `storePathIndex`", "listenPort"]));
+        check(Conf("\n\n# c\nbrokername=b"), Err(&["line 4", "`brokername`"]));
+        check(Conf("listenPort"), Err(&["line 1", "key=value", "listenPort"]));
+        check(Conf("=5"), Err(&["line 1", "key=value"]));
+        check(Conf("brokerName=a\nbrokerName=b"), Err(&["line 2", "brokerName", "first on line 1"]));
+        check(Conf("listenPort=abc"), Err(&["line 1", "listenPort=abc", "number"]));
+        check(Conf("listenPort=70000"), Err(&["listenPort", "number"]));
+        check(Conf("brokerId=-1"), Err(&["brokerId"]));
+        check(Conf("brokerRole=MASTER"), Err(&["brokerRole", "SYNC_MASTER"]));
+        check(Conf("flushDiskType=sync"), Err(&["flushDiskType", "SYNC_FLUSH"]));
+        check(Conf("deleteWhen=24"), Err(&["deleteWhen", "0..=23"]));
+        check(Conf("deleteWhen=4am"), Err(&["deleteWhen"]));
+        check(Conf("deleteWhen="), Err(&["deleteWhen"]));
+        check(Conf("diskMaxUsedSpaceRatio=101"), Err(&["diskMaxUsedSpaceRatio", "percentage"]));
+        check(Conf("autoCreateTopicEnable=yes"), Err(&["autoCreateTopicEnable", "true or false"]));
+        check(Conf("mappedFileSizeCommitLog=1G"), Err(&["mappedFileSizeCommitLog"]));
+        check(Conf("fileReservedTime=-3"), Err(&["fileReservedTime"]));
+        check(Conf("maxMessageSize=big"), Err(&["maxMessageSize"]));
+        check(Conf("defaultTopicQueueNums=x"), Err(&["defaultTopicQueueNums"]));
+        check(Conf("flushIntervalCommitLog=0.5"), Err(&["flushIntervalCommitLog"]));
+        check(
+            Conf("storePathRootDir=/r\nstorePathCommitLog=/elsewhere/commitlog"),
+            Err(&["line 2", "/elsewhere/commitlog", "not under", "/r", "shard-<i>/commitlog"]),
+        );
+        check(Conf("storePathRootDir=/r\nstorePathCommitLog=/rx/commitlog"), Err(&["not under"]));
+    }
+
+    #[test]
+    fn validate_cases() {
+        let cases: Vec<(BrokerConfig, Option<&str>)> = vec![
+            (BrokerConfig::default(), None),
+            (with(|c| c.listen_port = 0), None), // a free port, picked at start
+            (with(|c| c.broker_ip = Some("::1".into())), Some("IPv4")),
+            (with(|c| c.broker_ip = Some("10.1.2.3".into())), None),
+            (with(|c| c.namesrv_addrs = vec!["host".into()]), Some("host:port")),
+            (with(|c| c.namesrv_addrs = vec![":9876".into()]), Some("host:port")),
+            (with(|c| c.namesrv_addrs = vec!["h:0".into()]), Some("host:port")),
+            (with(|c| c.namesrv_addrs = vec!["h:9876".into(), "10.0.0.1:9877".into()]), None),
+            (with(|c| c.cluster_name = String::new()), Some("cluster_name")),
+            (with(|c| c.broker_name = "a b".into()), Some("broker_name")),
+            (with(|c| c.role = BrokerRole::Slave), Some("broker_id > 0")),
+            (with(|c| c.broker_id = 1), Some("master has broker_id 0")),
+            (with(|c| (c.role, c.broker_id) = (BrokerRole::Slave, 1)), None),
+            (with(|c| c.store_root = PathBuf::new()), Some("store_root")),
+            (with(|c| c.shard_count = 128), None),
+            (with(|c| c.shard_count = 129), Some("shard_count 129")),
+            (with(|c| c.cpu_list = Some(vec![])), Some("cpu_list")),
+            (with(|c| c.cpu_list = Some(vec![1, 1])), Some("without repeats")),
+            (with(|c| (c.shard_count, c.cpu_list) = (3, Some(vec![0, 1]))), Some("2 CPUs for 3 shards")),
+            (with(|c| (c.shard_count, c.cpu_list) = (2, Some(vec![4, 6, 8]))), None),
+            (with(|c| c.cpu_list = Some(vec![5, 7])), None),
+            (with(|c| c.default_topic_queue_nums = 0), Some("default_topic_queue_nums")),
+            (with(|c| c.default_topic_queue_nums = 1025), Some("default_topic_queue_nums")),
+            (with(|c| c.max_message_bytes = 0), Some("max_message_bytes")),
+            (with(|c| c.max_message_bytes = MAX_MESSAGE_BYTES_LIMIT + 1), Some("max_message_bytes")),
+            (with(|c| c.register_interval_ms = 0), Some("register_interval_ms must be positive")),
+            (with(|c| c.pull_suspend_max_ms = 0), Some("pull_suspend_max_ms")),
+            (with(|c| c.connections_per_shard_max = 0), Some("connections_per_shard_max")),
+            (with(|c| c.forward_batch_max = 0), Some("forward_batch_max")),
+            (with(|c| c.store.flush_interval_ms = 0), Some("flush_interval_ms")),
+            (with(|c| c.connection_scan_interval_ms = 200_000), Some("connection_scan_interval_ms")),
+            (with(|c| c.store.disk_warn_ratio = 0.95), Some("disk ratios")),
+            (with(|c| c.store.segment_bytes = 4096), Some("segment_bytes")),
+            (with(|c| c.store.segment_bytes = (1 << 20) + 1), Some("multiple of 4096")),
+            (with(|c| c.store.delete_when_hour = 24), Some("delete_when_hour")),
+            // Messages larger than the flush window: the store's own check.
+            (with(|c| c.store.dirty_bytes_max = 1 << 20), Some("dirty_bytes_max")),
+            (with(|c| (c.max_message_bytes, c.store.dirty_bytes_max) = (512 << 10, 1 << 20)), None),
+            (with(|c| c.max_message_bytes = MAX_MESSAGE_BYTES_LIMIT), None),
+        ];
+        for (config, expected) in cases {
+            match (config.validate(), expected) {
+                (Ok(()), None) => {}
+                (Err(e), Some(fragment)) => assert!(e.to_string().contains(fragment), "{e} lacks {fragment}"),
+                (got, want) => panic!("{config:?}: got {got:?}, expected error {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn flags_without_file() {
+        check(Args(&["-p", "1234"]), Ok(with(|c| c.listen_port = 1234)));
+        check(Args(&["--listen-port", "1234"]), Ok(with(|c| c.listen_port = 1234)));
+        check(Args(&["-n", "a:1;b:2"]), Ok(with(|c| c.namesrv_addrs = vec!["a:1".into(), "b:2".into()])));
+        check(Args(&["--namesrv-addr", "a:1"]), Ok(with(|c| c.namesrv_addrs = vec!["a:1".into()])));
+        check(Args(&["--store-root", "/tmp/x"]), Ok(with(|c| c.store_root = "/tmp/x".into())));
+        check(Args(&["--shards", "2"]), Ok(with(|c| c.shard_count = 2)));
+        check(Args(&["--broker-name", "b"]), Ok(with(|c| c.broker_name = "b".into())));
+        check(Args(&["--cluster-name", "K"]), Ok(with(|c| c.cluster_name = "K".into())));
+        check(
+            Args(&["--broker-id", "3", "--role", "slave"]),
+            Ok(with(|c| (c.broker_id, c.role) = (3, BrokerRole::Slave))),
+        );
+        check(Args(&["--role", "sync-master"]), Ok(with(|c| c.role = BrokerRole::SyncMaster)));
+        check(Args(&["--broker-ip", "10.9.8.7"]), Ok(with(|c| c.broker_ip = Some("10.9.8.7".into()))));
+        check(Args(&["--flush", "sync"]), Ok(with(|c| c.store.flush_mode = FlushMode::Sync)));
+        check(Args(&["--flush", "async"]), Ok(BrokerConfig::default()));
+        check(Args(&["--auto-create-topic"]), Ok(with(|c| c.auto_create_topic = true)));
+        check(Args(&["--auto-create-topic=true"]), Ok(with(|c| c.auto_create_topic = true)));
+        check(Args(&["--auto-create-topic=false"]), Ok(BrokerConfig::default()));
+        // Flag errors and validation of the result.
+        check(Args(&["--flush", "SYNC_FLUSH"]), Err(&["clap", "--flush"]));
+        check(Args(&["-p", "x"]), Err(&["clap"]));
+        check(Args(&["--bogus"]), Err(&["clap", "--bogus"]));
+        check(Args(&["--auto-create-topic", "maybe"]), Err(&["clap"]));
+        check(Args(&["-p", "0"]), Ok(with(|c| c.listen_port = 0)));
+        check(Args(&["--broker-id", "1"]), Err(&["master has broker_id 0"]));
+        check(Args(&["-c", "/nonexistent/broker.conf"]), Err(&["cannot read", "/nonexistent/broker.conf"]));
+    }
+
+    fn temp_file(suffix: &str, contents: &str) -> tempfile::NamedTempFile {
+        let mut file = tempfile::Builder::new().suffix(suffix).tempfile().unwrap();
+        file.write_all(contents.as_bytes()).unwrap();
+        file
+    }
+
+    #[test]
+    fn file_then_flags_precedence() {
+        let toml = temp_file(
+            ".toml",
+            "listen_port = 2000\nbroker_name = \"from-file\"\nshard_count = 3\n[store]\nflush = \"sync\"\nfile_reserved_hours = 5\n",
+        );
+        let conf =
+            temp_file(".conf", "listenPort=3000\nbrokerName=from-conf\nflushDiskType=SYNC_FLUSH\nfileReservedTime=6\n");
+        let toml_path = toml.path().to_str().unwrap();
+        let conf_path = conf.path().to_str().unwrap();
+        let from_toml = with(|c| {
+            c.listen_port = 2000;
+            c.broker_name = "from-file".into();
+            c.shard_count = 3;
+            c.store.flush_mode = FlushMode::Sync;
+            c.store.file_reserved_hours = 5;
+        });
+        check(Args(&["-c", toml_path]), Ok(from_toml.clone()));
+        assert_eq!(BrokerConfig::load(toml.path()).unwrap(), from_toml);
+        // A flag beats the file; what no flag names stays as the file set it.
+        check(
+            Args(&["-c", toml_path, "-p", "2001", "--flush", "async", "--shards", "1"]),
+            Ok(with(|c| {
+                c.listen_port = 2001;
+                c.broker_name = "from-file".into();
+                c.shard_count = 1;
+                c.store.file_reserved_hours = 5;
+            })),
+        );
+        check(
+            Args(&["--config", conf_path, "--broker-name", "flag"]),
+            Ok(with(|c| {
+                c.listen_port = 3000;
+                c.broker_name = "flag".into();
+                c.store.flush_mode = FlushMode::Sync;
+                c.store.file_reserved_hours = 6;
+            })),
+        );
+        // Errors from a file name the file.
+        let bad = temp_file(".toml", "nope = 1");
+        check(Args(&["-c", bad.path().to_str().unwrap()]), Err(&[bad.path().to_str().unwrap(), "nope"]));
+        let bad_conf = temp_file(".properties", "\nnope=1");
+        check(Args(&["-c", bad_conf.path().to_str().unwrap()]), Err(&[".properties", "line 2", "nope"]));
+        // A file that parses but does not validate is refused by from_args.
+        let invalid = temp_file(".toml", "cluster_name = \"\"");
+        check(Args(&["-c", invalid.path().to_str().unwrap()]), Err(&["cluster_name"]));
+        check(
+            Args(&["-c", invalid.path().to_str().unwrap(), "--cluster-name", "fixed"]),
+            Ok(with(|c| c.cluster_name = "fixed".into())),
+        );
+    }
+
+    #[test]
+    fn advertised_ip_prefers_the_configured_one() {
+        assert_eq!(with(|c| c.broker_ip = Some("10.1.2.3".into())).advertised_ip(), Ipv4Addr::new(10, 1, 2, 3));
+        let picked = BrokerConfig::default().advertised_ip();
+        assert!(!picked.is_link_local() && !picked.is_unspecified(), "{picked}");
+        assert!(!picked.is_loopback() || first_non_loopback_ipv4().is_none(), "{picked}");
+    }
+
+    #[test]
+    fn effective_shard_count_cases() {
+        let cases =
+            [(0, None, None), (0, Some(vec![3, 4, 5]), Some(3)), (2, Some(vec![3, 4, 5]), Some(2)), (7, None, Some(7))];
+        for (shard_count, cpu_list, expected) in cases {
+            let config = with(|c| (c.shard_count, c.cpu_list) = (shard_count, cpu_list.clone()));
+            let want = expected.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+            assert_eq!(config.effective_shard_count(), want, "{shard_count} {cpu_list:?}");
+        }
+    }
+
+    #[test]
+    fn profiles_load_and_validate() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tuning/profiles");
+        let profiles = [
+            ("throughput.toml", FlushMode::Async),
+            ("durable.toml", FlushMode::Sync),
+            ("low-latency.toml", FlushMode::Sync),
+            ("dev.toml", FlushMode::Async),
+        ];
+        for (name, flush_mode) in profiles {
+            let path = dir.join(name);
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let config = BrokerConfig::from_toml_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            config.validate().unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(config.store.flush_mode, flush_mode, "{name}");
+            assert_eq!(BrokerConfig::load(&path).unwrap(), config, "{name}");
+        }
+        let throughput = BrokerConfig::load(&dir.join("throughput.toml")).unwrap();
+        assert!(throughput.store.segment_bytes > StoreConfig::default().segment_bytes);
+        assert_eq!(throughput.store.flush_interval_ms, 500);
+        let low_latency = BrokerConfig::load(&dir.join("low-latency.toml")).unwrap();
+        assert!(low_latency.store.dirty_bytes_max < StoreConfig::default().dirty_bytes_max);
+        let dev = BrokerConfig::load(&dir.join("dev.toml")).unwrap();
+        assert_eq!((dev.shard_count, dev.store_root.as_path()), (1, Path::new("./target/dev-store")));
+        assert!(dev.store.segment_bytes < StoreConfig::default().segment_bytes);
+    }
+}

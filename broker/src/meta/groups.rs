@@ -1,0 +1,296 @@
+//! The subscription group table: per consumer group, whether it may consume, its retry
+//! policy and which broker serves it when it lags (RocketMQ `SubscriptionGroupConfig`).
+//!
+//! Invariant: every key of `groups` equals its config's `group_name`, which passes
+//! [`validate_group_name`]; `retry_max_times` is at most [`RETRY_MAX_TIMES_MAX`]; at
+//! most [`TABLE_ENTRIES_MAX`] groups. `upsert` enforces it and `decode` re-checks it.
+//! Invariant: every change bumps `data_version`.
+
+use super::snapshot::SnapshotStore;
+use super::{decode_image, encode_image, validate_group_name, DataVersion, MetaError, TABLE_ENTRIES_MAX};
+use crate::store::io::Disk;
+use std::collections::BTreeMap;
+
+/// Most redeliveries a group may ask for: RocketMQ's delay levels stop at 18, and past
+/// that a retried message goes to the DLQ anyway; a larger value is a typo.
+pub const RETRY_MAX_TIMES_MAX: u32 = 64;
+/// Most retry queues per group (like topic queue counts).
+pub const RETRY_QUEUE_NUMS_MAX: u32 = 1024;
+
+const TAG: [u8; 4] = *b"GRUP";
+const SCHEMA_VERSION: u32 = 1;
+const WHAT: &str = "subscription group table";
+
+#[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct SubscriptionGroupConfig {
+    pub group_name: String,
+    pub consume_enable: bool,
+    pub consume_broadcast_enable: bool,
+    pub retry_queue_nums: u32,
+    pub retry_max_times: u32,
+    pub broker_id: u64,
+    pub which_broker_when_consume_slowly: u64,
+    pub notify_consumer_ids_changed_enable: bool,
+}
+
+impl SubscriptionGroupConfig {
+    /// RocketMQ's defaults, as used when a group is auto-created on first contact.
+    pub fn new(group_name: &str) -> Self {
+        Self {
+            group_name: group_name.to_string(),
+            consume_enable: true,
+            consume_broadcast_enable: true,
+            retry_queue_nums: 1,
+            retry_max_times: 16,
+            broker_id: 0,
+            which_broker_when_consume_slowly: 1,
+            notify_consumer_ids_changed_enable: true,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), MetaError> {
+        validate_group_name(&self.group_name).map_err(|reason| MetaError::Name {
+            kind: "group",
+            name: self.group_name.clone(),
+            reason,
+        })?;
+        let invalid = |reason: String| Err(MetaError::Invalid { what: "subscription group config", reason });
+        if self.retry_queue_nums > RETRY_QUEUE_NUMS_MAX {
+            return invalid(format!(
+                "{}: retry_queue_nums {} exceeds {RETRY_QUEUE_NUMS_MAX}",
+                self.group_name, self.retry_queue_nums
+            ));
+        }
+        if self.retry_max_times > RETRY_MAX_TIMES_MAX {
+            return invalid(format!(
+                "{}: retry_max_times {} exceeds {RETRY_MAX_TIMES_MAX}",
+                self.group_name, self.retry_max_times
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct GroupTable {
+    pub data_version: DataVersion,
+    pub groups: BTreeMap<String, SubscriptionGroupConfig>,
+}
+
+impl GroupTable {
+    pub fn get(&self, group_name: &str) -> Option<&SubscriptionGroupConfig> {
+        self.groups.get(group_name)
+    }
+
+    pub fn len(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// What read-only copies compare to decide whether an update is newer.
+    pub fn version(&self) -> DataVersion {
+        self.data_version
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    /// Creates or replaces a group; bumps the version if anything changed.
+    pub fn upsert(&mut self, config: SubscriptionGroupConfig, now_ms: i64) -> Result<(), MetaError> {
+        config.validate()?;
+        if !self.groups.contains_key(&config.group_name) && self.groups.len() >= TABLE_ENTRIES_MAX {
+            return Err(MetaError::TableFull { what: WHAT, entries_max: TABLE_ENTRIES_MAX });
+        }
+        if self.groups.get(&config.group_name) != Some(&config) {
+            self.groups.insert(config.group_name.clone(), config);
+            self.data_version.bump(now_ms);
+        }
+        Ok(())
+    }
+
+    /// Removes a group; bumps the version if it existed.
+    pub fn remove(&mut self, group_name: &str, now_ms: i64) -> Option<SubscriptionGroupConfig> {
+        let removed = self.groups.remove(group_name);
+        if removed.is_some() {
+            self.data_version.bump(now_ms);
+        }
+        removed
+    }
+
+    pub fn encode(&self) -> Result<Vec<u8>, MetaError> {
+        encode_image(WHAT, TAG, SCHEMA_VERSION, self)
+    }
+
+    pub fn decode(payload: &[u8]) -> Result<Self, MetaError> {
+        let table: Self = decode_image(WHAT, TAG, SCHEMA_VERSION, payload)?;
+        if table.groups.len() > TABLE_ENTRIES_MAX {
+            return Err(MetaError::Decode { what: WHAT, reason: format!("{} groups", table.groups.len()) });
+        }
+        for (key, config) in &table.groups {
+            if key != &config.group_name {
+                return Err(MetaError::Decode {
+                    what: WHAT,
+                    reason: format!("key {key:?} holds group {:?}", config.group_name),
+                });
+            }
+            config.validate().map_err(|e| MetaError::Decode { what: WHAT, reason: e.to_string() })?;
+        }
+        Ok(table)
+    }
+
+    /// The newest saved table, or `None` if nothing valid was ever saved.
+    pub async fn load<D: Disk>(store: &SnapshotStore<D>) -> Result<Option<Self>, MetaError> {
+        match store.load().await? {
+            Some(payload) => Ok(Some(Self::decode(&payload)?)),
+            None => Ok(None),
+        }
+    }
+
+    pub async fn save<D: Disk>(&self, store: &SnapshotStore<D>) -> Result<(), MetaError> {
+        store.save(&self.encode()?).await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::io::sim::SimDisk;
+    use futures_lite::future::block_on;
+    use proptest::prelude::*;
+    use std::path::Path;
+
+    /// Upserts `config` into a table holding group "G"; `None` expects success.
+    fn check(config: SubscriptionGroupConfig, expected_err: Option<&str>) {
+        let mut table = GroupTable::default();
+        table.upsert(SubscriptionGroupConfig::new("G"), 1).unwrap();
+        let before = table.clone();
+        match (table.upsert(config.clone(), 2), expected_err) {
+            (Ok(()), None) => {
+                assert_eq!(table.get(&config.group_name), Some(&config));
+                let changed = before.get(&config.group_name) != Some(&config);
+                assert_eq!(table.data_version.is_newer_than(&before.data_version), changed, "{config:?}");
+            }
+            (Err(e), Some(want)) => {
+                assert!(e.to_string().contains(want), "{config:?}: {e} lacks {want}");
+                assert_eq!(table, before, "a refused upsert changed the table");
+            }
+            (got, want) => panic!("{config:?}: got {got:?}, expected error {want:?}"),
+        }
+    }
+
+    #[test]
+    fn upsert_cases() {
+        let g = SubscriptionGroupConfig::new("G");
+        check(g.clone(), None); // unchanged: no version bump
+        check(SubscriptionGroupConfig::new("other_group-1"), None);
+        check(SubscriptionGroupConfig { consume_enable: false, ..g.clone() }, None);
+        check(SubscriptionGroupConfig { retry_max_times: 0, retry_queue_nums: 0, ..g.clone() }, None);
+        check(SubscriptionGroupConfig { retry_max_times: 64, broker_id: 1, ..g.clone() }, None);
+        check(SubscriptionGroupConfig { retry_max_times: 65, ..g.clone() }, Some("retry_max_times 65"));
+        check(SubscriptionGroupConfig { retry_queue_nums: 1025, ..g.clone() }, Some("retry_queue_nums 1025"));
+        check(SubscriptionGroupConfig::new(""), Some("empty"));
+        check(SubscriptionGroupConfig::new("bad group"), Some("invalid group name"));
+        check(SubscriptionGroupConfig::new(&"g".repeat(255)), None);
+        check(SubscriptionGroupConfig::new(&"g".repeat(256)), Some("256 characters"));
+    }
+
+    #[test]
+    fn defaults_match_rocketmq() {
+        let g = SubscriptionGroupConfig::new("G");
+        assert!(g.consume_enable && g.consume_broadcast_enable && g.notify_consumer_ids_changed_enable);
+        assert_eq!(
+            (g.retry_queue_nums, g.retry_max_times, g.broker_id, g.which_broker_when_consume_slowly),
+            (1, 16, 0, 1)
+        );
+    }
+
+    #[test]
+    fn remove_bumps_only_when_present() {
+        let mut table = GroupTable::default();
+        table.upsert(SubscriptionGroupConfig::new("G"), 1).unwrap();
+        assert_eq!(table.remove("H", 2), None);
+        assert_eq!(table.data_version.counter, 1);
+        assert!(table.remove("G", 3).is_some());
+        assert_eq!(table.data_version, DataVersion { timestamp_ms: 3, counter: 2 });
+        assert!(table.is_empty());
+    }
+
+    #[test]
+    fn decode_refuses_inconsistent_tables() {
+        let mut table = GroupTable::default();
+        table.groups.insert("alias".into(), SubscriptionGroupConfig::new("G"));
+        assert!(matches!(GroupTable::decode(&table.encode().unwrap()), Err(MetaError::Decode { .. })));
+        let mut table = GroupTable::default();
+        table
+            .groups
+            .insert("G".into(), SubscriptionGroupConfig { retry_max_times: 1000, ..SubscriptionGroupConfig::new("G") });
+        assert!(matches!(GroupTable::decode(&table.encode().unwrap()), Err(MetaError::Decode { .. })));
+    }
+
+    fn arb_table() -> impl Strategy<Value = GroupTable> {
+        let config = (
+            "[A-Za-z0-9_%|-]{1,255}",
+            any::<(bool, bool, bool)>(),
+            0..=RETRY_QUEUE_NUMS_MAX,
+            0..=RETRY_MAX_TIMES_MAX,
+            any::<u64>(),
+            any::<u64>(),
+        )
+            .prop_map(|(group_name, (c, b, n), retry_queue_nums, retry_max_times, broker_id, slow)| {
+                SubscriptionGroupConfig {
+                    group_name,
+                    consume_enable: c,
+                    consume_broadcast_enable: b,
+                    retry_queue_nums,
+                    retry_max_times,
+                    broker_id,
+                    which_broker_when_consume_slowly: slow,
+                    notify_consumer_ids_changed_enable: n,
+                }
+            });
+        (any::<i64>(), any::<u64>(), proptest::collection::vec(config, 0..30)).prop_map(
+            |(timestamp_ms, counter, configs)| GroupTable {
+                data_version: DataVersion { timestamp_ms, counter },
+                groups: configs.into_iter().map(|c| (c.group_name.clone(), c)).collect(),
+            },
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn codec_round_trips(table in arb_table()) {
+            prop_assert_eq!(GroupTable::decode(&table.encode().unwrap()).unwrap(), table);
+        }
+
+        #[test]
+        fn decode_never_panics(table in arb_table(), at in any::<usize>(), mask in 1u8..) {
+            let mut image = table.encode().unwrap();
+            let at = at % image.len();
+            image[at] ^= mask;
+            let _ = GroupTable::decode(&image);
+            let _ = GroupTable::decode(&image[..at]);
+        }
+    }
+
+    #[test]
+    fn save_crash_load() {
+        for seed in 0..16 {
+            block_on(async {
+                let disk = SimDisk::new(seed);
+                let dir = Path::new("/store/config");
+                let store = SnapshotStore::new(disk.clone(), dir, "groups");
+                let mut table = GroupTable::default();
+                for name in ["a", "b", "c"] {
+                    table.upsert(SubscriptionGroupConfig::new(name), 1).unwrap();
+                    table.save(&store).await.unwrap();
+                }
+                let saved = table.clone();
+                table.remove("a", 2);
+                disk.crash();
+                let reopened = SnapshotStore::new(disk.clone(), dir, "groups");
+                assert_eq!(GroupTable::load(&reopened).await.unwrap(), Some(saved), "seed {seed}");
+            });
+        }
+    }
+}

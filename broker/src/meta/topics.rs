@@ -1,0 +1,395 @@
+//! The topic table: every topic's queue counts, permission and flags, with the
+//! [`DataVersion`] that read-only copies on other shards compare (DESIGN.md §2, §5).
+//!
+//! Invariant: every key of `topics` equals its config's `name`, the name passes
+//! [`check_topic_syntax`], queue counts are in `1..=QUEUE_NUMS_MAX`, `perm` uses only
+//! the four RocketMQ permission bits, and there are at most [`TABLE_ENTRIES_MAX`]
+//! topics. `upsert` enforces it; `decode` re-checks it, so a snapshot written by a
+//! buggy build is refused rather than served.
+//! Invariant: every change bumps `data_version`.
+
+use super::snapshot::SnapshotStore;
+use super::{
+    check_name_chars, decode_image, encode_image, DataVersion, MetaError, NameError, TABLE_ENTRIES_MAX,
+    TOPIC_NAME_CHARS_MAX,
+};
+use crate::store::io::Disk;
+use std::collections::BTreeMap;
+
+/// RocketMQ `PermName` bits. `PERM_INHERIT` marks a topic whose route a producer may
+/// copy to auto-create a topic (TBW102); the others are what their names say.
+pub const PERM_INHERIT: u32 = 1;
+pub const PERM_WRITE: u32 = 1 << 1;
+pub const PERM_READ: u32 = 1 << 2;
+pub const PERM_PRIORITY: u32 = 1 << 3;
+pub const PERM_RW: u32 = PERM_READ | PERM_WRITE;
+const PERM_ALL: u32 = PERM_INHERIT | PERM_WRITE | PERM_READ | PERM_PRIORITY;
+
+/// Most read or write queues one topic has on this broker (each is a ConsumeQueue
+/// directory per shard, so the count is bounded).
+pub const QUEUE_NUMS_MAX: u32 = 1024;
+
+/// RocketMQ's default topic, whose route clients fetch before a topic exists.
+pub const DEFAULT_TOPIC: &str = "TBW102";
+/// RocketMQ `TopicValidator.SYSTEM_TOPIC_SET`.
+pub const SYSTEM_TOPICS: &[&str] = &[
+    DEFAULT_TOPIC,
+    "SCHEDULE_TOPIC_XXXX",
+    "BenchmarkTest",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+];
+/// RocketMQ `TopicValidator.SYSTEM_TOPIC_PREFIX`.
+pub const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
+
+const TAG: [u8; 4] = *b"TOPC";
+const SCHEMA_VERSION: u32 = 1;
+const WHAT: &str = "topic table";
+
+pub fn is_system_topic(name: &str) -> bool {
+    SYSTEM_TOPICS.contains(&name) || name.starts_with(SYSTEM_TOPIC_PREFIX)
+}
+
+/// The characters and length RocketMQ allows in a topic name (`TopicValidator`).
+pub fn check_topic_syntax(name: &str) -> Result<(), NameError> {
+    check_name_chars(name, TOPIC_NAME_CHARS_MAX)
+}
+
+/// The rule for a topic a client asks to create: RocketMQ's syntax, and not a system
+/// topic's name (the broker creates those itself).
+pub fn validate_topic_name(name: &str) -> Result<(), NameError> {
+    check_topic_syntax(name)?;
+    if is_system_topic(name) {
+        return Err(NameError::SystemTopic);
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct TopicConfig {
+    pub name: String,
+    pub read_queue_nums: u32,
+    pub write_queue_nums: u32,
+    /// [`PERM_READ`] | [`PERM_WRITE`] | ...
+    pub perm: u32,
+    pub order: bool,
+    pub topic_sys_flag: u32,
+}
+
+impl TopicConfig {
+    /// A read-write topic with `queue_nums` read and write queues.
+    pub fn new(name: &str, queue_nums: u32) -> Self {
+        Self {
+            name: name.to_string(),
+            read_queue_nums: queue_nums,
+            write_queue_nums: queue_nums,
+            perm: PERM_RW,
+            order: false,
+            topic_sys_flag: 0,
+        }
+    }
+
+    pub fn is_readable(&self) -> bool {
+        self.perm & PERM_READ != 0
+    }
+
+    pub fn is_writable(&self) -> bool {
+        self.perm & PERM_WRITE != 0
+    }
+
+    pub fn validate(&self) -> Result<(), MetaError> {
+        check_topic_syntax(&self.name).map_err(|reason| MetaError::Name {
+            kind: "topic",
+            name: self.name.clone(),
+            reason,
+        })?;
+        let invalid = |reason: String| Err(MetaError::Invalid { what: "topic config", reason });
+        for (field, value) in [("read_queue_nums", self.read_queue_nums), ("write_queue_nums", self.write_queue_nums)] {
+            if !(1..=QUEUE_NUMS_MAX).contains(&value) {
+                return invalid(format!("{}: {field} {value} is not in 1..={QUEUE_NUMS_MAX}", self.name));
+            }
+        }
+        if self.perm & !PERM_ALL != 0 {
+            return invalid(format!("{}: perm {:#x} has bits other than {PERM_ALL:#x}", self.name, self.perm));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct TopicTable {
+    pub data_version: DataVersion,
+    pub topics: BTreeMap<String, TopicConfig>,
+}
+
+impl TopicTable {
+    /// A table holding only [`DEFAULT_TOPIC`] with `default_queue_nums` queues and
+    /// inherit + read + write permission, as RocketMQ creates it.
+    pub fn with_defaults(default_queue_nums: u32) -> Self {
+        let mut tbw102 = TopicConfig::new(DEFAULT_TOPIC, default_queue_nums.clamp(1, QUEUE_NUMS_MAX));
+        tbw102.perm = PERM_INHERIT | PERM_RW;
+        Self { data_version: DataVersion::default(), topics: BTreeMap::from([(DEFAULT_TOPIC.to_string(), tbw102)]) }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&TopicConfig> {
+        self.topics.get(name)
+    }
+
+    pub fn len(&self) -> usize {
+        self.topics.len()
+    }
+
+    /// What read-only copies compare to decide whether an update is newer.
+    pub fn version(&self) -> DataVersion {
+        self.data_version
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.topics.is_empty()
+    }
+
+    /// Creates or replaces a topic and bumps the version. Checks syntax only: refusing
+    /// system names to clients ([`validate_topic_name`]) is the request handler's job,
+    /// since the broker creates system and retry topics here too.
+    pub fn upsert(&mut self, config: TopicConfig, now_ms: i64) -> Result<(), MetaError> {
+        config.validate()?;
+        if !self.topics.contains_key(&config.name) && self.topics.len() >= TABLE_ENTRIES_MAX {
+            return Err(MetaError::TableFull { what: WHAT, entries_max: TABLE_ENTRIES_MAX });
+        }
+        if self.topics.get(&config.name) != Some(&config) {
+            self.topics.insert(config.name.clone(), config);
+            self.data_version.bump(now_ms);
+        }
+        Ok(())
+    }
+
+    /// Removes a topic; bumps the version if it existed.
+    pub fn remove(&mut self, name: &str, now_ms: i64) -> Option<TopicConfig> {
+        let removed = self.topics.remove(name);
+        if removed.is_some() {
+            self.data_version.bump(now_ms);
+        }
+        removed
+    }
+
+    pub fn encode(&self) -> Result<Vec<u8>, MetaError> {
+        encode_image(WHAT, TAG, SCHEMA_VERSION, self)
+    }
+
+    pub fn decode(payload: &[u8]) -> Result<Self, MetaError> {
+        let table: Self = decode_image(WHAT, TAG, SCHEMA_VERSION, payload)?;
+        if table.topics.len() > TABLE_ENTRIES_MAX {
+            return Err(MetaError::Decode { what: WHAT, reason: format!("{} topics", table.topics.len()) });
+        }
+        for (key, config) in &table.topics {
+            if key != &config.name {
+                return Err(MetaError::Decode {
+                    what: WHAT,
+                    reason: format!("key {key:?} holds topic {:?}", config.name),
+                });
+            }
+            config.validate().map_err(|e| MetaError::Decode { what: WHAT, reason: e.to_string() })?;
+        }
+        Ok(table)
+    }
+
+    /// The newest saved table, or `None` if nothing valid was ever saved.
+    pub async fn load<D: Disk>(store: &SnapshotStore<D>) -> Result<Option<Self>, MetaError> {
+        match store.load().await? {
+            Some(payload) => Ok(Some(Self::decode(&payload)?)),
+            None => Ok(None),
+        }
+    }
+
+    pub async fn save<D: Disk>(&self, store: &SnapshotStore<D>) -> Result<(), MetaError> {
+        store.save(&self.encode()?).await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::io::sim::SimDisk;
+    use futures_lite::future::block_on;
+    use proptest::prelude::*;
+    use std::path::Path;
+
+    fn check(name: &str, expected: Result<(), NameError>) {
+        assert_eq!(validate_topic_name(name), expected, "topic {name:?}");
+    }
+
+    #[test]
+    fn topic_name_rules() {
+        check("TopicTest", Ok(()));
+        check("a", Ok(()));
+        check("orders_2024-eu|x%y", Ok(()));
+        check("%RETRY%my-group", Ok(()));
+        check(&"t".repeat(127), Ok(()));
+        check(&"t".repeat(128), Err(NameError::TooLong { len_chars: 128, max_chars: 127 }));
+        check("", Err(NameError::Empty));
+        check("has space", Err(NameError::BadChar { ch: ' ' }));
+        check("dot.ted", Err(NameError::BadChar { ch: '.' }));
+        check("tab\t", Err(NameError::BadChar { ch: '\t' }));
+        check("TBW102", Err(NameError::SystemTopic));
+        check("SCHEDULE_TOPIC_XXXX", Err(NameError::SystemTopic));
+        check("RMQ_SYS_TRACE_TOPIC", Err(NameError::SystemTopic));
+        check("OFFSET_MOVED_EVENT", Err(NameError::SystemTopic));
+        check("rmq_sys_anything", Err(NameError::SystemTopic));
+        check("tbw102", Ok(())); // system names are case-sensitive, as in RocketMQ
+        assert_eq!(check_topic_syntax("TBW102"), Ok(()));
+    }
+
+    #[test]
+    fn defaults_hold_tbw102() {
+        let table = TopicTable::with_defaults(8);
+        let tbw102 = table.get(DEFAULT_TOPIC).unwrap();
+        assert_eq!((tbw102.read_queue_nums, tbw102.write_queue_nums, tbw102.perm), (8, 8, 7));
+        assert!(tbw102.is_readable() && tbw102.is_writable());
+        assert_eq!(table.len(), 1);
+        assert_eq!(TopicTable::with_defaults(0).get(DEFAULT_TOPIC).unwrap().read_queue_nums, 1);
+    }
+
+    fn check_upsert(config: TopicConfig, expected_err: Option<&str>) {
+        let mut table = TopicTable::with_defaults(8);
+        let before = table.data_version;
+        match (table.upsert(config.clone(), 77), expected_err) {
+            (Ok(()), None) => {
+                assert_eq!(table.get(&config.name), Some(&config));
+                assert!(table.data_version.is_newer_than(&before));
+                assert_eq!(table.data_version.timestamp_ms, 77);
+            }
+            (Err(e), Some(want)) => {
+                assert!(e.to_string().contains(want), "{config:?}: {e} lacks {want}");
+                assert_eq!(table.data_version, before, "a refused upsert changed the version");
+            }
+            (got, want) => panic!("{config:?}: got {got:?}, expected error {want:?}"),
+        }
+    }
+
+    #[test]
+    fn upsert_validates() {
+        let ok = TopicConfig::new("T", 4);
+        check_upsert(ok.clone(), None);
+        check_upsert(TopicConfig { perm: PERM_READ, order: true, topic_sys_flag: 3, ..ok.clone() }, None);
+        check_upsert(TopicConfig { read_queue_nums: 1024, write_queue_nums: 1, ..ok.clone() }, None);
+        check_upsert(TopicConfig { read_queue_nums: 0, ..ok.clone() }, Some("read_queue_nums 0"));
+        check_upsert(TopicConfig { write_queue_nums: 1025, ..ok.clone() }, Some("write_queue_nums 1025"));
+        check_upsert(TopicConfig { perm: 16, ..ok.clone() }, Some("perm 0x10"));
+        check_upsert(TopicConfig { name: "bad name".into(), ..ok.clone() }, Some("invalid topic name"));
+        check_upsert(TopicConfig { name: String::new(), ..ok.clone() }, Some("empty"));
+    }
+
+    #[test]
+    fn version_bumps_only_on_change() {
+        let mut table = TopicTable::with_defaults(8);
+        table.upsert(TopicConfig::new("A", 4), 1).unwrap();
+        assert_eq!(table.data_version.counter, 1);
+        table.upsert(TopicConfig::new("A", 4), 2).unwrap(); // same config
+        assert_eq!(table.data_version.counter, 1);
+        table.upsert(TopicConfig::new("A", 8), 3).unwrap();
+        assert_eq!(table.data_version, DataVersion { timestamp_ms: 3, counter: 2 });
+        assert_eq!(table.remove("nope", 4), None);
+        assert_eq!(table.data_version.counter, 2);
+        assert_eq!(table.remove("A", 5).map(|c| c.write_queue_nums), Some(8));
+        assert_eq!(table.data_version, DataVersion { timestamp_ms: 5, counter: 3 });
+        assert_eq!(table.get("A"), None);
+    }
+
+    #[test]
+    fn table_is_bounded() {
+        let mut table = TopicTable::default();
+        for i in 0..TABLE_ENTRIES_MAX {
+            table.topics.insert(format!("t{i}"), TopicConfig::new(&format!("t{i}"), 1));
+        }
+        assert!(matches!(table.upsert(TopicConfig::new("one-more", 1), 1), Err(MetaError::TableFull { .. })));
+        table.upsert(TopicConfig::new("t5", 2), 1).unwrap(); // replacing is allowed
+                                                             // The largest table fits a snapshot.
+        let image = table.encode().unwrap();
+        assert!((image.len() as u64) < super::super::snapshot::SNAPSHOT_BYTES_MAX, "{} bytes", image.len());
+    }
+
+    #[test]
+    fn decode_refuses_inconsistent_tables() {
+        let mut table = TopicTable::with_defaults(8);
+        table.topics.insert("alias".into(), TopicConfig::new("other", 1));
+        assert!(matches!(TopicTable::decode(&table.encode().unwrap()), Err(MetaError::Decode { .. })));
+        let mut table = TopicTable::with_defaults(8);
+        table.topics.insert("Z".into(), TopicConfig { read_queue_nums: 0, ..TopicConfig::new("Z", 1) });
+        assert!(matches!(TopicTable::decode(&table.encode().unwrap()), Err(MetaError::Decode { .. })));
+        let garbage = vec![0xA5u8; 300];
+        assert!(TopicTable::decode(&garbage).is_err());
+    }
+
+    fn arb_config() -> impl Strategy<Value = TopicConfig> {
+        ("[A-Za-z0-9_%|-]{1,127}", 1..=QUEUE_NUMS_MAX, 1..=QUEUE_NUMS_MAX, 0..16u32, any::<bool>(), any::<u32>())
+            .prop_map(|(name, read_queue_nums, write_queue_nums, perm, order, topic_sys_flag)| TopicConfig {
+                name,
+                read_queue_nums,
+                write_queue_nums,
+                perm,
+                order,
+                topic_sys_flag,
+            })
+    }
+
+    fn arb_table() -> impl Strategy<Value = TopicTable> {
+        (any::<i64>(), any::<u64>(), proptest::collection::vec(arb_config(), 0..40)).prop_map(
+            |(timestamp_ms, counter, configs)| TopicTable {
+                data_version: DataVersion { timestamp_ms, counter },
+                topics: configs.into_iter().map(|c| (c.name.clone(), c)).collect(),
+            },
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn codec_round_trips(table in arb_table()) {
+            prop_assert_eq!(TopicTable::decode(&table.encode().unwrap()).unwrap(), table);
+        }
+
+        #[test]
+        fn decode_never_panics(table in arb_table(), at in any::<usize>(), mask in 1u8..) {
+            let mut image = table.encode().unwrap();
+            let at = at % image.len();
+            image[at] ^= mask;
+            let _ = TopicTable::decode(&image);
+            let _ = TopicTable::decode(&image[..at]);
+        }
+    }
+
+    #[test]
+    fn save_crash_load() {
+        for seed in 0..16 {
+            block_on(async {
+                let disk = SimDisk::new(seed);
+                let dir = Path::new("/store/config");
+                let store = SnapshotStore::new(disk.clone(), dir, "topics");
+                assert_eq!(TopicTable::load(&store).await.unwrap(), None);
+                let mut table = TopicTable::with_defaults(8);
+                table.upsert(TopicConfig::new("A", 4), 10).unwrap();
+                table.save(&store).await.unwrap();
+                let saved = table.clone();
+                // A change that is not saved is lost at the crash, nothing else.
+                table.upsert(TopicConfig::new("B", 4), 11).unwrap();
+                disk.crash();
+                let reopened = SnapshotStore::new(disk.clone(), dir, "topics");
+                assert_eq!(TopicTable::load(&reopened).await.unwrap(), Some(saved), "seed {seed}");
+            });
+        }
+    }
+
+    #[test]
+    fn another_tables_snapshot_is_refused() {
+        block_on(async {
+            let disk = SimDisk::new(1);
+            let store = SnapshotStore::new(disk.clone(), Path::new("/c"), "topics");
+            store.save(&super::super::groups::GroupTable::default().encode().unwrap()).await.unwrap();
+            assert!(matches!(TopicTable::load(&store).await, Err(MetaError::Decode { .. })));
+        });
+    }
+}

@@ -1,0 +1,119 @@
+//! Registration with every configured NameServer (DESIGN.md §5): REGISTER_BROKER with
+//! the topic config every `register_interval_ms`, UNREGISTER_BROKER on a clean stop.
+//! Runs on the metadata owner shard, which holds the authoritative topic table.
+//!
+//! Invariant: a NameServer that is down or slow costs at most `NAMESRV_CALL_TIMEOUT_MS`
+//! per round and never blocks request handling (its own task).
+
+use crate::shard::Shard;
+use bytes::BytesMut;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
+use ringmq_client::remoting::command::RemotingCommand;
+use ringmq_client::remoting::frame::FrameLimits;
+use ringmq_client::remoting::headers::RegisterBrokerRequestHeader;
+use ringmq_client::remoting::route::RegisterBrokerBody;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const NAMESRV_CALL_TIMEOUT_MS: u64 = 3_000;
+
+/// One request/response exchange with a NameServer on a fresh connection.
+pub async fn call(addr: &str, cmd: RemotingCommand) -> Result<RemotingCommand, String> {
+    let exchange = async {
+        let mut stream = glommio::net::TcpStream::connect(addr).await.map_err(|e| format!("connect {addr}: {e}"))?;
+        let mut out = BytesMut::new();
+        cmd.encode(&mut out).map_err(|e| e.to_string())?;
+        stream.write_all(&out).await.map_err(|e| format!("write {addr}: {e}"))?;
+        let mut buf = BytesMut::new();
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            if let Some(r) = RemotingCommand::decode(&mut buf, &FrameLimits::default()).map_err(|e| e.to_string())? {
+                return Ok(r);
+            }
+            let n = stream.read(&mut chunk).await.map_err(|e| format!("read {addr}: {e}"))?;
+            if n == 0 {
+                return Err(format!("{addr} closed the connection"));
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    };
+    futures_lite::future::or(exchange, async {
+        glommio::timer::sleep(Duration::from_millis(NAMESRV_CALL_TIMEOUT_MS)).await;
+        Err(format!("{addr}: no answer within {NAMESRV_CALL_TIMEOUT_MS} ms"))
+    })
+    .await
+}
+
+fn broker_addr(shard: &Shard) -> String {
+    shard.store_host.to_string()
+}
+
+pub fn register_request(shard: &Shard) -> RemotingCommand {
+    let body = RegisterBrokerBody { filter_server_list: Vec::new(), topic_config_serialize_wrapper: shard.topic_config_wrapper() }.encode();
+    let crc = (crc32fast::hash(&body) & 0x7FFF_FFFF) as i32;
+    let c = &shard.config;
+    let header = RegisterBrokerRequestHeader {
+        broker_name: c.broker_name.clone(),
+        broker_addr: broker_addr(shard),
+        cluster_name: c.cluster_name.clone(),
+        ha_server_addr: format!("{}:{}", shard.store_host.ip(), c.listen_port.wrapping_add(1)),
+        broker_id: c.broker_id as i64,
+        heartbeat_timeout_millis: Some(120_000),
+        enable_acting_master: None,
+        compressed: false,
+        body_crc32: crc,
+    };
+    RemotingCommand::request(rq::REGISTER_BROKER).with_header(&header).with_body(body)
+}
+
+/// Registers with every NameServer now and then every `register_interval_ms`.
+pub fn spawn_registration(shard: Rc<Shard>, stop: Arc<AtomicBool>) {
+    if shard.config.namesrv_addrs.is_empty() {
+        tracing::info!("no NameServer configured: not registering");
+        return;
+    }
+    glommio::spawn_local(async move {
+        let mut first = true;
+        while !stop.load(Ordering::SeqCst) {
+            register_all(&shard, first).await;
+            first = false;
+            let mut waited_ms = 0;
+            while waited_ms < shard.config.register_interval_ms && !stop.load(Ordering::SeqCst) {
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+                waited_ms += 100;
+            }
+        }
+    })
+    .detach();
+}
+
+pub async fn register_all(shard: &Rc<Shard>, log_success: bool) {
+    for addr in shard.config.namesrv_addrs.clone() {
+        match call(&addr, register_request(shard)).await {
+            Ok(r) if r.code == rs::SUCCESS => {
+                if log_success {
+                    tracing::info!(namesrv = %addr, "registered with NameServer");
+                }
+            }
+            Ok(r) => tracing::warn!(namesrv = %addr, code = r.code, remark = ?r.remark, "NameServer refused registration"),
+            Err(e) => tracing::warn!(namesrv = %addr, error = %e, "NameServer registration failed"),
+        }
+    }
+}
+
+/// UNREGISTER_BROKER with every NameServer (clean stop).
+pub async fn unregister_all(shard: &Rc<Shard>) {
+    for addr in shard.config.namesrv_addrs.clone() {
+        let cmd = RemotingCommand::request(rq::UNREGISTER_BROKER)
+            .with_ext("brokerName", shard.config.broker_name.clone())
+            .with_ext("brokerAddr", broker_addr(shard))
+            .with_ext("clusterName", shard.config.cluster_name.clone())
+            .with_ext("brokerId", shard.config.broker_id.to_string());
+        if let Err(e) = call(&addr, cmd).await {
+            tracing::warn!(namesrv = %addr, error = %e, "NameServer unregistration failed");
+        }
+    }
+}

@@ -1,0 +1,3 @@
+//! Network: the per-shard listener and the connection loop.
+
+pub mod conn;

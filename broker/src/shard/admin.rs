@@ -1,0 +1,185 @@
+//! Client management and metadata requests: HEART_BEAT, UNREGISTER_CLIENT,
+//! GET_CONSUMER_LIST_BY_GROUP, UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER,
+//! GET_ALL_TOPIC_CONFIG, GET_BROKER_RUNTIME_INFO.
+//!
+//! Invariant: the topic table changes only on `META_OWNER_SHARD`, which persists it
+//! before answering and then broadcasts the new version to every replica.
+
+use super::mesh::ShardEvent;
+use super::{error_response, ConnCtx, Shard};
+use crate::meta::topics::{TopicConfig, TopicTable};
+use ringmq_client::remoting::bodies::{ConsumerList, JsonBody};
+use ringmq_client::remoting::codes::response_code as rs;
+use ringmq_client::remoting::command::RemotingCommand;
+use ringmq_client::remoting::headers::CreateTopicRequestHeader;
+use ringmq_client::remoting::heartbeat::HeartbeatData;
+use ringmq_client::remoting::route::{self, TopicConfigSerializeWrapper};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// RocketMQ's limit on queues per topic.
+pub const TOPIC_QUEUE_NUMS_MAX: u32 = 1024;
+
+impl Shard {
+    pub(super) fn handle_heartbeat(self: &Rc<Self>, cmd: &RemotingCommand, ctx: ConnCtx) -> RemotingCommand {
+        let data = match HeartbeatData::decode(&cmd.body) {
+            Ok(d) => d,
+            Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, format!("bad heartbeat body: {e}")),
+        };
+        if !data.consumer_data_set.is_empty() {
+            let event = ShardEvent::Heartbeat { client_id: data.client_id.clone(), data, conn_shard: self.id, conn_id: ctx.conn_id };
+            self.mesh.broadcast(event.clone());
+            self.apply_event(event);
+        }
+        cmd.create_response(rs::SUCCESS, None)
+    }
+
+    pub(super) fn handle_unregister_client(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
+        let Some(client_id) = cmd.ext("clientID") else {
+            return error_response(cmd, rs::INVALID_PARAMETER, "missing header field clientID");
+        };
+        let event = ShardEvent::ClientGone { client_id: client_id.to_string() };
+        self.mesh.broadcast(event.clone());
+        self.apply_event(event);
+        cmd.create_response(rs::SUCCESS, None)
+    }
+
+    pub(super) fn handle_consumer_list(&self, cmd: &RemotingCommand) -> RemotingCommand {
+        let Some(group) = cmd.ext("consumerGroup") else {
+            return error_response(cmd, rs::INVALID_PARAMETER, "missing header field consumerGroup");
+        };
+        let members = self.consumers.borrow().members(group);
+        if members.is_empty() {
+            return error_response(cmd, rs::SYSTEM_ERROR, format!("no consumer for this group, {group}"));
+        }
+        let mut r = cmd.create_response(rs::SUCCESS, None);
+        r.body = ConsumerList { consumer_id_list: members }.encode().into();
+        r
+    }
+
+    pub(super) async fn handle_create_topic(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
+        let header: CreateTopicRequestHeader = match cmd.header() {
+            Ok(h) => h,
+            Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, format!("bad create-topic header: {e}")),
+        };
+        if let Err(e) = crate::meta::topics::validate_topic_name(&header.topic) {
+            return error_response(cmd, rs::INVALID_PARAMETER, e.to_string());
+        }
+        let queues_ok = |n: i32| n > 0 && n as u32 <= TOPIC_QUEUE_NUMS_MAX;
+        if !queues_ok(header.read_queue_nums) || !queues_ok(header.write_queue_nums) {
+            return error_response(cmd, rs::INVALID_PARAMETER, format!("queue numbers must be in 1..={TOPIC_QUEUE_NUMS_MAX}"));
+        }
+        if !(0..=7).contains(&header.perm) {
+            return error_response(cmd, rs::INVALID_PARAMETER, format!("perm {} is not a permission (2 write, 4 read, 6 rw)", header.perm));
+        }
+        let config = TopicConfig {
+            name: header.topic.clone(),
+            read_queue_nums: header.read_queue_nums as u32,
+            write_queue_nums: header.write_queue_nums as u32,
+            perm: header.perm as u32,
+            order: header.order,
+            topic_sys_flag: header.topic_sys_flag.unwrap_or(0) as u32,
+        };
+        let mut table = self.topics.borrow().clone();
+        if let Err(e) = table.upsert(config, self.now_ms()) {
+            return error_response(cmd, rs::INVALID_PARAMETER, e.to_string());
+        }
+        if let Err(e) = self.commit_topics(table).await {
+            return error_response(cmd, rs::SYSTEM_ERROR, format!("topic table could not be saved: {e}"));
+        }
+        tracing::info!(topic = %header.topic, read = header.read_queue_nums, write = header.write_queue_nums, perm = header.perm, "topic created or updated");
+        cmd.create_response(rs::SUCCESS, None)
+    }
+
+    pub(super) async fn handle_delete_topic(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
+        let Some(topic) = cmd.ext("topic") else {
+            return error_response(cmd, rs::INVALID_PARAMETER, "missing header field topic");
+        };
+        let mut table = self.topics.borrow().clone();
+        if table.remove(topic, self.now_ms()).is_none() {
+            return error_response(cmd, rs::TOPIC_NOT_EXIST, format!("topic[{topic}] not exist"));
+        }
+        if let Err(e) = self.commit_topics(table).await {
+            return error_response(cmd, rs::SYSTEM_ERROR, format!("topic table could not be saved: {e}"));
+        }
+        cmd.create_response(rs::SUCCESS, None)
+    }
+
+    /// Persists a new topic table (metadata owner only), installs it, and broadcasts it.
+    async fn commit_topics(self: &Rc<Self>, table: TopicTable) -> Result<(), String> {
+        debug_assert_eq!(self.id, crate::routing::META_OWNER_SHARD);
+        let encoded = table.encode().map_err(|e| e.to_string())?;
+        let store = self.topics_store.borrow_mut().take();
+        let saved = match &store {
+            Some(s) => s.save(&encoded).await.map_err(|e| e.to_string()),
+            None => Err("topic table store is not open on this shard".to_string()),
+        };
+        *self.topics_store.borrow_mut() = store;
+        saved?;
+        *self.topics.borrow_mut() = table;
+        self.broadcast_topics();
+        Ok(())
+    }
+
+    /// Sends this shard's topic table to every other shard.
+    pub fn broadcast_topics(self: &Rc<Self>) {
+        let (version, encoded) = {
+            let table = self.topics.borrow();
+            (table.version(), table.encode())
+        };
+        match encoded {
+            Ok(encoded) => self.mesh.broadcast(ShardEvent::Topics { version: version.counter, encoded }),
+            Err(e) => crate::fatal::fatal(&format!("topic table does not encode: {e}")),
+        }
+    }
+
+    /// The topic table in RocketMQ's wire form (GET_ALL_TOPIC_CONFIG, REGISTER_BROKER).
+    pub fn topic_config_wrapper(&self) -> TopicConfigSerializeWrapper {
+        let table = self.topics.borrow();
+        let mut topic_config_table = BTreeMap::new();
+        for t in table.topics.values() {
+            let mut c = route::TopicConfig::new(&t.name);
+            c.read_queue_nums = t.read_queue_nums as i32;
+            c.write_queue_nums = t.write_queue_nums as i32;
+            c.perm = t.perm as i32;
+            c.order = t.order;
+            c.topic_sys_flag = t.topic_sys_flag as i32;
+            topic_config_table.insert(t.name.clone(), c);
+        }
+        TopicConfigSerializeWrapper {
+            data_version: route::DataVersion { counter: table.version().counter as i64, timestamp: table.version().timestamp_ms },
+            topic_config_table,
+        }
+    }
+
+    pub(super) fn handle_all_topic_config(&self, cmd: &RemotingCommand) -> RemotingCommand {
+        let mut r = cmd.create_response(rs::SUCCESS, None);
+        r.body = self.topic_config_wrapper().encode().into();
+        r
+    }
+
+    /// GET_BROKER_RUNTIME_INFO: a `{"table":{...}}` of string values, as Java's
+    /// `KVTable`; this shard's view (throughput counters are per shard).
+    pub(super) fn handle_runtime_info(&self, cmd: &RemotingCommand) -> RemotingCommand {
+        let mut table = BTreeMap::new();
+        let c = &self.counters;
+        table.insert("brokerVersionDesc", "RingMQ ".to_string() + env!("CARGO_PKG_VERSION"));
+        table.insert("shardCount", self.count.to_string());
+        table.insert("shardId", self.id.to_string());
+        table.insert("bootTimestamp", self.started_ms.to_string());
+        table.insert("commitLogMaxOffset", self.store.write_offset().to_string());
+        table.insert("commitLogFlushedOffset", self.store.flushed_offset().to_string());
+        table.insert("putMessageTimesTotal", c.messages_put.get().to_string());
+        table.insert("getMessageTransferedMsgCount", c.messages_pulled.get().to_string());
+        table.insert("requestsTotal", c.requests.get().to_string());
+        table.insert("forwardedOut", c.forwarded_out.get().to_string());
+        table.insert("forwardedIn", c.forwarded_in.get().to_string());
+        table.insert("consumerGroups", self.consumers.borrow().group_count().to_string());
+        table.insert("flushDiskType", format!("{:?}", self.config.store.flush_mode));
+        table.insert("refusingWrites", self.store.refusing_writes().to_string());
+        let body = serde_json::json!({ "table": table });
+        let mut r = cmd.create_response(rs::SUCCESS, None);
+        r.body = body.to_string().into_bytes().into();
+        r
+    }
+}

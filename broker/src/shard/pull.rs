@@ -1,0 +1,292 @@
+//! PULL_MESSAGE (with long polling) and the per-queue offset requests, run on the
+//! queue's owner shard, which also owns the consumer offsets of its queues.
+//!
+//! Invariants: a suspended pull is held at most `min(suspendTimeoutMillis,
+//! pull_suspend_max_ms)` and answered as soon as a message arrives for its queue;
+//! a pull response body is the stored records as they are (no re-encoding); at most
+//! `PULL_BODY_BYTES_MAX` per response.
+
+use super::consumers::{subscription_of, Subscription};
+use super::send::{decode_offset_msg_id, readable};
+use super::{error_response, Shard};
+use crate::store::engine::{GetResult, GetStatus, ShardId};
+use ringmq_client::remoting::codes::response_code as rs;
+use ringmq_client::remoting::command::RemotingCommand;
+use ringmq_client::remoting::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Most bytes of records in one pull response.
+pub const PULL_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Most messages one pull asks for.
+pub const PULL_MESSAGES_MAX: usize = 1024;
+
+const FLAG_COMMIT_OFFSET: i32 = 0x1;
+const FLAG_SUSPEND: i32 = 0x2;
+const FLAG_SUBSCRIPTION: i32 = 0x4;
+
+fn ext<'a>(cmd: &'a RemotingCommand, key: &str) -> Result<&'a str, RemotingCommand> {
+    cmd.ext(key).ok_or_else(|| error_response(cmd, rs::INVALID_PARAMETER, format!("missing header field {key}")))
+}
+
+fn ext_num<T: std::str::FromStr>(cmd: &RemotingCommand, key: &str) -> Result<T, RemotingCommand> {
+    let raw = ext(cmd, key)?;
+    raw.trim().parse().map_err(|_| error_response(cmd, rs::INVALID_PARAMETER, format!("header field {key} = {raw:?} is not a number")))
+}
+
+fn offset_response(cmd: &RemotingCommand, key: &str, value: i64) -> RemotingCommand {
+    let mut r = cmd.create_response(rs::SUCCESS, None);
+    r.ext_fields.insert(key.into(), value.to_string());
+    r
+}
+
+impl Shard {
+    pub(super) async fn handle_pull(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
+        let header = match cmd.header::<PullMessageRequestHeader>() {
+            Ok(h) => h,
+            Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, format!("bad pull header: {e}")),
+        };
+        let Some(topic) = self.topic(&header.topic) else {
+            return error_response(cmd, rs::TOPIC_NOT_EXIST, format!("topic[{}] not exist, apply first please!", header.topic));
+        };
+        if !readable(&topic) {
+            return error_response(cmd, rs::NO_PERMISSION, format!("the topic[{}] pulling message is forbidden", topic.name));
+        }
+        if header.queue_id < 0 || header.queue_id as u32 >= topic.read_queue_nums {
+            return error_response(
+                cmd,
+                rs::SYSTEM_ERROR,
+                format!("queueId[{}] is illegal, topic {} has {} read queues", header.queue_id, topic.name, topic.read_queue_nums),
+            );
+        }
+        if header.queue_offset < 0 {
+            return error_response(cmd, rs::INVALID_PARAMETER, format!("queueOffset {} is negative", header.queue_offset));
+        }
+        let subscription: Subscription = match (&header.subscription, header.sys_flag & FLAG_SUBSCRIPTION != 0) {
+            (Some(expr), true) => subscription_of(expr, header.expression_type.as_deref().unwrap_or("TAG"), header.sub_version),
+            _ => match self.consumers.borrow().subscription(&header.consumer_group, &header.topic) {
+                Some(s) => s.clone(),
+                // A consumer that pulls before its first heartbeat reached this shard,
+                // or a pull consumer that never sends one: everything matches.
+                None => subscription_of("*", "TAG", 0),
+            },
+        };
+        if header.sys_flag & FLAG_COMMIT_OFFSET != 0 && header.commit_offset >= 0 {
+            if let Err(e) = self.offsets.borrow_mut().commit(&header.consumer_group, &header.topic, header.queue_id, header.commit_offset as u64) {
+                tracing::warn!(group = %header.consumer_group, error = %e, "consumer offset not committed");
+            }
+        }
+        let max_messages = (header.max_msg_nums.max(1) as usize).min(PULL_MESSAGES_MAX);
+        let max_bytes = header.max_msg_bytes.map(|b| b.max(1) as usize).unwrap_or(PULL_BODY_BYTES_MAX).min(PULL_BODY_BYTES_MAX);
+        let suspend_ms = if header.sys_flag & FLAG_SUSPEND != 0 {
+            (header.suspend_timeout_millis.max(0) as u64).min(self.config.pull_suspend_max_ms)
+        } else {
+            0
+        };
+        let deadline = std::time::Instant::now() + Duration::from_millis(suspend_ms);
+        let offset = header.queue_offset as u64;
+        loop {
+            // Registered before looking, so an arrival in between is not missed.
+            let arrival = self.waiters.wait(&header.topic, header.queue_id);
+            let result = match self
+                .store
+                .get_messages(&header.topic, header.queue_id, offset, max_messages, max_bytes, &|h| subscription.matches(h))
+                .await
+            {
+                Ok(r) => r,
+                Err(e) if e.is_fatal() => crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.id)),
+                Err(e) => return error_response(cmd, rs::SYSTEM_ERROR, e.to_string()),
+            };
+            let waiting = matches!(result.status, GetStatus::NoMessageInQueue | GetStatus::OffsetOverflowOne)
+                && (result.status != GetStatus::NoMessageInQueue || offset == 0);
+            let now = std::time::Instant::now();
+            if waiting && now < deadline {
+                let remaining = deadline - now;
+                let woke = futures_lite::future::or(arrival, async {
+                    glommio::timer::sleep(remaining).await;
+                    false
+                })
+                .await;
+                if woke || std::time::Instant::now() < deadline {
+                    continue;
+                }
+                // Timed out: answer with what the last look found.
+            }
+            return self.pull_response(cmd, offset, result);
+        }
+    }
+
+    fn pull_response(&self, cmd: &RemotingCommand, offset: u64, result: GetResult) -> RemotingCommand {
+        let code = match result.status {
+            GetStatus::Found => rs::SUCCESS,
+            GetStatus::NoMatchedMessage => rs::PULL_RETRY_IMMEDIATELY,
+            GetStatus::NoMessageInQueue if offset != 0 => rs::PULL_OFFSET_MOVED,
+            GetStatus::NoMessageInQueue | GetStatus::OffsetOverflowOne | GetStatus::OffsetFoundNull => rs::PULL_NOT_FOUND,
+            GetStatus::OffsetTooSmall | GetStatus::OffsetOverflowBadly => rs::PULL_OFFSET_MOVED,
+        };
+        if code == rs::SUCCESS {
+            self.counters.messages_pulled.set(self.counters.messages_pulled.get() + result.record_count as u64);
+        }
+        let header = PullMessageResponseHeader {
+            suggest_which_broker_id: 0,
+            next_begin_offset: result.next_offset as i64,
+            min_offset: result.min_offset as i64,
+            max_offset: result.max_offset as i64,
+        };
+        let mut response = cmd.create_response(code, None);
+        response.ext_fields = header.to_ext();
+        response.body = result.records.into();
+        response
+    }
+
+    pub(super) fn handle_query_consumer_offset(&self, cmd: &RemotingCommand) -> RemotingCommand {
+        let parsed = (|| Ok::<_, RemotingCommand>((ext(cmd, "consumerGroup")?, ext(cmd, "topic")?, ext_num::<i32>(cmd, "queueId")?)))();
+        let (group, topic, queue_id) = match parsed {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        if let Some(offset) = self.offsets.borrow().query(group, topic, queue_id) {
+            return offset_response(cmd, "offset", offset as i64);
+        }
+        // As RocketMQ: a group that never committed starts at 0 while the queue's first
+        // message is still there; otherwise the client decides (consumeFromWhere).
+        let zero_ok = cmd.ext("setZeroIfNotFound").is_none_or(|v| !v.trim().eq_ignore_ascii_case("false"));
+        if zero_ok && self.store.min_offset(topic, queue_id) == 0 {
+            return offset_response(cmd, "offset", 0);
+        }
+        error_response(cmd, rs::QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first")
+    }
+
+    pub(super) fn handle_update_consumer_offset(&self, cmd: &RemotingCommand) -> RemotingCommand {
+        let parsed = (|| {
+            Ok::<_, RemotingCommand>((ext(cmd, "consumerGroup")?, ext(cmd, "topic")?, ext_num::<i32>(cmd, "queueId")?, ext_num::<i64>(cmd, "commitOffset")?))
+        })();
+        match parsed {
+            Ok((_, _, _, offset)) if offset < 0 => error_response(cmd, rs::INVALID_PARAMETER, format!("commitOffset {offset} is negative")),
+            Ok((group, topic, queue_id, offset)) => {
+                match self.offsets.borrow_mut().commit(group, topic, queue_id, offset as u64) {
+                    Ok(()) => cmd.create_response(rs::SUCCESS, None),
+                    Err(e) => error_response(cmd, rs::INVALID_PARAMETER, e.to_string()),
+                }
+            }
+            Err(r) => r,
+        }
+    }
+
+    pub(super) fn handle_get_max_offset(&self, cmd: &RemotingCommand) -> RemotingCommand {
+        match (ext(cmd, "topic"), ext_num::<i32>(cmd, "queueId")) {
+            (Ok(topic), Ok(q)) => offset_response(cmd, "offset", self.store.max_offset(topic, q) as i64),
+            (Err(r), _) | (_, Err(r)) => r,
+        }
+    }
+
+    pub(super) fn handle_get_min_offset(&self, cmd: &RemotingCommand) -> RemotingCommand {
+        match (ext(cmd, "topic"), ext_num::<i32>(cmd, "queueId")) {
+            (Ok(topic), Ok(q)) => offset_response(cmd, "offset", self.store.min_offset(topic, q) as i64),
+            (Err(r), _) | (_, Err(r)) => r,
+        }
+    }
+
+    pub(super) async fn handle_earliest_store_time(&self, cmd: &RemotingCommand) -> RemotingCommand {
+        let (topic, q) = match (ext(cmd, "topic"), ext_num::<i32>(cmd, "queueId")) {
+            (Ok(t), Ok(q)) => (t, q),
+            (Err(r), _) | (_, Err(r)) => return r,
+        };
+        match self.store.earliest_store_time(topic, q).await {
+            Ok(ts) => offset_response(cmd, "timestamp", ts.unwrap_or(-1)),
+            Err(e) => error_response(cmd, rs::SYSTEM_ERROR, e.to_string()),
+        }
+    }
+
+    pub(super) async fn handle_search_offset(&self, cmd: &RemotingCommand) -> RemotingCommand {
+        let parsed = (|| Ok::<_, RemotingCommand>((ext(cmd, "topic")?, ext_num::<i32>(cmd, "queueId")?, ext_num::<i64>(cmd, "timestamp")?)))();
+        let (topic, q, ts) = match parsed {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        match self.store.search_offset_by_time(topic, q, ts).await {
+            Ok(offset) => offset_response(cmd, "offset", offset as i64),
+            Err(e) => error_response(cmd, rs::SYSTEM_ERROR, e.to_string()),
+        }
+    }
+
+    pub(super) async fn handle_view_message(&self, cmd: &RemotingCommand) -> RemotingCommand {
+        let offset = match ext_num::<u64>(cmd, "offset") {
+            Ok(o) => o,
+            Err(r) => return r,
+        };
+        if ShardId::of_phys(offset).0 as usize != self.id {
+            return error_response(cmd, rs::SYSTEM_ERROR, format!("no message at offset {offset}"));
+        }
+        match self.store.read_record(offset, None).await {
+            Ok(Some(bytes)) => {
+                let mut r = cmd.create_response(rs::SUCCESS, None);
+                r.body = bytes.into();
+                r
+            }
+            Ok(None) => error_response(cmd, rs::SYSTEM_ERROR, format!("no message at offset {offset}")),
+            Err(e) => error_response(cmd, rs::SYSTEM_ERROR, e.to_string()),
+        }
+    }
+
+    /// QUERY_MESSAGE by key: every shard's index is asked (keys are not routed), and
+    /// the records found are concatenated, newest first per shard, up to maxNum.
+    pub(super) async fn handle_query_message(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
+        let parsed = (|| {
+            Ok::<_, RemotingCommand>((
+                ext(cmd, "topic")?.to_string(),
+                ext(cmd, "key")?.to_string(),
+                ext_num::<i32>(cmd, "maxNum")?,
+                ext_num::<i64>(cmd, "beginTimestamp")?,
+                ext_num::<i64>(cmd, "endTimestamp")?,
+            ))
+        })();
+        let (topic, key, max_num, begin, end) = match parsed {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        let max = (max_num.max(1) as usize).min(crate::store::index::QUERY_RESULTS_MAX);
+        let mut body = Vec::new();
+        let mut found = 0;
+        // This shard, then the others over the mesh (as a scoped request).
+        match self.store.query_by_key(&topic, &key, max, begin, end).await {
+            Ok(records) => {
+                for r in records {
+                    body.extend_from_slice(&r);
+                    found += 1;
+                }
+            }
+            Err(e) => return error_response(cmd, rs::SYSTEM_ERROR, e.to_string()),
+        }
+        if cmd.ext("ringmqLocalOnly").is_none() {
+            for shard in (0..self.count).filter(|&s| s != self.id) {
+                if found >= max {
+                    break;
+                }
+                let mut scoped = cmd.clone();
+                scoped.ext_fields.insert("ringmqLocalOnly".into(), "1".into());
+                scoped.ext_fields.insert("maxNum".into(), (max - found).to_string());
+                let r = self.mesh.call(shard, scoped).await;
+                if r.code == rs::SUCCESS {
+                    found += r.ext("ringmqCount").and_then(|c| c.parse::<usize>().ok()).unwrap_or(0);
+                    body.extend_from_slice(&r.body);
+                }
+            }
+        }
+        if found == 0 && cmd.ext("ringmqLocalOnly").is_none() {
+            return error_response(cmd, rs::QUERY_NOT_FOUND, format!("can not find message, maybe time range not correct: key {key}"));
+        }
+        let mut r = cmd.create_response(rs::SUCCESS, None);
+        r.ext_fields.insert("indexLastUpdateTimestamp".into(), self.now_ms().to_string());
+        r.ext_fields.insert("indexLastUpdatePhyoffset".into(), self.store.flushed_offset().to_string());
+        r.ext_fields.insert("ringmqCount".into(), found.to_string());
+        r.body = body.into();
+        r
+    }
+
+    /// Resolves an offsetMsgId to this broker's shard, for admin tools.
+    pub fn shard_of_msg_id(&self, id: &str) -> Option<usize> {
+        let (_, phys) = decode_offset_msg_id(id)?;
+        Some(ShardId::of_phys(phys).0 as usize).filter(|&s| s < self.count)
+    }
+}

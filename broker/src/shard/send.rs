@@ -1,0 +1,218 @@
+//! SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE, run on the queue's owner.
+//!
+//! Invariants: a message is acknowledged SUCCESS only once stored (and, under sync
+//! flush, fdatasynced); every refusal is a response with a code and a remark that says
+//! why; a store failure is fatal to the process, never answered as success.
+
+use super::{error_response, Shard};
+use crate::store::error::StoreError;
+use crate::store::engine::{MessageToStore, PutResult};
+use crate::store::config::FlushMode;
+use crate::meta::topics::TopicConfig;
+use ringmq_client::message::properties::{self, keys};
+use ringmq_client::remoting::batch;
+use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
+use ringmq_client::remoting::command::RemotingCommand;
+use ringmq_client::remoting::headers::{SendMessageRequestHeader, SendMessageResponseHeader};
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+
+/// Most messages in one SEND_BATCH_MESSAGE.
+pub const BATCH_MESSAGES_MAX: usize = 4096;
+
+const PERM_WRITE: u32 = 2;
+const PERM_READ: u32 = 4;
+
+/// RocketMQ's offsetMsgId: uppercase hex of store IP (4 or 16 bytes), port (i32) and
+/// physical offset (i64).
+pub fn offset_msg_id(store_host: &SocketAddr, phys_offset: u64) -> String {
+    let mut bytes = Vec::with_capacity(28);
+    match store_host.ip() {
+        IpAddr::V4(ip) => bytes.extend_from_slice(&ip.octets()),
+        IpAddr::V6(ip) => bytes.extend_from_slice(&ip.octets()),
+    }
+    bytes.extend_from_slice(&(store_host.port() as i32).to_be_bytes());
+    bytes.extend_from_slice(&phys_offset.to_be_bytes());
+    bytes.iter().map(|b| format!("{b:02X}")).collect()
+}
+
+/// Decodes an offsetMsgId into (store host, physical offset).
+pub fn decode_offset_msg_id(id: &str) -> Option<(SocketAddr, u64)> {
+    if !id.is_ascii() || (id.len() != 32 && id.len() != 56) {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..id.len()).step_by(2).map(|i| u8::from_str_radix(&id[i..i + 2], 16).ok()).collect();
+    let bytes = bytes?;
+    let ip_len = bytes.len() - 12;
+    let ip: IpAddr = if ip_len == 4 {
+        IpAddr::from([bytes[0], bytes[1], bytes[2], bytes[3]])
+    } else {
+        let mut o = [0u8; 16];
+        o.copy_from_slice(&bytes[..16]);
+        IpAddr::from(o)
+    };
+    let port = i32::from_be_bytes(bytes[ip_len..ip_len + 4].try_into().ok()?) as u16;
+    let phys = u64::from_be_bytes(bytes[ip_len + 4..].try_into().ok()?);
+    Some((SocketAddr::new(ip, port), phys))
+}
+
+pub fn readable(topic: &TopicConfig) -> bool {
+    topic.perm & PERM_READ != 0
+}
+
+pub fn writable(topic: &TopicConfig) -> bool {
+    topic.perm & PERM_WRITE != 0
+}
+
+impl Shard {
+    /// The topic's config, creating it when auto-creation is on.
+    pub(super) async fn topic_for_send(self: &Rc<Self>, name: &str) -> Result<TopicConfig, (i32, String)> {
+        if let Some(topic) = self.topic(name) {
+            return Ok(topic);
+        }
+        if !self.config.auto_create_topic {
+            return Err((rs::TOPIC_NOT_EXIST, format!("topic[{name}] not exist, apply first please!")));
+        }
+        let queues = self.config.default_topic_queue_nums;
+        let create = RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)
+            .with_ext("topic", name)
+            .with_ext("defaultTopic", "TBW102")
+            .with_ext("readQueueNums", queues.to_string())
+            .with_ext("writeQueueNums", queues.to_string())
+            .with_ext("perm", "6")
+            .with_ext("topicFilterType", "SINGLE_TAG");
+        // Boxed: creation goes back through `handle`, which may route here again.
+        let response = Box::pin(self.handle(create, super::ConnCtx::FORWARDED)).await;
+        match response {
+            Some(r) if r.code == rs::SUCCESS => self.topic(name).ok_or((rs::SYSTEM_ERROR, format!("topic {name} created but not visible"))),
+            Some(r) => Err((r.code, r.remark.unwrap_or_default())),
+            None => Err((rs::SYSTEM_ERROR, "no response creating topic".into())),
+        }
+    }
+
+    pub(super) async fn handle_send(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
+        let header = match SendMessageRequestHeader::from_ext_any(&cmd.ext_fields) {
+            Ok(h) => h,
+            Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, format!("bad send header: {e}")),
+        };
+        let topic = match self.topic_for_send(&header.topic).await {
+            Ok(t) => t,
+            Err((code, remark)) => return error_response(cmd, code, remark),
+        };
+        if !writable(&topic) {
+            return error_response(cmd, rs::NO_PERMISSION, format!("the topic[{}] sending message is forbidden", topic.name));
+        }
+        let queue_id = header.queue_id;
+        if queue_id < 0 || queue_id as u32 >= topic.write_queue_nums {
+            return error_response(
+                cmd,
+                rs::SYSTEM_ERROR,
+                format!("request queueId[{queue_id}] is illegal, topic {} has {} write queues", topic.name, topic.write_queue_nums),
+            );
+        }
+        let max_bytes = self.config.max_message_bytes;
+        if cmd.body.len() as u64 > max_bytes && !(cmd.code == rq::SEND_BATCH_MESSAGE || header.batch) {
+            return error_response(cmd, rs::MESSAGE_ILLEGAL, format!("message body size {} exceeds the maximum {max_bytes}", cmd.body.len()));
+        }
+        let born_host = SocketAddr::from(([0, 0, 0, 0], 0));
+        let base = MessageToStore {
+            topic: &header.topic,
+            queue_id,
+            flag: header.flag,
+            body: &[],
+            properties: "",
+            sys_flag: header.sys_flag,
+            born_timestamp_ms: header.born_timestamp,
+            born_host,
+            store_host: self.store_host,
+            reconsume_times: header.reconsume_times.unwrap_or(0),
+            prepared_transaction_offset: 0,
+        };
+        let properties = header.properties.clone().unwrap_or_default();
+        let mut results: Vec<PutResult> = Vec::new();
+        if cmd.code == rq::SEND_BATCH_MESSAGE || header.batch {
+            let messages = match batch::decode(&cmd.body) {
+                Ok(m) => m,
+                Err(e) => return error_response(cmd, rs::MESSAGE_ILLEGAL, format!("bad batch body: {e}")),
+            };
+            if messages.is_empty() || messages.len() > BATCH_MESSAGES_MAX {
+                return error_response(cmd, rs::MESSAGE_ILLEGAL, format!("a batch holds 1..={BATCH_MESSAGES_MAX} messages, got {}", messages.len()));
+            }
+            for m in &messages {
+                if m.body.len() as u64 > max_bytes {
+                    return error_response(cmd, rs::MESSAGE_ILLEGAL, format!("message body size {} exceeds the maximum {max_bytes}", m.body.len()));
+                }
+            }
+            for m in &messages {
+                let props = String::from_utf8_lossy(&m.properties);
+                let msg = MessageToStore { body: &m.body, properties: &props, flag: m.flag, ..base.clone() };
+                match self.put(&msg) {
+                    Ok(r) => results.push(r),
+                    // Earlier messages of the batch are stored but not acknowledged:
+                    // the producer retries the whole batch (at-least-once).
+                    Err(resp) => return error_response(cmd, resp.0, resp.1),
+                }
+            }
+        } else {
+            let msg = MessageToStore { body: &cmd.body, properties: &properties, ..base };
+            match self.put(&msg) {
+                Ok(r) => results.push(r),
+                Err(resp) => return error_response(cmd, resp.0, resp.1),
+            }
+        }
+        let last = results.last().copied().expect("at least one message stored");
+        self.waiters.notify(&header.topic, queue_id);
+        if self.config.store.flush_mode == FlushMode::Sync {
+            if let Err(e) = self.store.wait_durable(last.durable_ticket).await {
+                crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.id));
+            }
+        }
+        let msg_id = results.iter().map(|r| offset_msg_id(&self.store_host, r.phys_offset)).collect::<Vec<_>>().join(",");
+        let response_header = SendMessageResponseHeader {
+            msg_id,
+            queue_id,
+            queue_offset: results[0].queue_offset as i64,
+            transaction_id: properties::find(&properties, keys::UNIQ_KEY).map(str::to_string),
+            batch_uniq_id: None,
+        };
+        let mut response = cmd.create_response(rs::SUCCESS, None);
+        response.ext_fields = response_header.to_ext();
+        response.ext_fields.insert("MSG_REGION".into(), "DefaultRegion".into());
+        response.ext_fields.insert("TRACE_ON".into(), "true".into());
+        response
+    }
+
+    /// Appends one message; maps store refusals to response codes.
+    fn put(&self, msg: &MessageToStore<'_>) -> Result<PutResult, (i32, String)> {
+        match self.store.put(msg) {
+            Ok(r) => {
+                self.counters.messages_put.set(self.counters.messages_put.get() + 1);
+                Ok(r)
+            }
+            Err(e @ StoreError::Busy { .. }) => Err((rs::SYSTEM_BUSY, format!("[PC_SYNCHRONIZED] broker busy: {e}"))),
+            Err(e @ (StoreError::DiskFull { .. } | StoreError::NoSpace)) => Err((rs::SERVICE_NOT_AVAILABLE, e.to_string())),
+            Err(e @ (StoreError::TooLarge { .. } | StoreError::Illegal(_))) => Err((rs::MESSAGE_ILLEGAL, e.to_string())),
+            Err(e) => crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.id)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(host: &str, phys: u64, expected: &str) {
+        let addr: SocketAddr = host.parse().unwrap();
+        assert_eq!(offset_msg_id(&addr, phys), expected);
+        assert_eq!(decode_offset_msg_id(expected), Some((addr, phys)));
+    }
+
+    #[test]
+    fn offset_msg_ids_match_rocketmq() {
+        // Java: MessageDecoder.createMessageId(127.0.0.1:10911, 0) = 7F00000100002A9F0000000000000000
+        check("127.0.0.1:10911", 0, "7F00000100002A9F0000000000000000");
+        check("10.1.2.3:10911", 1 << 56 | 4096, "0A01020300002A9F0100000000001000");
+        assert_eq!(decode_offset_msg_id("xyz"), None);
+        assert_eq!(decode_offset_msg_id("ZZ00000100002A9F0000000000000000"), None);
+    }
+}
