@@ -120,7 +120,21 @@ pub async fn open_store<D: Disk, C: Clock>(
 
     // Index and ConsumeQueues.
     let index = IndexService::open(disk.clone(), dir.join("index"), config.index.clone(), !report.unclean, clock.now_ms()).await?;
-    let index_from = local_of(index.replay_from_phys()).max(first_segment);
+    // Records at or past `index_from` get their index entries again. After an unclean
+    // stop the index reports a record boundary (the start of the file it discarded).
+    // After a clean one it reports "one past the last key it holds", which need not be
+    // a boundary; but the last `flush_logics` flushed the index with every record below
+    // `logics_phys`, so the scan may start there and skip what the index already has.
+    let index_raw = local_of(index.replay_from_phys());
+    let logics_phys = checkpoint.map(|c| c.logics_phys).unwrap_or(0);
+    let (index_from, index_scan_from) = if report.unclean || index.file_count() == 0 {
+        // No index files at all (deleted): everything is indexed again.
+        (index_raw, index_raw)
+    } else {
+        (index_raw.max(logics_phys), logics_phys)
+    };
+    let index_from = index_from.max(first_segment);
+    let index_scan_from = index_scan_from.max(first_segment);
     let mut queues: HashMap<QueueKey, ConsumeQueue<D>> = HashMap::new();
     let cq_root = dir.join("consumequeue");
     for topic in disk.list(&cq_root).await? {
@@ -142,7 +156,7 @@ pub async fn open_store<D: Disk, C: Clock>(
         cq_from = first_segment;
     }
     let verify_from = checkpoint.map(|c| c.commitlog_phys).unwrap_or(first_segment).max(first_segment);
-    let scan_from = verify_from.min(cq_from).min(index_from);
+    let scan_from = verify_from.min(cq_from).min(index_scan_from);
     report.scanned_from = scan_from;
     report.index_replayed = index_from < verify_from;
 
