@@ -180,7 +180,19 @@ async fn run_shard(
     };
     let mesh = Mesh::new(senders);
     let shard = Shard::new(id, count, config.clone(), store.clone(), mesh.clone(), topics, offsets, store_host);
-    *shard.topics_store.borrow_mut() = Some(topics_store);
+    if id == crate::routing::META_OWNER_SHARD {
+        *shard.topics_store.borrow_mut() = Some(topics_store);
+        let groups_store = SnapshotStore::new(DmaDisk, meta_dir.clone(), "subscriptionGroup");
+        match groups_store.load().await {
+            Ok(Some(bytes)) => {
+                *shard.groups.borrow_mut() =
+                    crate::meta::groups::GroupTable::decode(&bytes).unwrap_or_else(|e| fatal(&format!("subscription groups do not decode: {e}")))
+            }
+            Ok(None) => {}
+            Err(e) => fatal(&format!("subscription groups could not be read: {e}")),
+        }
+        *shard.groups_store.borrow_mut() = Some(groups_store);
+    }
     for (peer, stream) in receivers.streams() {
         let shard = shard.clone();
         glommio::spawn_local(async move {

@@ -242,6 +242,26 @@ fn broker_serves_the_remoting_protocol_across_shards() {
     assert_eq!(r.code, rs::SUCCESS);
     assert!(String::from_utf8_lossy(&r.body).contains("10.0.0.9@1"));
 
+    // Orderly consumption: one client at a time holds a queue's lock.
+    let lock = |client: &str| {
+        let body = format!(r#"{{"consumerGroup":"CG","clientId":"{client}","onlyThisBroker":false,"mqSet":[{{"topic":"T1","brokerName":"broker-a","queueId":0}},{{"topic":"T1","brokerName":"broker-a","queueId":1}}]}}"#);
+        RemotingCommand::request(rq::LOCK_BATCH_MQ).with_body(body.into_bytes())
+    };
+    let r = json.call(lock("c1"));
+    assert_eq!(r.code, rs::SUCCESS);
+    assert_eq!(String::from_utf8_lossy(&r.body).matches("queueId").count(), 2, "c1 locks both");
+    let r = bin.call(lock("c2"));
+    assert_eq!(String::from_utf8_lossy(&r.body).matches("queueId").count(), 0, "c2 gets none while c1 holds them");
+    let unlock = RemotingCommand::request(rq::UNLOCK_BATCH_MQ).with_body(
+        br#"{"consumerGroup":"CG","clientId":"c1","mqSet":[{"topic":"T1","brokerName":"broker-a","queueId":0}]}"#.to_vec(),
+    );
+    assert_eq!(json.call(unlock).code, rs::SUCCESS);
+    let r = bin.call(lock("c2"));
+    assert_eq!(String::from_utf8_lossy(&r.body).matches("queueId").count(), 1, "c2 gets the released queue");
+    let group = RemotingCommand::request(rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
+        .with_body(br#"{"groupName":"CG","consumeEnable":true,"retryMaxTimes":3}"#.to_vec());
+    assert_eq!(bin.call(group).code, rs::SUCCESS);
+
     // Bad input: unknown code, oversize body, garbage; the broker keeps serving.
     assert_eq!(json.call(RemotingCommand::request(9999)).code, rs::REQUEST_CODE_NOT_SUPPORTED);
     let r = json.call(send_v2("T1", 0, &vec![b'x'; 4 * 1024 * 1024 + 1], ""));

@@ -121,6 +121,55 @@ impl Shard {
         Ok(())
     }
 
+    /// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: the body is RocketMQ's
+    /// `SubscriptionGroupConfig` JSON; missing fields take RocketMQ's defaults.
+    pub(super) async fn handle_create_group(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
+        let value: serde_json::Value = match serde_json::from_slice(&cmd.body) {
+            Ok(v) => v,
+            Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, format!("bad subscription group body: {e}")),
+        };
+        let Some(name) = value.get("groupName").and_then(|v| v.as_str()) else {
+            return error_response(cmd, rs::INVALID_PARAMETER, "subscription group body has no groupName");
+        };
+        let mut config = crate::meta::groups::SubscriptionGroupConfig::new(name);
+        let flag = |key: &str, default: bool| match value.get(key) {
+            Some(serde_json::Value::Bool(b)) => *b,
+            Some(serde_json::Value::String(s)) => s.eq_ignore_ascii_case("true"),
+            _ => default,
+        };
+        let number = |key: &str, default: u64| match value.get(key) {
+            Some(serde_json::Value::Number(n)) => n.as_u64().unwrap_or(default),
+            Some(serde_json::Value::String(s)) => s.trim().parse().unwrap_or(default),
+            _ => default,
+        };
+        config.consume_enable = flag("consumeEnable", config.consume_enable);
+        config.consume_broadcast_enable = flag("consumeBroadcastEnable", config.consume_broadcast_enable);
+        config.notify_consumer_ids_changed_enable = flag("notifyConsumerIdsChangedEnable", config.notify_consumer_ids_changed_enable);
+        config.retry_queue_nums = number("retryQueueNums", config.retry_queue_nums as u64) as u32;
+        config.retry_max_times = number("retryMaxTimes", config.retry_max_times as u64) as u32;
+        config.broker_id = number("brokerId", config.broker_id);
+        config.which_broker_when_consume_slowly = number("whichBrokerWhenConsumeSlowly", config.which_broker_when_consume_slowly);
+        let mut table = self.groups.borrow().clone();
+        if let Err(e) = table.upsert(config, self.now_ms()) {
+            return error_response(cmd, rs::INVALID_PARAMETER, e.to_string());
+        }
+        let encoded = match table.encode() {
+            Ok(e) => e,
+            Err(e) => return error_response(cmd, rs::SYSTEM_ERROR, e.to_string()),
+        };
+        let store = self.groups_store.borrow_mut().take();
+        let saved = match &store {
+            Some(s) => s.save(&encoded).await.map(|_| ()).map_err(|e| e.to_string()),
+            None => Err("subscription group store is not open on this shard".to_string()),
+        };
+        *self.groups_store.borrow_mut() = store;
+        if let Err(e) = saved {
+            return error_response(cmd, rs::SYSTEM_ERROR, format!("subscription groups could not be saved: {e}"));
+        }
+        *self.groups.borrow_mut() = table;
+        cmd.create_response(rs::SUCCESS, None)
+    }
+
     /// Sends this shard's topic table to every other shard.
     pub fn broadcast_topics(self: &Rc<Self>) {
         let (version, encoded) = {

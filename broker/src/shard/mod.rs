@@ -11,6 +11,7 @@
 //! `RefCell` borrows are never held across an await.
 
 pub mod consumers;
+pub mod locks;
 pub mod longpoll;
 pub mod mesh;
 mod admin;
@@ -67,6 +68,8 @@ pub struct Shard {
     pub topics: RefCell<TopicTable>,
     pub offsets: RefCell<ConsumerOffsetTable>,
     pub consumers: RefCell<ConsumerManager>,
+    /// Queue locks of the consumer groups this shard owns.
+    pub locks: RefCell<locks::LockTable>,
     pub waiters: Rc<PullWaiters>,
     /// Server-initiated requests (NOTIFY_CONSUMER_IDS_CHANGED) to local connections.
     pub conns: RefCell<HashMap<u64, Rc<LocalSender<RemotingCommand>>>>,
@@ -75,6 +78,9 @@ pub struct Shard {
     pub started_ms: i64,
     /// Where the topic table is persisted: set on the metadata owner only.
     pub topics_store: RefCell<Option<crate::meta::snapshot::SnapshotStore<DmaDisk>>>,
+    /// Subscription groups and where they persist: the metadata owner only.
+    pub groups: RefCell<crate::meta::groups::GroupTable>,
+    pub groups_store: RefCell<Option<crate::meta::snapshot::SnapshotStore<DmaDisk>>>,
 }
 
 pub fn error_response(req: &RemotingCommand, code: i32, remark: impl AsRef<str>) -> RemotingCommand {
@@ -102,12 +108,15 @@ impl Shard {
             topics: RefCell::new(topics),
             offsets: RefCell::new(offsets),
             consumers: RefCell::new(ConsumerManager::default()),
+            locks: RefCell::new(locks::LockTable::default()),
             waiters: Rc::new(PullWaiters::default()),
             conns: RefCell::new(HashMap::new()),
             store_host,
             counters: ShardCounters::default(),
             started_ms: SystemClock.now_ms(),
             topics_store: RefCell::new(None),
+            groups: RefCell::new(crate::meta::groups::GroupTable::default()),
+            groups_store: RefCell::new(None),
         })
     }
 
@@ -160,6 +169,7 @@ impl Shard {
                 Some(crate::store::engine::ShardId::of_phys(offset).0 as usize).filter(|&s| s < self.count)
             }
             rq::UPDATE_AND_CREATE_TOPIC | rq::DELETE_TOPIC_IN_BROKER | rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => Some(META_OWNER_SHARD),
+            rq::LOCK_BATCH_MQ | rq::UNLOCK_BATCH_MQ => locks::lock_request_group(&cmd.body).map(|g| crate::routing::group_owner(&g, self.count)),
             _ => None,
         }
     }
@@ -179,6 +189,9 @@ impl Shard {
             rq::HEART_BEAT => self.handle_heartbeat(&cmd, ctx),
             rq::UNREGISTER_CLIENT => self.handle_unregister_client(&cmd),
             rq::GET_CONSUMER_LIST_BY_GROUP => self.handle_consumer_list(&cmd),
+            rq::LOCK_BATCH_MQ => self.handle_lock_batch(&cmd),
+            rq::UNLOCK_BATCH_MQ => self.handle_unlock_batch(&cmd),
+            rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => self.handle_create_group(&cmd).await,
             rq::UPDATE_AND_CREATE_TOPIC => self.handle_create_topic(&cmd).await,
             rq::DELETE_TOPIC_IN_BROKER => self.handle_delete_topic(&cmd).await,
             rq::GET_ALL_TOPIC_CONFIG => self.handle_all_topic_config(&cmd),
