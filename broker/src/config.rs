@@ -195,12 +195,22 @@ impl Default for BrokerConfig {
     }
 }
 
+/// `[store] preallocate`: how CommitLog segments are made ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum PreallocateKind {
+    Zero,
+    Fallocate,
+}
+
 /// The `[store]` table: the subset of [`StoreConfig`] operators tune. Every field is
 /// optional so that a file names only what it changes.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StoreSection {
     segment_bytes: Option<u64>,
+    /// "zero" (default; best for sync flush) or "fallocate" (best for async).
+    preallocate: Option<PreallocateKind>,
     flush: Option<FlushKind>,
     flush_interval_ms: Option<u64>,
     flush_min_bytes: Option<u64>,
@@ -219,6 +229,7 @@ impl StoreSection {
     fn apply(self, store: &mut StoreConfig) {
         let StoreSection {
             segment_bytes,
+            preallocate,
             flush,
             flush_interval_ms,
             flush_min_bytes,
@@ -238,6 +249,10 @@ impl StoreSection {
             }
         }
         set(&mut store.segment_bytes, segment_bytes);
+        set(&mut store.preallocate, preallocate.map(|p| match p {
+            PreallocateKind::Zero => crate::store::config::Preallocate::Zero,
+            PreallocateKind::Fallocate => crate::store::config::Preallocate::Fallocate,
+        }));
         set(&mut store.flush_mode, flush.map(FlushMode::from));
         set(&mut store.flush_interval_ms, flush_interval_ms);
         set(&mut store.flush_min_bytes, flush_min_bytes);

@@ -182,6 +182,12 @@ fn broker_serves_the_remoting_protocol_across_shards() {
         }
         assert_eq!(r.ext("nextBeginOffset"), Some("10"));
     }
+    // A lite-pull consumer's pull (LITE_PULL_MESSAGE, sysFlag 0x10) is served alike.
+    let mut lite = pull("T1", 1, 0, 0x10, None, 0);
+    lite.code = rq::LITE_PULL_MESSAGE;
+    let r = bin.call(lite);
+    assert_eq!(r.code, rs::SUCCESS, "{:?}", r.remark);
+    assert_eq!(records(&r.body).len(), 10);
     // Tag filter on the broker.
     let r = bin.call(pull("T1", 0, 0, 0x4, Some("TagA || TagX"), 0));
     let got = records(&r.body);

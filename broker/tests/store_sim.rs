@@ -6,7 +6,7 @@
 use futures_lite::future::block_on;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use ringmq_broker::store::config::{FlushMode, StoreConfig};
+use ringmq_broker::store::config::{FlushMode, Preallocate, StoreConfig};
 use ringmq_broker::store::engine::{open_store, GetStatus, MessageToStore, RecoveryReport, ShardId, Store};
 use ringmq_broker::store::error::StoreError;
 use ringmq_broker::store::io::sim::{FaultConfig, SimDisk};
@@ -167,7 +167,9 @@ fn crash_once(seed: u64, ops: usize) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
     let disk = SimDisk::new(seed);
     let clock = ManualClock::new(1_700_000_000_000);
-    let config = StoreConfig { flush_mode: FlushMode::Sync, ..StoreConfig::for_tests() };
+    // Both ways of preparing segments must keep the same promises.
+    let preallocate = if seed % 2 == 0 { Preallocate::Zero } else { Preallocate::Fallocate };
+    let config = StoreConfig { flush_mode: FlushMode::Sync, preallocate, ..StoreConfig::for_tests() };
     let mut appended: Vec<(u64, i32)> = Vec::new();
     let mut acked = std::collections::BTreeSet::new();
     let mut next_seq;

@@ -43,6 +43,8 @@ pub struct ClatUs {
 pub struct FioJobResult {
     /// What the job is the baseline for.
     pub purpose: String,
+    /// The store run (label) this job is the baseline for; empty for the 1 MiB job.
+    pub for_run: String,
     pub bs_bytes: u64,
     pub iodepth: u32,
     pub fdatasync: bool,
@@ -60,20 +62,21 @@ pub struct FioJobResult {
     pub command: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default)]
 pub struct FioResults {
-    /// 1 MiB O_DIRECT sequential write, no fdatasync (iodepth `BANDWIDTH_IODEPTH`).
-    pub write_1mib: FioJobResult,
-    /// Per sync run (same order as the runs): the fdatasync=1 job at its bytes per
-    /// flush, rounded up to 4 KiB. Runs with equal sizes share one job.
+    /// 1 MiB O_DIRECT sequential write, no fdatasync (iodepth `BANDWIDTH_IODEPTH`),
+    /// run right after the async store run (or at the end if there is none).
+    pub write_1mib: Option<FioJobResult>,
+    /// One per sync run, run right after it: fdatasync=1 at the run's bytes per flush
+    /// rounded up to 4 KiB. The device's speed drifts, so each baseline is measured
+    /// next to the run it is compared with.
     pub commit_jobs: Vec<FioJobResult>,
 }
 
 impl FioResults {
-    /// The commit job matching a sync run's bytes per flush.
+    /// The commit job measured for a sync run.
     pub fn commit_job_for(&self, run: &RunResult) -> Option<&FioJobResult> {
-        let bs = bytes_per_flush_rounded(run);
-        self.commit_jobs.iter().find(|j| j.bs_bytes == bs)
+        self.commit_jobs.iter().find(|j| j.for_run == run.label())
     }
 }
 
@@ -84,25 +87,24 @@ pub fn bytes_per_flush_rounded(run: &RunResult) -> u64 {
     b.div_ceil(BLOCK_BYTES) * BLOCK_BYTES
 }
 
-pub fn run_baselines(plan: &Plan, runs: &[RunResult]) -> Result<FioResults, String> {
+/// The 1 MiB O_DIRECT write bandwidth job.
+pub fn run_bandwidth_job(plan: &Plan) -> Result<FioJobResult, String> {
     eprintln!("store-bench: fio 1 MiB O_DIRECT write, iodepth {BANDWIDTH_IODEPTH} ...");
-    let write_1mib = run_job(plan, "async flush bandwidth ceiling", MIB, false, BANDWIDTH_IODEPTH)?;
-    eprintln!("store-bench:   {:.1} MiB/s", write_1mib.mib_per_s);
-    let mut commit_jobs: Vec<FioJobResult> = Vec::new();
-    for run in runs.iter().filter(|r| r.mode == "sync" && r.flushes > 0) {
-        let bs = bytes_per_flush_rounded(run);
-        if commit_jobs.iter().any(|j| j.bs_bytes == bs) {
-            continue;
-        }
-        eprintln!("store-bench: fio commit rate at bs={bs} with fdatasync=1 ...");
-        let job = run_job(plan, &format!("commit-rate ceiling for {}", run.label()), bs, true, 1)?;
-        eprintln!("store-bench:   {:.0} commits/s, {:.1} MiB/s", job.commits_per_s.unwrap_or(0.0), job.mib_per_s);
-        commit_jobs.push(job);
-    }
-    Ok(FioResults { write_1mib, commit_jobs })
+    let job = run_job(plan, "async flush bandwidth ceiling", "", MIB, false, BANDWIDTH_IODEPTH)?;
+    eprintln!("store-bench:   fio {:.1} MiB/s", job.mib_per_s);
+    Ok(job)
 }
 
-fn run_job(plan: &Plan, purpose: &str, bs_bytes: u64, fdatasync: bool, iodepth: u32) -> Result<FioJobResult, String> {
+/// The commit-rate job for a sync run: fdatasync=1, iodepth 1, bs = its bytes per flush.
+pub fn run_commit_job(plan: &Plan, run: &RunResult) -> Result<FioJobResult, String> {
+    let bs = bytes_per_flush_rounded(run);
+    eprintln!("store-bench: fio commit rate at bs={bs} with fdatasync=1 ...");
+    let job = run_job(plan, &format!("commit-rate ceiling for {}", run.label()), &run.label(), bs, true, 1)?;
+    eprintln!("store-bench:   fio {:.0} commits/s, {:.1} MiB/s", job.commits_per_s.unwrap_or(0.0), job.mib_per_s);
+    Ok(job)
+}
+
+fn run_job(plan: &Plan, purpose: &str, for_run: &str, bs_bytes: u64, fdatasync: bool, iodepth: u32) -> Result<FioJobResult, String> {
     let args: Vec<String> = vec![
         "job".into(),
         plan.dir.display().to_string(),
@@ -122,15 +124,15 @@ fn run_job(plan: &Plan, purpose: &str, bs_bytes: u64, fdatasync: bool, iodepth: 
         .output()
         .map_err(|e| format!("run fio ({command}): {e}"))?;
     if !output.status.success() {
-        return Err(format!(
-            "fio failed ({command}): {}\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
+        return Err(format!("fio failed ({command}): {}\n{}", output.status, String::from_utf8_lossy(&output.stderr).trim()));
     }
-    let json: Value = serde_json::from_slice(&output.stdout)
-        .map_err(|e| format!("fio output is not JSON ({command}): {e}: {}", String::from_utf8_lossy(&output.stdout).chars().take(400).collect::<String>()))?;
-    parse(&json, purpose, bs_bytes, fdatasync, iodepth, command)
+    let json: Value = serde_json::from_slice(&output.stdout).map_err(|e| {
+        format!(
+            "fio output is not JSON ({command}): {e}: {}",
+            String::from_utf8_lossy(&output.stdout).chars().take(400).collect::<String>()
+        )
+    })?;
+    parse(&json, purpose, for_run, bs_bytes, fdatasync, iodepth, command)
 }
 
 fn percentiles_us(v: &Value) -> Option<ClatUs> {
@@ -139,7 +141,15 @@ fn percentiles_us(v: &Value) -> Option<ClatUs> {
     Some(ClatUs { p50_us: at("50.000000")?, p99_us: at("99.000000")?, p999_us: at("99.900000")? })
 }
 
-fn parse(json: &Value, purpose: &str, bs_bytes: u64, fdatasync: bool, iodepth: u32, command: String) -> Result<FioJobResult, String> {
+fn parse(
+    json: &Value,
+    purpose: &str,
+    for_run: &str,
+    bs_bytes: u64,
+    fdatasync: bool,
+    iodepth: u32,
+    command: String,
+) -> Result<FioJobResult, String> {
     let job = json.get("jobs").and_then(|j| j.get(0)).ok_or("fio JSON has no jobs[0]")?;
     if let Some(err) = job.get("error").and_then(Value::as_i64).filter(|&e| e != 0) {
         return Err(format!("fio job reported error {err} ({command})"));
@@ -160,6 +170,7 @@ fn parse(json: &Value, purpose: &str, bs_bytes: u64, fdatasync: bool, iodepth: u
     };
     Ok(FioJobResult {
         purpose: purpose.to_string(),
+        for_run: for_run.to_string(),
         bs_bytes,
         iodepth,
         fdatasync,

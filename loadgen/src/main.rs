@@ -77,6 +77,14 @@ struct StoreBenchArgs {
     /// before the executor polls io_uring completions (async producers never park).
     #[arg(long, default_value_t = 500)]
     preempt_us: u64,
+    /// CPU to pin the shard's executor to, or `none` (unpinned). Default 0, like a
+    /// broker shard. io_uring's io-wq workers (which run fdatasync) inherit it.
+    #[arg(long, default_value = "0")]
+    pin_cpu: String,
+    /// glommio spin-before-park in microseconds: how long an idle executor polls
+    /// io_uring before sleeping in the kernel (0: sleep at once, glommio's default).
+    #[arg(long, default_value_t = 0)]
+    spin_before_park_us: u64,
     /// Results file (JSON); the Markdown summary goes next to it with `.md`.
     /// Default: results/store-bench-<UTC date-time>.json
     #[arg(long)]
@@ -84,6 +92,12 @@ struct StoreBenchArgs {
     /// Skip the read-back and reopen checks after each store run.
     #[arg(long)]
     no_verify: bool,
+    /// Do not prime glommio's iopoll probe before opening the store (the broker does
+    /// not prime it). Priming makes DMA writes use the main io_uring ring instead of the
+    /// poll ring on devices without poll queues; without it, runs here stalled at the end
+    /// of the async run (see `prime_iopoll_probe` in store_bench.rs).
+    #[arg(long)]
+    no_iopoll_workaround: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,10 +156,24 @@ fn validate(args: &StoreBenchArgs) -> Result<(), String> {
     if !(1..=DURATION_SECS_MAX).contains(&args.fio_runtime_secs) {
         return Err(format!("--fio-runtime-secs must be 1..={DURATION_SECS_MAX}"));
     }
+    if args.spin_before_park_us > 1_000_000 {
+        return Err("--spin-before-park-us must be 0..=1000000".into());
+    }
     if !(50..=100_000).contains(&args.preempt_us) {
         return Err("--preempt-us must be 50..=100000".into());
     }
     Ok(())
+}
+
+fn parse_pin_cpu(s: &str) -> Result<Option<usize>, String> {
+    if s == "none" {
+        return Ok(None);
+    }
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    match s.parse::<usize>() {
+        Ok(cpu) if cpu < cpus => Ok(Some(cpu)),
+        _ => Err(format!("--pin-cpu must be `none` or a CPU below {cpus}: {s}")),
+    }
 }
 
 /// A fresh directory on a filesystem that supports O_DIRECT.
@@ -167,6 +195,7 @@ fn default_dir() -> Result<PathBuf, String> {
 
 fn run_store_bench(args: StoreBenchArgs) -> Result<(), String> {
     validate(&args)?;
+    parse_pin_cpu(&args.pin_cpu)?;
     let command_line = report::command_line();
     let (dir, remove_dir) = match &args.dir {
         Some(d) => {
@@ -183,6 +212,24 @@ fn run_store_bench(args: StoreBenchArgs) -> Result<(), String> {
     let machine = report::MachineInfo::collect(&dir, command_line);
     eprintln!("store-bench: dir {} ({}), results {}", dir.display(), machine.bench_fs, out.display());
 
+    let want_fio = match args.fio {
+        FioArg::On => true,
+        FioArg::Off => false,
+        FioArg::Auto => fio::available(),
+    };
+    if !want_fio {
+        eprintln!(
+            "store-bench: fio comparison skipped (fio {})",
+            if fio::available() { "disabled" } else { "not installed: scripts/install-fio.sh" }
+        );
+    }
+    let plan = fio::Plan {
+        dir: dir.clone(),
+        size_bytes: args.fio_size_mib * 1024 * 1024,
+        runtime_secs: args.fio_runtime_secs,
+        ramp_secs: args.warmup_secs,
+    };
+    let mut fio_results = fio::FioResults::default();
     let mut runs = Vec::new();
     let base = store_bench::RunSpec {
         mode: store_bench::Mode::Sync,
@@ -192,43 +239,60 @@ fn run_store_bench(args: StoreBenchArgs) -> Result<(), String> {
         message_bytes: args.message_bytes,
         segment_bytes: args.segment_mib * 1024 * 1024,
         preempt_us: args.preempt_us,
+        spin_before_park_us: args.spin_before_park_us,
+        pin_cpu: parse_pin_cpu(&args.pin_cpu)?,
         verify: !args.no_verify,
+        iopoll_workaround: !args.no_iopoll_workaround,
     };
-    for mode in &args.modes {
-        let specs: Vec<store_bench::RunSpec> = match mode {
-            ModeArg::Sync => args.in_flight.iter().map(|&n| store_bench::RunSpec { mode: store_bench::Mode::Sync, in_flight: n, ..base.clone() }).collect(),
-            ModeArg::Async => vec![store_bench::RunSpec { mode: store_bench::Mode::Async, in_flight: 1, ..base.clone() }],
-        };
-        for spec in specs {
-            let run_dir = dir.join(format!("store-{}-{}", spec.mode.name(), spec.in_flight));
-            eprintln!("store-bench: {} with {} in flight, {} s + {} s warm-up ...", spec.mode.name(), spec.in_flight, spec.duration_secs, spec.warmup_secs);
-            let result = store_bench::run(&spec, &run_dir);
-            let _ = std::fs::remove_dir_all(&run_dir);
-            let result = result?;
-            eprintln!("store-bench:   {}", result.one_line());
-            runs.push(result);
+    let result = (|| -> Result<(), String> {
+        for mode in &args.modes {
+            let specs: Vec<store_bench::RunSpec> = match mode {
+                ModeArg::Sync => args
+                    .in_flight
+                    .iter()
+                    .map(|&n| store_bench::RunSpec { mode: store_bench::Mode::Sync, in_flight: n, ..base.clone() })
+                    .collect(),
+                ModeArg::Async => vec![store_bench::RunSpec { mode: store_bench::Mode::Async, in_flight: 1, ..base.clone() }],
+            };
+            for spec in specs {
+                let run_dir = dir.join(format!("store-{}-{}", spec.mode.name(), spec.in_flight));
+                eprintln!(
+                    "store-bench: {} with {} in flight, {} s + {} s warm-up ...",
+                    spec.mode.name(),
+                    spec.in_flight,
+                    spec.duration_secs,
+                    spec.warmup_secs
+                );
+                let result = store_bench::run(&spec, &run_dir);
+                let _ = std::fs::remove_dir_all(&run_dir);
+                let result = result?;
+                eprintln!("store-bench:   {}", result.one_line());
+                // Each baseline runs right after its store run: the device drifts.
+                if want_fio {
+                    match spec.mode {
+                        store_bench::Mode::Sync if result.flushes > 0 => fio_results.commit_jobs.push(fio::run_commit_job(&plan, &result)?),
+                        store_bench::Mode::Async if fio_results.write_1mib.is_none() => {
+                            fio_results.write_1mib = Some(fio::run_bandwidth_job(&plan)?)
+                        }
+                        _ => {}
+                    }
+                }
+                runs.push(result);
+            }
         }
+        if want_fio && fio_results.write_1mib.is_none() {
+            fio_results.write_1mib = Some(fio::run_bandwidth_job(&plan)?);
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_file(dir.join("fio-bench.dat"));
+    if let Err(e) = result {
+        if remove_dir {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        return Err(e);
     }
-
-    let want_fio = match args.fio {
-        FioArg::On => true,
-        FioArg::Off => false,
-        FioArg::Auto => fio::available(),
-    };
-    let fio_results = if want_fio {
-        let plan = fio::Plan {
-            dir: dir.clone(),
-            size_bytes: args.fio_size_mib * 1024 * 1024,
-            runtime_secs: args.fio_runtime_secs,
-            ramp_secs: args.warmup_secs,
-        };
-        let result = fio::run_baselines(&plan, &runs);
-        let _ = std::fs::remove_file(dir.join("fio-bench.dat"));
-        Some(result?)
-    } else {
-        eprintln!("store-bench: fio comparison skipped (fio {})", if fio::available() { "disabled" } else { "not installed: scripts/install-fio.sh" });
-        None
-    };
+    let fio_results = want_fio.then_some(fio_results);
 
     if remove_dir {
         let _ = std::fs::remove_dir_all(&dir);
@@ -250,6 +314,9 @@ fn args_summary(args: &StoreBenchArgs) -> report::BenchParams {
         fio_size_mib: args.fio_size_mib,
         fio_runtime_secs: args.fio_runtime_secs,
         preempt_us: args.preempt_us,
+        spin_before_park_us: args.spin_before_park_us,
+        pin_cpu: args.pin_cpu.clone(),
+        iopoll_workaround: !args.no_iopoll_workaround,
         dir: args.dir.as_deref().map(Path::to_path_buf),
     }
 }

@@ -62,9 +62,14 @@ pub struct MachineInfo {
     pub bench_dir: String,
     pub bench_fs: String,
     pub bench_device: String,
+    /// HEAD when the bench ran.
     pub git_commit: String,
     /// Uncommitted changes in the working tree when the bench ran (paths changed).
     pub git_dirty_paths: usize,
+    /// HEAD when the binary was built (build.rs), and the uncommitted paths then: the
+    /// code measured is this commit plus those working-tree changes.
+    pub build_commit: String,
+    pub build_dirty_paths: String,
     pub rustc: String,
     pub fio_version: Option<String>,
     pub command_line: String,
@@ -82,7 +87,9 @@ impl MachineInfo {
         let cpu_count = cpuinfo.lines().filter(|l| l.starts_with("processor")).count();
         let mem_total_kib = std::fs::read_to_string("/proc/meminfo")
             .ok()
-            .and_then(|m| m.lines().find(|l| l.starts_with("MemTotal:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()))
+            .and_then(|m| {
+                m.lines().find(|l| l.starts_with("MemTotal:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok())
+            })
             .unwrap_or(0);
         MachineInfo {
             kernel: output_of("uname", &["-r"]).unwrap_or_else(|| "unknown".into()),
@@ -94,6 +101,8 @@ impl MachineInfo {
             bench_device: df_field(bench_dir, "source").unwrap_or_else(|| "unknown".into()),
             git_commit: output_of("git", &["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".into()),
             git_dirty_paths: output_of("git", &["status", "--porcelain"]).map(|s| s.lines().count()).unwrap_or(0),
+            build_commit: env!("LOADGEN_BUILD_COMMIT").to_string(),
+            build_dirty_paths: env!("LOADGEN_BUILD_DIRTY_PATHS").to_string(),
             rustc: output_of("rustc", &["--version"]).unwrap_or_else(|| "unknown".into()),
             fio_version: output_of("fio", &["--version"]),
             command_line,
@@ -110,6 +119,10 @@ pub struct BenchParams {
     pub fio_size_mib: u64,
     pub fio_runtime_secs: u64,
     pub preempt_us: u64,
+    pub spin_before_park_us: u64,
+    pub pin_cpu: String,
+    /// Whether glommio's iopoll probe was primed before each store open.
+    pub iopoll_workaround: bool,
     pub dir: Option<PathBuf>,
 }
 
@@ -137,7 +150,7 @@ fn targets(runs: &[RunResult], fio: Option<&FioResults>) -> Vec<Target> {
     let Some(fio) = fio else { return Vec::new() };
     let mut out = Vec::new();
     if let Some(a) = runs.iter().find(|r| r.mode == "async") {
-        let base = fio.write_1mib.mib_per_s;
+        let base = fio.write_1mib.as_ref().map(|w| w.mib_per_s).unwrap_or(0.0);
         if base > 0.0 {
             let ratio = a.stored_mib_per_s / base;
             out.push(Target {
@@ -213,34 +226,43 @@ impl Report {
         let _ = writeln!(s, "- Machine: {} × {}, {} MiB RAM", m.cpu_count, m.cpu_model, m.mem_total_kib / 1024);
         let _ = writeln!(s, "- Kernel: {}", m.kernel);
         let _ = writeln!(s, "- Filesystem: {} on {} ({})", m.bench_fs, m.bench_device, m.bench_dir);
-        let dirty = if m.git_dirty_paths > 0 { format!(" (working tree: {} uncommitted paths)", m.git_dirty_paths) } else { String::new() };
-        let _ = writeln!(s, "- Commit: {}{}", m.git_commit, dirty);
+        let _ = writeln!(
+            s,
+            "- Commit: binary built at {} (+{} uncommitted paths); HEAD at run time {} (+{} uncommitted paths)",
+            m.build_commit, m.build_dirty_paths, m.git_commit, m.git_dirty_paths
+        );
         let _ = writeln!(s, "- Toolchain: {}; fio: {}", m.rustc, m.fio_version.as_deref().unwrap_or("not run"));
         let _ = writeln!(s, "- Command: `{}`", m.command_line);
         let p = &self.params;
         let _ = writeln!(
             s,
-            "- Store runs: one shard, one glommio executor on CPU 0 (preempt timer {} µs), {} B bodies, {} s measured after {} s warm-up, {} MiB segments, other StoreConfig defaults",
-            p.preempt_us, p.message_bytes, p.duration_secs, p.warmup_secs, p.segment_mib
+            "- Store runs: one shard, one glommio executor pinned to CPU {} (preempt timer {} µs, spin before park {} µs), {} B bodies, {} s measured after {} s warm-up, {} MiB segments, other StoreConfig defaults; glommio iopoll probe primed: {}",
+            p.pin_cpu,
+            p.preempt_us,
+            p.spin_before_park_us, p.message_bytes, p.duration_secs, p.warmup_secs, p.segment_mib, if p.iopoll_workaround { "yes" } else { "no" }
         );
         let _ = writeln!(
             s,
             "- fio: io_uring, direct=1, rw=write over a {} MiB file laid out first (overwrite=1), {} s per job after {} s ramp (`scripts/fio-bench.sh`)\n",
             p.fio_size_mib, p.fio_runtime_secs, p.warmup_secs
         );
-        let _ = writeln!(s, "MiB = 2^20 bytes. Latencies in µs (p50 / p99 / p99.9). RingMQ MiB/s are message bytes (stored bytes in parentheses).\n");
+        let _ = writeln!(
+            s,
+            "MiB = 2^20 bytes. Latencies in µs (p50 / p99 / p99.9). RingMQ MiB/s are message bytes (stored bytes in parentheses).\n"
+        );
         let _ = writeln!(s, "| Run | MiB/s | records/s or commits/s | latency p50 / p99 / p99.9 (µs) | records per fdatasync | bytes per flush | flushes/s |");
         let _ = writeln!(s, "|---|---:|---:|---|---:|---:|---:|");
         if let Some(fio) = &self.fio {
-            let w = &fio.write_1mib;
-            let _ = writeln!(
-                s,
-                "| fio 1 MiB O_DIRECT write (iodepth {}) | {} | {:.0} IOPS | write clat {} | – | – | – |",
-                w.iodepth,
-                f1(w.mib_per_s),
-                w.iops,
-                lat(w.write_clat.p50_us, w.write_clat.p99_us, w.write_clat.p999_us)
-            );
+            if let Some(w) = &fio.write_1mib {
+                let _ = writeln!(
+                    s,
+                    "| fio 1 MiB O_DIRECT write (iodepth {}) | {} | {:.0} IOPS | write clat {} | – | – | – |",
+                    w.iodepth,
+                    f1(w.mib_per_s),
+                    w.iops,
+                    lat(w.write_clat.p50_us, w.write_clat.p99_us, w.write_clat.p999_us)
+                );
+            }
             for j in &fio.commit_jobs {
                 let _ = writeln!(s, "{}", fio_commit_row(j));
             }
@@ -251,12 +273,28 @@ impl Report {
             match &r.durable_latency {
                 Some(d) => {
                     let a = &r.ack_latency;
-                    let _ = writeln!(s, "| {} — append-to-ack | {} | {:.0} | {} | {} |", r.label(), stored, r.records_per_s, lat(a.p50_us, a.p99_us, a.p999_us), flush_cols);
+                    let _ = writeln!(
+                        s,
+                        "| {} — append-to-ack | {} | {:.0} | {} | {} |",
+                        r.label(),
+                        stored,
+                        r.records_per_s,
+                        lat(a.p50_us, a.p99_us, a.p999_us),
+                        flush_cols
+                    );
                     let _ = writeln!(s, "| {} — time-to-durable | | | {} | | | |", r.label(), lat(d.p50_us, d.p99_us, d.p999_us));
                 }
                 None => {
                     let a = &r.ack_latency;
-                    let _ = writeln!(s, "| {} — append-to-durable | {} | {:.0} | {} | {} |", r.label(), stored, r.records_per_s, lat(a.p50_us, a.p99_us, a.p999_us), flush_cols);
+                    let _ = writeln!(
+                        s,
+                        "| {} — append-to-durable | {} | {:.0} | {} | {} |",
+                        r.label(),
+                        stored,
+                        r.records_per_s,
+                        lat(a.p50_us, a.p99_us, a.p999_us),
+                        flush_cols
+                    );
                 }
             }
         }
@@ -266,7 +304,15 @@ impl Report {
             let _ = writeln!(s, "| Target | ratio | wanted | result | detail |");
             let _ = writeln!(s, "|---|---:|---:|---|---|");
             for t in &self.targets {
-                let _ = writeln!(s, "| {} | {:.2} | ≥ {:.2} | {} | {} |", t.name, t.ratio, t.target_ratio, if t.pass { "PASS" } else { "MISS" }, t.detail);
+                let _ = writeln!(
+                    s,
+                    "| {} | {:.2} | ≥ {:.2} | {} | {} |",
+                    t.name,
+                    t.ratio,
+                    t.target_ratio,
+                    if t.pass { "PASS" } else { "MISS" },
+                    t.detail
+                );
             }
             let _ = writeln!(s);
         } else if self.fio.is_none() {
@@ -307,11 +353,17 @@ impl Report {
         }
         if let Some(fio) = &self.fio {
             let _ = writeln!(s, "\nfio jobs:\n");
-            for j in std::iter::once(&fio.write_1mib).chain(fio.commit_jobs.iter()) {
+            for j in fio.write_1mib.iter().chain(fio.commit_jobs.iter()) {
                 let _ = writeln!(s, "- `{}` ({})", j.command, j.purpose);
             }
             for r in self.runs.iter().filter(|r| r.mode == "sync") {
-                let _ = writeln!(s, "- {}: {:.0} bytes per flush → fio bs {}", r.label(), r.flushed_bytes_per_flush, bytes_per_flush_rounded(r));
+                let _ = writeln!(
+                    s,
+                    "- {}: {:.0} bytes per flush → fio bs {}",
+                    r.label(),
+                    r.flushed_bytes_per_flush,
+                    bytes_per_flush_rounded(r)
+                );
             }
         }
         s

@@ -1,12 +1,13 @@
 //! The store benchmark: appends records on one shard of the RingMQ store (one glommio
-//! executor pinned to CPU 0, the production flusher tasks) and measures throughput,
+//! executor, pinned to one CPU by default, running the production flusher tasks) and measures throughput,
 //! latency and group-commit batching.
 //!
 //! - Sync flush, N in flight: N tasks each loop `put` → `wait_durable`; the latency is
 //!   append-to-durable (before `put` to the covering fdatasync's wake-up).
 //! - Async flush: one producer loops `put` (acknowledged when `put` returns; on
 //!   `Busy` it retries the same record after the next flush), and an observer task
-//!   records each record's time-to-durable (before `put` to the covering flush).
+//!   records time-to-durable (before `put` to the covering flush). Latencies are
+//!   sampled on one record in `ASYNC_LATENCY_SAMPLE_EVERY`; throughput counts all.
 //!
 //! Only operations completing inside the measured window (after `warmup_secs`) count;
 //! the store's flush counters are sampled at the window's edges. After the window the
@@ -30,6 +31,8 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 type BenchStore = Store<DmaDisk, SystemClock>;
@@ -51,6 +54,19 @@ const VERIFY_SAMPLES: u64 = 64;
 const ERRORS_KEPT_MAX: usize = 8;
 /// Bound on the drain after the window (`flush_all`) and on joining the workers.
 const DRAIN_TIMEOUT_SECS: u64 = 60;
+/// Watchdog: a run may take this much longer than warm-up + window before `run` gives
+/// up on it (drain, read-back, close, reopen, and the executor's own bounds).
+const RUN_OVERTIME_SECS_MAX: u64 = 180;
+/// Bound on the reopen (recovery) after each run. Recovery here intermittently stalls
+/// for good (executor asleep in io_uring_enter with reads outstanding; a SIGSTOP/SIGCONT
+/// of the process lets it finish), so the run records an error and goes on.
+const REOPEN_TIMEOUT_SECS: u64 = 30;
+/// Records between refreshes of a producer's born timestamp.
+const BORN_TIMESTAMP_REFRESH_PUTS: u64 = 1024;
+/// Async: one record in this many has its ack and durable latency recorded (two
+/// clock reads per record would be a visible share of a ~1.5 µs append). Throughput
+/// counts every record.
+const ASYNC_LATENCY_SAMPLE_EVERY: u64 = 8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -83,7 +99,15 @@ pub struct RunSpec {
     pub message_bytes: usize,
     pub segment_bytes: u64,
     pub preempt_us: u64,
+    /// CPU the shard's executor is pinned to; None: unpinned (the kernel's io-wq
+    /// workers that run fdatasync inherit the executor's affinity).
+    pub pin_cpu: Option<usize>,
+    /// glommio `spin_before_park` in microseconds (0: park at once, glommio's default).
+    pub spin_before_park_us: u64,
     pub verify: bool,
+    /// Prime glommio's per-thread iopoll probe with a non-empty file before the store
+    /// opens anything (see `prime_iopoll_probe`).
+    pub iopoll_workaround: bool,
 }
 
 /// Latency percentiles in microseconds (recorded in nanoseconds).
@@ -179,6 +203,8 @@ pub struct RunResult {
     /// After the window: `flush_all` until everything appended is durable.
     pub drain_ms: f64,
     pub close_ms: f64,
+    /// Reopen after close (recovery of a cleanly closed store), when verifying.
+    pub reopen_ms: f64,
     /// CommitLog segment files at the end of the window (each pre-zeroed).
     pub segments_created: u64,
     pub store: StoreSettings,
@@ -268,6 +294,18 @@ impl Shared {
         }
     }
 
+    /// Counts an acknowledged record whose latency is not sampled.
+    fn count_unsampled(&self, phase: Phase, stored_bytes: u32) {
+        match phase {
+            Phase::Measure => {
+                self.records.set(self.records.get() + 1);
+                self.stored_record_bytes.set(stored_bytes as u64);
+            }
+            Phase::Warmup => self.warmup_records.set(self.warmup_records.get() + 1),
+            Phase::Done => {}
+        }
+    }
+
     fn count_ack(&self, started: Instant, stored_bytes: u32) {
         match self.phase.get() {
             Phase::Measure => {
@@ -299,9 +337,30 @@ fn body_pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i as u8) ^ 0x5a).collect()
 }
 
+/// Per-task message fields that do not change per record (parsing addresses and
+/// reading the clock per record would be bench overhead, not store cost).
+struct Producer {
+    born_host: SocketAddr,
+    store_host: SocketAddr,
+    born_timestamp_ms: i64,
+    /// Puts since the born timestamp was last read.
+    puts: u64,
+}
+
+impl Producer {
+    fn new() -> Self {
+        let (born_host, store_host) = hosts();
+        Producer { born_host, store_host, born_timestamp_ms: now_ms(), puts: 0 }
+    }
+}
+
 /// Appends one record, retrying after `Busy`; returns the ticket and stored size.
-async fn put_one(store: &BenchStore, shared: &Shared, body: &mut [u8]) -> Result<(u64, u32), StoreError> {
-    let (born_host, store_host) = hosts();
+async fn put_one(store: &BenchStore, shared: &Shared, p: &mut Producer, body: &mut [u8]) -> Result<(u64, u32), StoreError> {
+    p.puts += 1;
+    if p.puts >= BORN_TIMESTAMP_REFRESH_PUTS {
+        p.puts = 0;
+        p.born_timestamp_ms = now_ms();
+    }
     loop {
         let seq = shared.next_seq.get();
         fill_body(body, seq);
@@ -312,9 +371,9 @@ async fn put_one(store: &BenchStore, shared: &Shared, body: &mut [u8]) -> Result
             body,
             properties: PROPERTIES,
             sys_flag: 0,
-            born_timestamp_ms: now_ms(),
-            born_host,
-            store_host,
+            born_timestamp_ms: p.born_timestamp_ms,
+            born_host: p.born_host,
+            store_host: p.store_host,
             reconsume_times: 0,
             prepared_transaction_offset: 0,
         };
@@ -347,10 +406,11 @@ async fn put_one(store: &BenchStore, shared: &Shared, body: &mut [u8]) -> Result
 
 async fn sync_worker(store: BenchStore, shared: Rc<Shared>, message_bytes: usize) {
     let mut body = body_pattern(message_bytes);
+    let mut producer = Producer::new();
     while shared.phase.get() != Phase::Done {
         let started = Instant::now();
         let result = async {
-            let (ticket, size) = put_one(&store, &shared, &mut body).await?;
+            let (ticket, size) = put_one(&store, &shared, &mut producer, &mut body).await?;
             store.wait_durable(ticket).await?;
             Ok::<u32, StoreError>(size)
         }
@@ -367,17 +427,29 @@ async fn sync_worker(store: BenchStore, shared: Rc<Shared>, message_bytes: usize
 
 async fn async_producer(store: BenchStore, shared: Rc<Shared>, message_bytes: usize) {
     let mut body = body_pattern(message_bytes);
+    let mut producer = Producer::new();
+    let mut until_sample = ASYNC_LATENCY_SAMPLE_EVERY;
     while shared.phase.get() != Phase::Done {
-        let started = Instant::now();
-        match put_one(&store, &shared, &mut body).await {
+        until_sample -= 1;
+        let sampled = until_sample == 0;
+        if sampled {
+            until_sample = ASYNC_LATENCY_SAMPLE_EVERY;
+        }
+        let started = if sampled { Some(Instant::now()) } else { None };
+        match put_one(&store, &shared, &mut producer, &mut body).await {
             Ok((ticket, size)) => {
-                let counted = shared.phase.get() == Phase::Measure;
-                shared.count_ack(started, size);
-                let mut pending = shared.pending.borrow_mut();
-                if pending.len() < PENDING_DURABLE_MAX {
-                    pending.push_back((ticket, started, counted));
-                } else {
-                    shared.durable_unsampled.set(shared.durable_unsampled.get() + 1);
+                let phase = shared.phase.get();
+                match started {
+                    Some(started) => {
+                        shared.count_ack(started, size);
+                        let mut pending = shared.pending.borrow_mut();
+                        if pending.len() < PENDING_DURABLE_MAX {
+                            pending.push_back((ticket, started, phase == Phase::Measure));
+                        } else {
+                            shared.durable_unsampled.set(shared.durable_unsampled.get() + 1);
+                        }
+                    }
+                    None => shared.count_unsampled(phase, size),
                 }
             }
             Err(e) => {
@@ -479,26 +551,99 @@ fn delta(a: StoreStats, b: StoreStats) -> StoreStats {
     }
 }
 
-/// Runs one store benchmark on a fresh executor thread pinned to CPU 0.
+/// Runs one store benchmark on a fresh executor thread (pinned to `pin_cpu`).
 pub fn run(spec: &RunSpec, dir: &Path) -> Result<RunResult, String> {
     if dir.exists() {
         std::fs::remove_dir_all(dir).map_err(|e| format!("clear {}: {e}", dir.display()))?;
     }
     let spec = spec.clone();
     let dir = dir.to_path_buf();
-    let handle = LocalExecutorBuilder::new(Placement::Fixed(0))
-        .name("store-bench")
-        .preempt_timer(Duration::from_micros(spec.preempt_us))
-        .spawn(move || async move { run_on_executor(spec, dir).await })
+    let placement = match spec.pin_cpu {
+        Some(cpu) => Placement::Fixed(cpu),
+        None => Placement::Unbound,
+    };
+    let mut builder = LocalExecutorBuilder::new(placement).name("store-bench").preempt_timer(Duration::from_micros(spec.preempt_us));
+    if spec.spin_before_park_us > 0 {
+        builder = builder.spin_before_park(Duration::from_micros(spec.spin_before_park_us));
+    }
+    let deadline = Duration::from_secs(spec.warmup_secs + spec.duration_secs + RUN_OVERTIME_SECS_MAX);
+    let stage = Arc::new(AtomicU8::new(Stage::Open as u8));
+    let stage_in = stage.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let _detached = builder
+        .spawn(move || async move {
+            let result = run_on_executor(spec, dir, stage_in).await;
+            let _ = tx.send(result);
+        })
         .map_err(|e| format!("start the glommio executor: {e}"))?;
-    handle.join().map_err(|e| format!("store-bench executor thread failed: {e}"))?
+    match rx.recv_timeout(deadline) {
+        Ok(result) => result,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(format!(
+            "store run did not finish within {} s (stuck in stage `{}`); the executor thread is left behind",
+            deadline.as_secs(),
+            Stage::name(stage.load(Ordering::Relaxed))
+        )),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err("store-bench executor thread failed (panic?)".into()),
+    }
 }
 
-async fn run_on_executor(spec: RunSpec, dir: PathBuf) -> Result<RunResult, String> {
+/// Where a run is, for the watchdog's error message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Stage {
+    Open = 0,
+    Running = 1,
+    JoinWorkers = 2,
+    Drain = 3,
+    ReadBack = 4,
+    Close = 5,
+    Reopen = 6,
+}
+
+impl Stage {
+    fn name(v: u8) -> &'static str {
+        match v {
+            0 => "open",
+            1 => "warm-up/window",
+            2 => "join workers",
+            3 => "drain (flush_all)",
+            4 => "read-back",
+            5 => "close",
+            _ => "reopen",
+        }
+    }
+}
+
+/// On by default (`--no-iopoll-workaround` turns it off). glommio decides once per thread and device
+/// whether DMA IO may use the io_uring poll ring by reading the first block of the first
+/// `DmaFile` opened. The store's first file is its empty `abort` file, so the probe read
+/// hits EOF and succeeds without reaching the device, and glommio caches "iopoll
+/// supported" even on a device without poll queues (virtio-blk here). O_DIRECT reads
+/// then fail with EOPNOTSUPP (the store reads through a buffered handle since e9e4392
+/// for that reason) and DMA writes go to the poll ring. Opening a non-empty file first
+/// makes the probe reach the device and cache the right answer. Without it, 3 of 4
+/// full runs here stalled for good at the end of the async run (executor parked in
+/// io_uring_enter with its timers unarmed); with it, none did.
+async fn prime_iopoll_probe(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    let path = dir.join(".iopoll-probe");
+    std::fs::write(&path, vec![0xa5u8; 4096]).map_err(|e| format!("write {}: {e}", path.display()))?;
+    std::fs::File::open(&path).and_then(|f| f.sync_all()).map_err(|e| format!("sync {}: {e}", path.display()))?;
+    let file = glommio::io::DmaFile::open(&path).await.map_err(|e| format!("dma_open {}: {e}", path.display()))?;
+    let _ = file.close().await;
+    std::fs::remove_file(&path).map_err(|e| format!("remove {}: {e}", path.display()))
+}
+
+async fn run_on_executor(spec: RunSpec, dir: PathBuf, stage: Arc<AtomicU8>) -> Result<RunResult, String> {
+    let set_stage = |s: Stage| stage.store(s as u8, Ordering::Relaxed);
+    if spec.iopoll_workaround {
+        prime_iopoll_probe(&dir).await?;
+    }
     let config = StoreConfig { segment_bytes: spec.segment_bytes, flush_mode: spec.mode.flush_mode(), ..StoreConfig::default() };
     let store_settings = settings(&config);
-    let (store, _report) =
-        open_store(DmaDisk, SystemClock, dir.clone(), ShardId(0), config.clone()).await.map_err(|e| format!("open_store {}: {e}", dir.display()))?;
+    let (store, _report) = open_store(DmaDisk, SystemClock, dir.clone(), ShardId(0), config.clone())
+        .await
+        .map_err(|e| format!("open_store {}: {e}", dir.display()))?;
     let stop = Rc::new(Cell::new(false));
     let shared = Rc::new(Shared::new());
     let fatal_shared = shared.clone();
@@ -518,6 +663,7 @@ async fn run_on_executor(spec: RunSpec, dir: PathBuf) -> Result<RunResult, Strin
         }
     }
 
+    set_stage(Stage::Running);
     glommio::timer::sleep(Duration::from_secs(spec.warmup_secs)).await;
     let stats0 = store.stats();
     let t0 = Instant::now();
@@ -528,6 +674,7 @@ async fn run_on_executor(spec: RunSpec, dir: PathBuf) -> Result<RunResult, Strin
     let window = delta(stats0, store.stats());
     let segments_created = segment_files(&dir);
 
+    set_stage(Stage::JoinWorkers);
     let bound = Duration::from_secs(DRAIN_TIMEOUT_SECS);
     let joined = futures_lite::future::or(
         async {
@@ -546,6 +693,7 @@ async fn run_on_executor(spec: RunSpec, dir: PathBuf) -> Result<RunResult, Strin
         shared.error(format!("workers did not finish within {DRAIN_TIMEOUT_SECS} s after the window"));
     }
     shared.producers_done.set(true);
+    set_stage(Stage::Drain);
     let t_drain = Instant::now();
     if let Err(e) = store.flush_all().await {
         shared.error(format!("flush_all: {e}"));
@@ -572,11 +720,14 @@ async fn run_on_executor(spec: RunSpec, dir: PathBuf) -> Result<RunResult, Strin
         shared.error(format!("store counted {records_put_total} puts, the bench {}", shared.next_seq.get()));
     }
 
+    set_stage(Stage::ReadBack);
     let mut verify = None;
+    let mut reopen_ms = 0.0;
     let (samples_read, samples_ok) =
         if spec.verify { read_back(&store, &shared, records_put_total, spec.message_bytes).await } else { (0, 0) };
     let write_offset_at_close = store.write_offset();
     stop.set(true);
+    set_stage(Stage::Close);
     let t_close = Instant::now();
     if let Err(e) = store.close().await {
         shared.error(format!("close: {e}"));
@@ -585,9 +736,20 @@ async fn run_on_executor(spec: RunSpec, dir: PathBuf) -> Result<RunResult, Strin
     drop(store);
 
     if spec.verify {
+        set_stage(Stage::Reopen);
         // Let the store's tasks see `stop` and end before the reopen.
         glommio::timer::sleep(Duration::from_millis(150)).await;
-        match open_store(DmaDisk, SystemClock, dir.clone(), ShardId(0), config).await {
+        let t_reopen = Instant::now();
+        let reopen =
+            futures_lite::future::or(async { Some(open_store(DmaDisk, SystemClock, dir.clone(), ShardId(0), config).await) }, async {
+                glommio::timer::sleep(Duration::from_secs(REOPEN_TIMEOUT_SECS)).await;
+                None
+            })
+            .await;
+        reopen_ms = t_reopen.elapsed().as_secs_f64() * 1e3;
+        match reopen
+            .unwrap_or_else(|| Err(StoreError::Failed(format!("reopen (open_store) did not finish within {REOPEN_TIMEOUT_SECS} s"))))
+        {
             Ok((reopened, report)) => {
                 let max = reopened.max_offset(TOPIC, QUEUE_ID);
                 let ok = !report.unclean
@@ -655,6 +817,7 @@ async fn run_on_executor(spec: RunSpec, dir: PathBuf) -> Result<RunResult, Strin
         durable_unsampled: shared.durable_unsampled.get(),
         drain_ms,
         close_ms,
+        reopen_ms,
         segments_created,
         store: store_settings,
         verify,

@@ -571,6 +571,10 @@ mod tests {
             self.disk.step("write", self.inner.path())?;
             self.inner.write_zeros(pos, len).await
         }
+        async fn allocate(&self, len: u64) -> Result<(), IoError> {
+            self.disk.step("allocate", self.inner.path())?;
+            self.inner.allocate(len).await
+        }
         async fn sync(&self) -> Result<(), IoError> {
             self.disk.step("sync", self.inner.path())?;
             self.inner.sync().await

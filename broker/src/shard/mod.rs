@@ -132,6 +132,7 @@ impl Shard {
     pub async fn handle(self: &Rc<Self>, cmd: RemotingCommand, ctx: ConnCtx) -> Option<RemotingCommand> {
         self.counters.requests.set(self.counters.requests.get() + 1);
         let oneway = cmd.is_oneway();
+        let code = cmd.code;
         let response = match self.route(&cmd) {
             Some(owner) if owner != self.id => {
                 self.counters.forwarded_out.set(self.counters.forwarded_out.get() + 1);
@@ -139,6 +140,9 @@ impl Shard {
             }
             _ => self.handle_here(cmd, ctx).await,
         };
+        if response.code != rs::SUCCESS {
+            tracing::debug!(request = code, response = response.code, remark = ?response.remark, "request not successful");
+        }
         (!oneway).then_some(response)
     }
 
@@ -158,6 +162,7 @@ impl Shard {
         match cmd.code {
             rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => queue(),
             rq::PULL_MESSAGE
+            | rq::LITE_PULL_MESSAGE
             | rq::QUERY_CONSUMER_OFFSET
             | rq::UPDATE_CONSUMER_OFFSET
             | rq::GET_MAX_OFFSET
@@ -177,7 +182,8 @@ impl Shard {
     async fn handle_here(self: &Rc<Self>, cmd: RemotingCommand, ctx: ConnCtx) -> RemotingCommand {
         match cmd.code {
             rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => self.handle_send(&cmd).await,
-            rq::PULL_MESSAGE => self.handle_pull(&cmd).await,
+            // Java serves LITE_PULL_MESSAGE with the pull processor too.
+            rq::PULL_MESSAGE | rq::LITE_PULL_MESSAGE => self.handle_pull(&cmd).await,
             rq::QUERY_CONSUMER_OFFSET => self.handle_query_consumer_offset(&cmd),
             rq::UPDATE_CONSUMER_OFFSET => self.handle_update_consumer_offset(&cmd),
             rq::GET_MAX_OFFSET => self.handle_get_max_offset(&cmd),

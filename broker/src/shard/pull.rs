@@ -1,5 +1,6 @@
-//! PULL_MESSAGE (with long polling) and the per-queue offset requests, run on the
-//! queue's owner shard, which also owns the consumer offsets of its queues.
+//! PULL_MESSAGE and LITE_PULL_MESSAGE (the same request from a lite-pull consumer),
+//! with long polling, and the per-queue offset requests, run on the queue's owner
+//! shard, which also owns the consumer offsets of its queues.
 //!
 //! Invariants: a suspended pull is held at most `min(suspendTimeoutMillis,
 //! pull_suspend_max_ms)` and answered as soon as a message arrives for its queue;

@@ -11,6 +11,18 @@ pub const KIB: u64 = 1024;
 pub const MIB: u64 = 1024 * KIB;
 pub const GIB: u64 = 1024 * MIB;
 
+/// How a CommitLog segment is made ready before data is written into it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preallocate {
+    /// Write zeros over the whole segment and sync: data later overwrites written
+    /// blocks, which makes each fdatasync about 3x cheaper on ext4. Costs one extra
+    /// write of every byte: right for sync flush, where fdatasync dominates.
+    Zero,
+    /// fallocate the segment: no extra write, but each fdatasync must also commit the
+    /// extent conversion. Right for async flush, where bandwidth dominates.
+    Fallocate,
+}
+
 /// When an append is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlushMode {
@@ -23,6 +35,7 @@ pub enum FlushMode {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoreConfig {
     pub segment_bytes: u64,
+    pub preallocate: Preallocate,
     pub flush_mode: FlushMode,
     pub flush_interval_ms: u64,
     pub flush_min_bytes: u64,
@@ -52,6 +65,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         Self {
             segment_bytes: GIB,
+            preallocate: Preallocate::Zero,
             flush_mode: FlushMode::Async,
             flush_interval_ms: 500,
             flush_min_bytes: 4 * MIB,

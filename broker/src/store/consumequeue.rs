@@ -57,7 +57,7 @@ impl<D: Disk> ConsumeQueue<D> {
         Self {
             topic: topic.to_string(),
             queue_id,
-            log: SegmentedLog::new(dir, segment_bytes, 0, BLOCK_BYTES as usize, tail_entries * ENTRY_BYTES, false),
+            log: SegmentedLog::new(dir, segment_bytes, 0, BLOCK_BYTES as usize, tail_entries * ENTRY_BYTES, None),
             min_offset: 0,
         }
     }

@@ -556,7 +556,9 @@ impl<D: Disk, C: Clock> Store<D, C> {
 
     async fn write_checkpoint(&self, logics_phys: u64, records_below_logics: u64) -> Result<(), StoreError> {
         let path = self.dir.join("checkpoint");
-        let file = match self.inner.borrow().checkpoint_file.clone() {
+        // Bound first: a borrow in the match scrutinee would live across the await.
+        let existing = self.inner.borrow().checkpoint_file.clone();
+        let file = match existing {
             Some(f) => f,
             None => Rc::new(self.disk.open(&path, true).await?),
         };

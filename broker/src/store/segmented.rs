@@ -14,6 +14,7 @@
 //!   zeros and synced, so data is only ever written over pre-zeroed blocks.
 
 use super::io::{align_down, align_up, Disk, DiskFile, IoError, BLOCK_BYTES};
+use super::config::Preallocate;
 use super::tail::TailBuffer;
 use futures_util::future::try_join_all;
 use std::cell::RefCell;
@@ -34,8 +35,14 @@ pub struct SegmentedLog<D: Disk> {
     pub flushed_pos: u64,
     pub tail: TailBuffer,
     pub keep_flushed_bytes: u64,
-    pub preallocate: bool,
+    /// `None` for logs whose files grow as they are written (ConsumeQueues).
+    pub preallocate: Option<Preallocate>,
     pub flushing: bool,
+    /// Segments being created right now, and who waits for them: the pre-allocator and
+    /// a flush may both need the same segment, and only one may create it (a second
+    /// zero pass could land on records the first flush already wrote).
+    pub preparing: std::collections::BTreeSet<u64>,
+    pub prepare_waiters: Vec<std::task::Waker>,
 }
 
 /// What one flush covered.
@@ -47,7 +54,7 @@ pub struct FlushDone {
 }
 
 impl<D: Disk> SegmentedLog<D> {
-    pub fn new(dir: PathBuf, segment_bytes: u64, name_offset: u64, chunk_bytes: usize, keep_flushed_bytes: u64, preallocate: bool) -> Self {
+    pub fn new(dir: PathBuf, segment_bytes: u64, name_offset: u64, chunk_bytes: usize, keep_flushed_bytes: u64, preallocate: Option<Preallocate>) -> Self {
         assert!(segment_bytes % BLOCK_BYTES == 0, "segment size must be block-aligned");
         Self {
             dir,
@@ -60,6 +67,8 @@ impl<D: Disk> SegmentedLog<D> {
             keep_flushed_bytes,
             preallocate,
             flushing: false,
+            preparing: std::collections::BTreeSet::new(),
+            prepare_waiters: Vec::new(),
         }
     }
 
@@ -150,30 +159,84 @@ pub async fn ensure_segment<D: Disk, O, G>(
 where
     G: for<'a> Fn(&'a mut O) -> &'a mut SegmentedLog<D>,
 {
-    let (path, dir, segment_bytes, preallocate) = {
-        let mut owner = cell.borrow_mut();
-        let log = get(&mut owner);
-        if let Some(file) = log.files.get(&start) {
-            return Ok(file.clone());
+    let (path, dir, segment_bytes, preallocate) = loop {
+        let claimed = {
+            let mut owner = cell.borrow_mut();
+            let log = get(&mut owner);
+            if let Some(file) = log.files.get(&start) {
+                return Ok(file.clone());
+            }
+            if log.preparing.insert(start) {
+                Some((log.path_of(start), log.dir.clone(), log.segment_bytes, log.preallocate))
+            } else {
+                None
+            }
+        };
+        match claimed {
+            Some(v) => break v,
+            // Another task is creating it: wait until it finishes, then look again.
+            None => PrepareDone { cell, get, start }.await,
         }
-        (log.path_of(start), log.dir.clone(), log.segment_bytes, log.preallocate)
     };
+    let result = create_segment(disk, &path, &dir, segment_bytes, preallocate).await;
+    let mut owner = cell.borrow_mut();
+    let log = get(&mut owner);
+    log.preparing.remove(&start);
+    for waker in log.prepare_waiters.drain(..) {
+        waker.wake();
+    }
+    let file = Rc::new(result?);
+    Ok(log.files.entry(start).or_insert(file).clone())
+}
+
+/// Resolves once `start` is no longer being created.
+struct PrepareDone<'c, O, G> {
+    cell: &'c RefCell<O>,
+    get: &'c G,
+    start: u64,
+}
+
+impl<D: Disk, O, G> std::future::Future for PrepareDone<'_, O, G>
+where
+    G: for<'a> Fn(&'a mut O) -> &'a mut SegmentedLog<D>,
+{
+    type Output = ();
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        let mut owner = self.cell.borrow_mut();
+        let log = (self.get)(&mut owner);
+        if !log.preparing.contains(&self.start) {
+            return std::task::Poll::Ready(());
+        }
+        log.prepare_waiters.push(cx.waker().clone());
+        std::task::Poll::Pending
+    }
+}
+
+async fn create_segment<D: Disk>(
+    disk: &D,
+    path: &std::path::Path,
+    dir: &std::path::Path,
+    segment_bytes: u64,
+    preallocate: Option<Preallocate>,
+) -> Result<D::File, IoError> {
     // Errors here happen before any data is written: tagged so that the store can tell
     // a full disk at pre-allocation (recoverable) from a failed data write (fatal).
     let tag = |e: IoError| IoError { op: "preallocate", ..e };
-    disk.create_dir_all(&dir).await.map_err(tag)?;
-    let file = disk.open(&path, true).await.map_err(tag)?;
-    if preallocate {
-        let size = file.size().await.map_err(tag)?;
-        let from = align_down(size.min(segment_bytes), BLOCK_BYTES);
-        file.write_zeros(from, segment_bytes - from).await.map_err(tag)?;
-        file.sync().await.map_err(tag)?;
+    disk.create_dir_all(dir).await.map_err(tag)?;
+    let file = disk.open(path, true).await.map_err(tag)?;
+    match preallocate {
+        Some(Preallocate::Zero) => {
+            let size = file.size().await.map_err(tag)?;
+            let from = align_down(size.min(segment_bytes), BLOCK_BYTES);
+            file.write_zeros(from, segment_bytes - from).await.map_err(tag)?;
+            file.sync().await.map_err(tag)?;
+        }
+        Some(Preallocate::Fallocate) => file.allocate(segment_bytes).await.map_err(tag)?,
+        None => {}
     }
-    disk.sync_dir(&dir).await.map_err(tag)?;
-    let file = Rc::new(file);
-    let mut owner = cell.borrow_mut();
-    let log = get(&mut owner);
-    Ok(log.files.entry(start).or_insert(file).clone())
+    disk.sync_dir(dir).await.map_err(tag)?;
+    Ok(file)
 }
 
 /// One group commit: writes the dirty range picked by `begin_flush` and syncs every

@@ -105,7 +105,7 @@ pub async fn open_store<D: Disk, C: Clock>(
 
     // CommitLog segments.
     let commitlog_dir = Store::<D, C>::commitlog_dir(&dir);
-    let mut commitlog = SegmentedLog::<D>::new(commitlog_dir.clone(), config.segment_bytes, shard.phys(0), 1024 * 1024, config.tail_cache_bytes, true);
+    let mut commitlog = SegmentedLog::<D>::new(commitlog_dir.clone(), config.segment_bytes, shard.phys(0), 1024 * 1024, config.tail_cache_bytes, Some(config.preallocate));
     let mut sizes = BTreeMap::new();
     for name in disk.list(&commitlog_dir).await? {
         let Some(start) = commitlog.parse_name(&name) else {

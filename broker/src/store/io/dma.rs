@@ -1,7 +1,12 @@
 //! The production disk: glommio DMA files (O_DIRECT through io_uring).
 //!
-//! Writes and syncs use O_DIRECT DMA files; reads use a buffered io_uring handle (see
-//! `DmaDiskFile::reader`).
+//! Reads, writes and syncs use O_DIRECT DMA files.
+//!
+//! glommio decides once per thread and device whether the device supports polled IO,
+//! by reading the first block of the first DMA file opened there. When that file is
+//! empty (a fresh store's `abort` file) the read "succeeds" at end of file, polled IO is
+//! wrongly enabled, and later O_DIRECT reads fail with EOPNOTSUPP or their completions
+//! are never reaped. `probe_device` therefore opens a one-block file of our own first.
 //!
 //! Directory operations (list, mkdir, remove, statvfs) are rare — start-up, segment
 //! roll, retention — and use std's blocking calls; every data read, write and sync goes
@@ -10,7 +15,7 @@
 //! Invariant: only used from inside a glommio executor (DMA buffers come from it).
 
 use super::{Disk, DiskFile, DiskSpace, IoBuf, IoError, BLOCK_BYTES};
-use glommio::io::{BufferedFile, DmaBuffer, DmaFile, OpenOptions};
+use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -35,10 +40,6 @@ impl IoBuf for DmaBuf {}
 
 pub struct DmaDiskFile {
     file: DmaFile,
-    /// Reads go through a buffered handle: on this kernel/virtio combination glommio's
-    /// O_DIRECT reads (issued on its polled ring) fail with EOPNOTSUPP, while buffered
-    /// io_uring reads work, and the page cache stays coherent with O_DIRECT writes.
-    reader: BufferedFile,
     path: PathBuf,
     /// A zeroed buffer of `ZERO_CHUNK_BYTES`, made on first use and shared by every
     /// `write_zeros` (glommio's `write_rc_at` does not consume it).
@@ -58,6 +59,9 @@ impl Disk for DmaDisk {
     type File = DmaDiskFile;
 
     async fn open(&self, path: &Path, create: bool) -> Result<DmaDiskFile, IoError> {
+        if let Some(dir) = path.parent() {
+            probe_device(dir).await?;
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -65,8 +69,7 @@ impl Disk for DmaDisk {
             .dma_open(path)
             .await
             .map_err(|e| glommio_err("open", path, e))?;
-        let reader = BufferedFile::open(path).await.map_err(|e| glommio_err("open", path, e))?;
-        Ok(DmaDiskFile { file, reader, path: path.to_path_buf(), zeros: std::cell::OnceCell::new() })
+        Ok(DmaDiskFile { file, path: path.to_path_buf(), zeros: std::cell::OnceCell::new() })
     }
 
     async fn list(&self, dir: &Path) -> Result<Vec<String>, IoError> {
@@ -107,6 +110,35 @@ impl Disk for DmaDisk {
     }
 }
 
+thread_local! {
+    /// Devices whose polled-IO support this thread has probed correctly.
+    static PROBED_DEVICES: std::cell::RefCell<std::collections::HashSet<u64>> = std::cell::RefCell::new(Default::default());
+}
+
+/// Makes glommio's per-thread polled-IO probe for `dir`'s device read real data: a
+/// one-block file is written with std, opened as a DMA file (the probe reads it), and
+/// removed.
+async fn probe_device(dir: &Path) -> Result<(), IoError> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(dir) else { return Ok(()) };
+    let dev = meta.dev();
+    if PROBED_DEVICES.with(|p| p.borrow().contains(&dev)) {
+        return Ok(());
+    }
+    let probe = dir.join(format!(".ringmq-iopoll-probe-{}", std::process::id()));
+    std::fs::write(&probe, vec![0xA5u8; BLOCK_BYTES as usize]).map_err(|e| IoError::from_std("probe", &probe, &e))?;
+    let opened = DmaFile::open(&probe).await;
+    let _ = std::fs::remove_file(&probe);
+    match opened {
+        Ok(file) => {
+            let _ = file.close().await;
+        }
+        Err(e) => return Err(glommio_err("probe", &probe, e)),
+    }
+    PROBED_DEVICES.with(|p| p.borrow_mut().insert(dev));
+    Ok(())
+}
+
 /// Total and available bytes of the filesystem holding `path`.
 pub fn statvfs(path: &Path) -> Result<DiskSpace, IoError> {
     use std::os::unix::ffi::OsStrExt;
@@ -140,7 +172,7 @@ impl DiskFile for DmaDiskFile {
     }
 
     async fn read_at(&self, pos: u64, len: usize) -> Result<Vec<u8>, IoError> {
-        let result = self.reader.read_at(pos, len).await.map_err(|e| glommio_err("read", &self.path, e))?;
+        let result = self.file.read_at(pos, len).await.map_err(|e| glommio_err("read", &self.path, e))?;
         Ok(result.to_vec())
     }
 
@@ -199,6 +231,11 @@ impl DiskFile for DmaDiskFile {
             futures_util::future::try_join_all(writes).await?;
         }
         Ok(())
+    }
+
+    async fn allocate(&self, len: u64) -> Result<(), IoError> {
+        self.file.pre_allocate(len, false).await.map_err(|e| glommio_err("allocate", &self.path, e))?;
+        self.file.fdatasync().await.map_err(|e| glommio_err("allocate", &self.path, e))
     }
 
     async fn sync(&self) -> Result<(), IoError> {

@@ -114,6 +114,9 @@ pub trait DiskFile: 'static {
     /// Writes `len` zero bytes at `pos` (both block-aligned): segment pre-allocation
     /// and zeroing past a truncated tail. One shared zero buffer, no per-call memset.
     async fn write_zeros(&self, pos: u64, len: u64) -> Result<(), IoError>;
+    /// Reserves the file up to `len` bytes (fallocate): the range reads as zeros
+    /// without being written. Durable once it returns.
+    async fn allocate(&self, len: u64) -> Result<(), IoError>;
     /// fdatasync: every write before it is durable once it returns `Ok`.
     async fn sync(&self) -> Result<(), IoError>;
     async fn truncate(&self, len: u64) -> Result<(), IoError>;

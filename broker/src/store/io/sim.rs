@@ -356,6 +356,29 @@ impl DiskFile for SimFileHandle {
         self.write_at(pos, SimBuf(vec![0; len as usize])).await
     }
 
+    async fn allocate(&self, len: u64) -> Result<(), IoError> {
+        self.check_alive("allocate")?;
+        let mut guard = self.disk.state.borrow_mut();
+        let state = &mut *guard;
+        let used = state.used_bytes();
+        let file_len = state.files.get(&self.path).map(|f| f.current.len()).unwrap_or(0) as u64;
+        if used + len.saturating_sub(file_len) > state.faults.capacity_bytes {
+            return Err(IoError::new(IoErrorKind::NoSpace, "allocate", &self.path, "injected ENOSPC"));
+        }
+        let file = state
+            .files
+            .get_mut(&self.path)
+            .ok_or_else(|| IoError::new(IoErrorKind::NotFound, "allocate", &self.path, "file removed"))?;
+        // Metadata: durable at once in this model, like creation and truncation.
+        if file.current.len() < len as usize {
+            file.current.resize(len as usize, 0);
+        }
+        if file.durable.len() < len as usize {
+            file.durable.resize(len as usize, 0);
+        }
+        Ok(())
+    }
+
     async fn sync(&self) -> Result<(), IoError> {
         self.check_alive("sync")?;
         let mut guard = self.disk.state.borrow_mut();
