@@ -6,8 +6,11 @@
 //!   `scripts/fio-bench.sh`.
 //! - `report`: machine facts, the JSON results file and its Markdown summary.
 //!
-//! Subcommands: `store-bench`.
+//! - `broker_bench`: SEND_MESSAGE_V2 against an embedded broker with 1..N shards.
+//!
+//! Subcommands: `store-bench`, `broker-bench`.
 
+mod broker_bench;
 mod fio;
 mod report;
 mod store_bench;
@@ -27,6 +30,40 @@ struct Cli {
 enum Command {
     /// Appends records on one store shard (sync and async flush) and compares with fio.
     StoreBench(StoreBenchArgs),
+    /// Sends 1 KiB messages to an embedded broker with 1 and 2 shards: requests/s,
+    /// MB/s, latency, and the share of requests forwarded between shards.
+    BrokerBench(BrokerBenchArgs),
+}
+
+#[derive(Args, Debug)]
+struct BrokerBenchArgs {
+    /// Shard counts to run, one run each.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    shards: Vec<usize>,
+    /// Client connections (one thread each).
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// Pipelined sends outstanding per connection.
+    #[arg(long, default_value_t = 64)]
+    in_flight: usize,
+    /// Queues of the benchmark topic (spread over the shards).
+    #[arg(long, default_value_t = 8)]
+    queues: usize,
+    #[arg(long, default_value_t = 1024)]
+    message_bytes: usize,
+    #[arg(long, default_value_t = 10)]
+    duration_secs: u64,
+    #[arg(long, default_value_t = 2)]
+    warmup_secs: u64,
+    /// Flush mode of the broker.
+    #[arg(long, default_value = "async")]
+    flush: ModeArg,
+    /// Directory for the brokers' stores (a real filesystem). Default: under /tmp.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Results file (JSON); the Markdown summary goes next to it with `.md`.
+    #[arg(long, default_value = "results/broker-bench.json")]
+    out: PathBuf,
 }
 
 /// Largest accepted `--duration-secs` / `--warmup-secs`.
@@ -92,10 +129,9 @@ struct StoreBenchArgs {
     /// Skip the read-back and reopen checks after each store run.
     #[arg(long)]
     no_verify: bool,
-    /// Do not prime glommio's iopoll probe before opening the store (the broker does
-    /// not prime it). Priming makes DMA writes use the main io_uring ring instead of the
-    /// poll ring on devices without poll queues; without it, runs here stalled at the end
-    /// of the async run (see `prime_iopoll_probe` in store_bench.rs).
+    /// Do not prime glommio's iopoll probe before opening the store. The store's DMA
+    /// backend now primes it itself (`probe_device` in broker/src/store/io/dma.rs), so
+    /// this only shows the bench's own priming is redundant.
     #[arg(long)]
     no_iopoll_workaround: bool,
 }
@@ -121,6 +157,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::StoreBench(args) => run_store_bench(args),
+        Command::BrokerBench(args) => run_broker_bench(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -319,4 +356,64 @@ fn args_summary(args: &StoreBenchArgs) -> report::BenchParams {
         iopoll_workaround: !args.no_iopoll_workaround,
         dir: args.dir.as_deref().map(Path::to_path_buf),
     }
+}
+
+fn run_broker_bench(args: BrokerBenchArgs) -> Result<(), String> {
+    if args.shards.is_empty() || args.shards.iter().any(|&n| !(1..=128).contains(&n)) {
+        return Err("--shards values must be 1..=128".into());
+    }
+    if !(1..=1024).contains(&args.connections) || !(1..=IN_FLIGHT_MAX).contains(&args.in_flight) {
+        return Err(format!("--connections must be 1..=1024 and --in-flight 1..={IN_FLIGHT_MAX}"));
+    }
+    if !(1..=1024).contains(&args.queues) || !(1..=MESSAGE_BYTES_MAX).contains(&args.message_bytes) {
+        return Err("--queues must be 1..=1024 and --message-bytes positive".into());
+    }
+    if !(1..=DURATION_SECS_MAX).contains(&args.duration_secs) || args.warmup_secs > 60 {
+        return Err(format!("--duration-secs must be 1..={DURATION_SECS_MAX}, --warmup-secs at most 60"));
+    }
+    let dir = match &args.dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("ringmq-broker-bench-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let machine = report::MachineInfo::collect(&dir, report::command_line());
+    let started = report::utc_now();
+    let flush = match args.flush {
+        ModeArg::Sync => ringmq_broker::store::config::FlushMode::Sync,
+        ModeArg::Async => ringmq_broker::store::config::FlushMode::Async,
+    };
+    let mut results = Vec::new();
+    for &shards in &args.shards {
+        let spec = broker_bench::BrokerBenchSpec {
+            shards,
+            connections: args.connections,
+            in_flight: args.in_flight,
+            queues: args.queues,
+            message_bytes: args.message_bytes,
+            duration_secs: args.duration_secs,
+            warmup_secs: args.warmup_secs,
+            flush,
+        };
+        eprintln!("broker-bench: {shards} shard(s)...");
+        let r = broker_bench::run(&spec, &dir)?;
+        eprintln!(
+            "  {:.0} requests/s, {:.1} MiB/s, p99 {:.0} us, forwarded {:.1} %",
+            r.requests_per_sec, r.message_mib_per_sec, r.latency_us_p99, r.forwarded_share * 100.0
+        );
+        results.push(r);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let json = serde_json::json!({ "started_utc": started, "machine": machine, "results": results });
+    if let Some(parent) = args.out.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+    }
+    std::fs::write(&args.out, serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    let header = format!(
+        "# RingMQ broker benchmark ({started})\n\n- Machine: {} x {}, kernel {}\n- Commit: {} ({} uncommitted paths)\n- Command: `{}`\n- Clients run on the same machine as the broker (2 cores shared).\n",
+        machine.cpu_count, machine.cpu_model, machine.kernel, machine.git_commit, machine.git_dirty_paths, machine.command_line
+    );
+    let md = broker_bench::markdown(&results, &header);
+    std::fs::write(args.out.with_extension("md"), &md).map_err(|e| e.to_string())?;
+    print!("{md}");
+    Ok(())
 }

@@ -3,7 +3,8 @@
 //! GET_ALL_TOPIC_CONFIG, GET_BROKER_RUNTIME_INFO.
 //!
 //! Invariant: the topic table changes only on `META_OWNER_SHARD`, which persists it
-//! before answering and then broadcasts the new version to every replica.
+//! before answering and then broadcasts the new version to every replica. A created or
+//! updated topic is registered with the NameServers before the answer, as Java does.
 
 use super::mesh::ShardEvent;
 use super::{error_response, ConnCtx, Shard};
@@ -16,6 +17,9 @@ use ringmq_client::remoting::heartbeat::HeartbeatData;
 use ringmq_client::remoting::route::{self, TopicConfigSerializeWrapper};
 use std::collections::BTreeMap;
 use std::rc::Rc;
+
+/// Runtime-info counters that are summed over shards.
+const SUMMED_COUNTERS: [&str; 5] = ["putMessageTimesTotal", "getMessageTransferedMsgCount", "requestsTotal", "forwardedOut", "forwardedIn"];
 
 /// RocketMQ's limit on queues per topic.
 pub const TOPIC_QUEUE_NUMS_MAX: u32 = 1024;
@@ -88,6 +92,11 @@ impl Shard {
             return error_response(cmd, rs::SYSTEM_ERROR, format!("topic table could not be saved: {e}"));
         }
         tracing::info!(topic = %header.topic, read = header.read_queue_nums, write = header.write_queue_nums, perm = header.perm, "topic created or updated");
+        // As Java's broker (`registerIncrementBrokerData`): tell the NameServers before
+        // answering, so a client that created the topic can route to it at once rather
+        // than after the next periodic registration. Bounded per NameServer by
+        // `NAMESRV_CALL_TIMEOUT_MS`; a failure is logged, the periodic round retries.
+        crate::namesrv_client::register_all(self, false).await;
         cmd.create_response(rs::SUCCESS, None)
     }
 
@@ -208,8 +217,29 @@ impl Shard {
     }
 
     /// GET_BROKER_RUNTIME_INFO: a `{"table":{...}}` of string values, as Java's
-    /// `KVTable`; this shard's view (throughput counters are per shard).
-    pub(super) fn handle_runtime_info(&self, cmd: &RemotingCommand) -> RemotingCommand {
+    /// `KVTable`. Counters are summed over every shard (asked over the mesh with a
+    /// scoped request); `shardId` names the shard that answered.
+    pub(super) async fn handle_runtime_info(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
+        let mut table = self.runtime_table();
+        if cmd.ext("ringmqLocalOnly").is_none() {
+            for shard in (0..self.count).filter(|&s| s != self.id) {
+                let scoped = cmd.clone().with_ext("ringmqLocalOnly", "1");
+                let r = self.mesh.call(shard, scoped).await;
+                let Ok(v) = serde_json::from_slice::<serde_json::Value>(&r.body) else { continue };
+                for key in SUMMED_COUNTERS {
+                    let theirs = v["table"][key].as_str().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+                    let ours = table.get(key).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+                    table.insert(key, (ours + theirs).to_string());
+                }
+            }
+        }
+        let body = serde_json::json!({ "table": table });
+        let mut r = cmd.create_response(rs::SUCCESS, None);
+        r.body = body.to_string().into_bytes().into();
+        r
+    }
+
+    fn runtime_table(&self) -> BTreeMap<&'static str, String> {
         let mut table = BTreeMap::new();
         let c = &self.counters;
         table.insert("brokerVersionDesc", "RingMQ ".to_string() + env!("CARGO_PKG_VERSION"));
@@ -226,9 +256,6 @@ impl Shard {
         table.insert("consumerGroups", self.consumers.borrow().group_count().to_string());
         table.insert("flushDiskType", format!("{:?}", self.config.store.flush_mode));
         table.insert("refusingWrites", self.store.refusing_writes().to_string());
-        let body = serde_json::json!({ "table": table });
-        let mut r = cmd.create_response(rs::SUCCESS, None);
-        r.body = body.to_string().into_bytes().into();
-        r
+        table
     }
 }

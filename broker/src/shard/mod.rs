@@ -201,7 +201,7 @@ impl Shard {
             rq::UPDATE_AND_CREATE_TOPIC => self.handle_create_topic(&cmd).await,
             rq::DELETE_TOPIC_IN_BROKER => self.handle_delete_topic(&cmd).await,
             rq::GET_ALL_TOPIC_CONFIG => self.handle_all_topic_config(&cmd),
-            rq::GET_BROKER_RUNTIME_INFO => self.handle_runtime_info(&cmd),
+            rq::GET_BROKER_RUNTIME_INFO => self.handle_runtime_info(&cmd).await,
             code => error_response(&cmd, rs::REQUEST_CODE_NOT_SUPPORTED, format!("request code {code} not supported")),
         }
     }
