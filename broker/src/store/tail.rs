@@ -21,7 +21,8 @@ pub struct TailBuffer {
     spare: Vec<Box<[u8]>>,
 }
 
-const SPARE_CHUNKS_MAX: usize = 4;
+/// Enough to refill one full dirty window of 1 MiB chunks without allocating.
+const SPARE_CHUNKS_MAX: usize = 64;
 
 impl TailBuffer {
     pub fn new(base: u64, chunk_bytes: usize) -> Self {

@@ -29,10 +29,21 @@ pub mod keys {
 /// The value of `name` in an encoded properties string, without decoding the rest
 /// (the append path looks up TAGS, KEYS and UNIQ_KEY on every message).
 pub fn find<'a>(encoded: &'a str, name: &str) -> Option<&'a str> {
-    encoded.split(PROPERTY_SEPARATOR).find_map(|item| {
-        let (n, v) = item.split_once(NAME_VALUE_SEPARATOR)?;
-        (n == name).then_some(v)
-    })
+    // Byte search: both separators are ASCII, so every split point is a char boundary
+    // and the slices below stay valid UTF-8.
+    let bytes = encoded.as_bytes();
+    let mut start = 0;
+    while start <= bytes.len() {
+        let end = bytes[start..].iter().position(|&b| b == 2).map_or(bytes.len(), |i| start + i);
+        let item = &bytes[start..end];
+        if let Some(eq) = item.iter().position(|&b| b == 1) {
+            if &item[..eq] == name.as_bytes() {
+                return Some(&encoded[start + eq + 1..end]);
+            }
+        }
+        start = end + 1;
+    }
+    None
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]

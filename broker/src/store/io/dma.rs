@@ -23,7 +23,10 @@ use std::rc::Rc;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DmaDisk;
 
-pub struct DmaBuf(DmaBuffer);
+/// A DMA buffer. Shared (`Rc`) only while a write of it is in flight, so that the
+/// group commit's 1 MiB buffers can go back to `POOL` instead of being unmapped and
+/// faulted in again on every flush.
+pub struct DmaBuf(Rc<DmaBuffer>);
 
 impl Deref for DmaBuf {
     type Target = [u8];
@@ -33,8 +36,17 @@ impl Deref for DmaBuf {
 }
 impl DerefMut for DmaBuf {
     fn deref_mut(&mut self) -> &mut [u8] {
-        self.0.as_bytes_mut()
+        Rc::get_mut(&mut self.0).expect("a DmaBuf is unique outside a write").as_bytes_mut()
     }
+}
+
+/// Size of the pooled buffers: the group commit's write piece.
+const POOL_BUF_BYTES: usize = 1024 * 1024;
+/// Pooled buffers kept per thread (64 MiB).
+const POOL_BUFS_MAX: usize = 64;
+
+thread_local! {
+    static POOL: std::cell::RefCell<Vec<Rc<DmaBuffer>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 impl IoBuf for DmaBuf {}
 
@@ -164,11 +176,16 @@ impl DiskFile for DmaDiskFile {
     fn alloc_buf(&self, len: usize) -> DmaBuf {
         let mut buf = self.file.alloc_dma_buffer(len);
         buf.as_bytes_mut().fill(0);
-        DmaBuf(buf)
+        DmaBuf(Rc::new(buf))
     }
 
     fn alloc_buf_unzeroed(&self, len: usize) -> DmaBuf {
-        DmaBuf(self.file.alloc_dma_buffer(len))
+        if len == POOL_BUF_BYTES {
+            if let Some(buf) = POOL.with(|p| p.borrow_mut().pop()) {
+                return DmaBuf(buf);
+            }
+        }
+        DmaBuf(Rc::new(self.file.alloc_dma_buffer(len)))
     }
 
     async fn read_at(&self, pos: u64, len: usize) -> Result<Vec<u8>, IoError> {
@@ -180,7 +197,16 @@ impl DiskFile for DmaDiskFile {
         assert!(pos % BLOCK_BYTES == 0, "write_at: unaligned position {pos} in {}", self.path.display());
         let len = buf.0.len();
         assert!(len as u64 % BLOCK_BYTES == 0, "write_at: unaligned length {len}");
-        let written = self.file.write_at(buf.0, pos).await.map_err(|e| glommio_err("write", &self.path, e))?;
+        let shared = buf.0;
+        let written = self.file.write_rc_at(shared.clone(), pos).await.map_err(|e| glommio_err("write", &self.path, e))?;
+        if shared.len() == POOL_BUF_BYTES && Rc::strong_count(&shared) == 1 {
+            POOL.with(|p| {
+                let mut pool = p.borrow_mut();
+                if pool.len() < POOL_BUFS_MAX {
+                    pool.push(shared);
+                }
+            });
+        }
         if written != len {
             // O_DIRECT short writes mean the device is full or failing; never retry.
             return Err(IoError::new(
