@@ -130,6 +130,8 @@ fn records(body: &[u8]) -> Vec<(Vec<u8>, Properties, i64)> {
     let mut at = 0;
     while at < body.len() {
         let v = StoredMessageView::parse_verified(&body[at..]).expect("stored record");
+        // Every test client connects from loopback: the broker records it (born host).
+        assert_eq!(v.born_host().ip(), std::net::IpAddr::from([127, 0, 0, 1]), "born host");
         out.push((v.body().to_vec(), Properties::decode(v.properties_bytes()).unwrap(), v.queue_offset()));
         at += v.total_size();
     }

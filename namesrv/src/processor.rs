@@ -146,6 +146,8 @@ fn register_broker(
         ha_server_addr: h.ha_server_addr,
         topic_config: body.topic_config_serialize_wrapper,
         filter_server_list: body.filter_server_list,
+        // As Java: a broker that does not send the header is an old one, not acting.
+        enable_acting_master: h.enable_acting_master.unwrap_or(false),
     };
     let (addr, name, id) = (reg.broker_addr.clone(), reg.broker_name.clone(), reg.broker_id);
     let first = !rim.is_known_broker(&addr);

@@ -3,7 +3,8 @@
 //! same calls give the same state.
 //!
 //! Semantics follow Apache RocketMQ 4.9's `RouteInfoManager` and `KVConfigManager`, with
-//! the table maps ordered (BTreeMap) so answers are deterministic.
+//! the table maps ordered (BTreeMap) so answers are deterministic; from RocketMQ 5, each
+//! `BrokerData` carries the `enableActingMaster` flag of its latest registration.
 //!
 //! Invariants (checked after every step by the unit tests' `check` helper):
 //! - I1 (one place per address): an address is live (`broker_live`) iff it appears in
@@ -71,6 +72,9 @@ pub struct BrokerRegistration {
     pub ha_server_addr: String,
     pub topic_config: TopicConfigSerializeWrapper,
     pub filter_server_list: Vec<String>,
+    /// RocketMQ 5's `enableActingMaster` header (absent, from older brokers: false);
+    /// the broker name's `BrokerData` takes the latest registration's value.
+    pub enable_acting_master: bool,
 }
 
 /// What REGISTER_BROKER answers.
@@ -184,9 +188,10 @@ impl RouteInfoManager {
         let mut register_first = false;
         let broker_data = self.broker_addr_table.entry(reg.broker_name.clone()).or_insert_with(|| {
             register_first = true;
-            BrokerData { broker_addrs: BTreeMap::new(), broker_name: reg.broker_name.clone(), cluster: String::new() }
+            BrokerData { broker_name: reg.broker_name.clone(), ..BrokerData::default() }
         });
         let old_cluster = std::mem::replace(&mut broker_data.cluster, reg.cluster_name.clone());
+        broker_data.enable_acting_master = reg.enable_acting_master;
         // The same address under another id: a slave switched to master (or back).
         broker_data.broker_addrs.retain(|id, a| *a != addr || *id == reg.broker_id);
         let displaced = broker_data.broker_addrs.insert(reg.broker_id, addr.clone());
@@ -478,6 +483,7 @@ mod tests {
             ha_server_addr: format!("{addr}-ha"),
             topic_config: tc,
             filter_server_list: Vec::new(),
+            enable_acting_master: false,
         }
     }
 
@@ -496,6 +502,7 @@ mod tests {
             broker_addrs: addrs.iter().map(|(i, a)| (*i, a.to_string())).collect(),
             broker_name: name.into(),
             cluster: C.into(),
+            ..BrokerData::default()
         }
     }
 
@@ -599,6 +606,20 @@ mod tests {
                 vec![qd("broker-a", 4), qd("broker-b", 8)],
             ),
         );
+    }
+
+    #[test]
+    fn acting_master_flag_follows_the_latest_registration() {
+        let mut rim = two_brokers();
+        let acting = BrokerRegistration { enable_acting_master: true, ..reg("broker-b", B0, 0, topics(1, &[("T1", 8)])) };
+        rim.register_broker(acting, 3_000).unwrap();
+        let acting_b = BrokerData { enable_acting_master: true, ..bd("broker-b", &[(0, B0)]) };
+        check(&rim, "T1", route(vec![bd("broker-a", &[(0, A0), (1, A1)]), acting_b], vec![qd("broker-a", 4), qd("broker-b", 8)]));
+        let json = String::from_utf8(rim.route_for_topic("T1").unwrap().encode_standard()).unwrap();
+        assert!(json.contains(r#""cluster":"DefaultCluster","enableActingMaster":false}"#), "{json}");
+        assert!(json.contains(r#""enableActingMaster":true}"#), "{json}");
+        rim.register_broker(reg("broker-b", B0, 0, topics(1, &[("T1", 8)])), 4_000).unwrap();
+        check(&rim, "T1", route(vec![bd("broker-a", &[(0, A0), (1, A1)]), bd("broker-b", &[(0, B0)])], vec![qd("broker-a", 4), qd("broker-b", 8)]));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! Dispatch: a request about a queue runs on the queue's owner (`routing::queue_owner`);
 //! metadata changes run on `META_OWNER_SHARD`; everything else runs where it arrived.
 //! A request for another shard is forwarded whole over the mesh and answered by the
-//! owner exactly as if it had arrived there.
+//! owner exactly as if it had arrived there; a send carries its producer's address
+//! along (`BORN_HOST_EXT`), since the owner does not hold the connection.
 //!
 //! Architecture Invariant: shard state is `!Send` and touched only by its executor;
 //! `RefCell` borrows are never held across an await.
@@ -83,6 +84,11 @@ pub struct Shard {
     pub groups_store: RefCell<Option<crate::meta::snapshot::SnapshotStore<DmaDisk>>>,
 }
 
+/// Header field that carries a send's born host (the producer's address, as Java's
+/// broker records it) to the queue's owner shard, which may not hold the connection.
+/// Whatever a client puts there is replaced on arrival.
+pub const BORN_HOST_EXT: &str = "ringmqBornHost";
+
 pub fn error_response(req: &RemotingCommand, code: i32, remark: impl AsRef<str>) -> RemotingCommand {
     req.create_response(code, Some(remark.as_ref()))
 }
@@ -129,8 +135,14 @@ impl Shard {
     }
 
     /// Handles a request that arrived on this shard's socket; `None` for oneway.
-    pub async fn handle(self: &Rc<Self>, cmd: RemotingCommand, ctx: ConnCtx) -> Option<RemotingCommand> {
+    pub async fn handle(self: &Rc<Self>, mut cmd: RemotingCommand, ctx: ConnCtx) -> Option<RemotingCommand> {
         self.counters.requests.set(self.counters.requests.get() + 1);
+        if matches!(cmd.code, rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE) {
+            cmd.ext_fields.remove(BORN_HOST_EXT);
+            if let Some(remote) = ctx.remote {
+                cmd.ext_fields.insert(BORN_HOST_EXT.into(), remote.to_string());
+            }
+        }
         let oneway = cmd.is_oneway();
         let code = cmd.code;
         let response = match self.route(&cmd) {

@@ -1,5 +1,7 @@
 //! SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE, run on the queue's owner.
 //!
+//! Each message is stored with its producer's address as born host, as Java does.
+//!
 //! Invariants: a message is acknowledged SUCCESS only once stored (and, under sync
 //! flush, fdatasynced); every refusal is a response with a code and a remark that says
 //! why; a store failure is fatal to the process, never answered as success.
@@ -114,7 +116,9 @@ impl Shard {
         if cmd.body.len() as u64 > max_bytes && !(cmd.code == rq::SEND_BATCH_MESSAGE || header.batch) {
             return error_response(cmd, rs::MESSAGE_ILLEGAL, format!("message body size {} exceeds the maximum {max_bytes}", cmd.body.len()));
         }
-        let born_host = SocketAddr::from(([0, 0, 0, 0], 0));
+        // The producer's address, stamped where the request arrived (0.0.0.0:0 for a
+        // request made inside the broker).
+        let born_host = cmd.ext(super::BORN_HOST_EXT).and_then(|a| a.parse().ok()).unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
         let base = MessageToStore {
             topic: &header.topic,
             queue_id,

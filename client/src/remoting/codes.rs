@@ -93,6 +93,7 @@ code_table! {
         ADD_WRITE_PERM_OF_BROKER = 327,
         GET_TOPIC_CONFIG = 351,
         GET_SUBSCRIPTIONGROUP_CONFIG = 352,
+        LITE_PULL_MESSAGE = 361,
         GET_BROKER_MEMBER_GROUP = 901,
     }
 }
@@ -215,6 +216,7 @@ mod tests {
             ("DELETE_TOPIC_IN_NAMESRV", 216),
             ("GET_KVLIST_BY_NAMESPACE", 219),
             ("QUERY_DATA_VERSION", 322),
+            ("LITE_PULL_MESSAGE", 361),
             ("GET_ALL_TOPIC_LIST_FROM_NAMESERVER", 206),
         ] {
             check(t, name, code);

@@ -6,6 +6,10 @@
 //! standard JSON get exactly that (`encode_legacy`), everyone else standard JSON
 //! (`encode_standard`). Decoders accept both.
 //!
+//! `BrokerData` carries RocketMQ 5's `enableActingMaster` (always written, as Java's
+//! NameServer does: at least one client refuses a route without it) and `zoneName`
+//! (written only when set).
+//!
 //! Invariants: field order follows fastjson (sorted keys) so our bytes match a Java
 //! broker's; `decode(encode_*(x)) == x` for both encoders.
 
@@ -60,6 +64,14 @@ pub struct BrokerData {
     pub broker_name: String,
     #[serde(default, deserialize_with = "string_lenient")]
     pub cluster: String,
+    /// RocketMQ 5's "acting master" HA mode. Java always writes it (`false` for brokers
+    /// that do not ask for it), and some clients require the key in a route answer.
+    #[serde(default, deserialize_with = "bool_lenient")]
+    pub enable_acting_master: bool,
+    /// RocketMQ 5's zone of the broker, when it declares one (absent otherwise, as
+    /// fastjson omits nulls).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "opt_string_lenient")]
+    pub zone_name: Option<String>,
 }
 
 impl BrokerData {
@@ -239,6 +251,7 @@ mod tests {
                 broker_addrs: [(0, "127.0.0.1:10911".to_string()), (1, "127.0.0.1:10921".to_string())].into(),
                 broker_name: "broker-a".into(),
                 cluster: "DefaultCluster".into(),
+                ..Default::default()
             }],
             filter_server_table: BTreeMap::new(),
             order_topic_conf: None,
@@ -252,8 +265,8 @@ mod tests {
         }
     }
 
-    const STANDARD: &str = r#"{"brokerDatas":[{"brokerAddrs":{"0":"127.0.0.1:10911","1":"127.0.0.1:10921"},"brokerName":"broker-a","cluster":"DefaultCluster"}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}"#;
-    const LEGACY: &str = r#"{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911",1:"127.0.0.1:10921"},"brokerName":"broker-a","cluster":"DefaultCluster"}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}"#;
+    const STANDARD: &str = r#"{"brokerDatas":[{"brokerAddrs":{"0":"127.0.0.1:10911","1":"127.0.0.1:10921"},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}"#;
+    const LEGACY: &str = r#"{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911",1:"127.0.0.1:10921"},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}"#;
 
     fn check(input: &str, expected: Option<TopicRouteData>) {
         assert_eq!(TopicRouteData::decode(input.as_bytes()).ok(), expected, "decoding {input}");
@@ -278,6 +291,14 @@ mod tests {
             r#"{"orderTopicConf":"broker-a:4","brokerDatas":[{"brokerAddrs":{ 0 : "127.0.0.1:10911" , 1:"127.0.0.1:10921"},"brokerName":"broker-a","cluster":"DefaultCluster"}],"filterServerTable":null,"queueDatas":[{"brokerName":"broker-a","perm":"6","readQueueNums":4,"topicSynFlag":0,"writeQueueNums":4}]}"#,
             Some(TopicRouteData { order_topic_conf: Some("broker-a:4".into()), ..route() }),
         );
+        // RocketMQ 5 with an acting master and a zone; a boolean sent as a string.
+        let mut v5 = route();
+        v5.broker_datas[0].enable_acting_master = true;
+        v5.broker_datas[0].zone_name = Some("zone-1".into());
+        let v5_json = r#"{"brokerDatas":[{"brokerAddrs":{"0":"127.0.0.1:10911","1":"127.0.0.1:10921"},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":true,"zoneName":"zone-1"}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}"#;
+        assert_eq!(String::from_utf8(v5.encode_standard()).unwrap(), v5_json);
+        check(v5_json, Some(v5.clone()));
+        check(&v5_json.replace(":true", ":\"true\""), Some(v5));
         check(r#"{}"#, Some(TopicRouteData::default()));
         check(r#"{"brokerDatas":[{"brokerAddrs":{"x":"a"},"brokerName":"b"}]}"#, None);
         check(r#"{"queueDatas":[{"perm":6}]}"#, None);
@@ -294,7 +315,7 @@ mod tests {
         let legacy = String::from_utf8(info.encode_legacy()).unwrap();
         assert_eq!(
             legacy,
-            r#"{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"127.0.0.1:10911",1:"127.0.0.1:10921"},"brokerName":"broker-a","cluster":"DefaultCluster"}},"clusterAddrTable":{"DefaultCluster":["broker-a"]}}"#
+            r#"{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"127.0.0.1:10911",1:"127.0.0.1:10921"},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}},"clusterAddrTable":{"DefaultCluster":["broker-a"]}}"#
         );
         assert_eq!(ClusterInfo::decode(legacy.as_bytes()).unwrap(), info);
         assert_eq!(ClusterInfo::decode(&info.encode_standard()).unwrap(), info);
@@ -323,8 +344,20 @@ mod tests {
     }
 
     fn arb_route() -> impl Strategy<Value = TopicRouteData> {
-        let broker = (proptest::collection::btree_map(any::<i64>(), ".{0,12}", 0..3), ".{0,8}", ".{0,8}")
-            .prop_map(|(broker_addrs, broker_name, cluster)| BrokerData { broker_addrs, broker_name, cluster });
+        let broker = (
+            proptest::collection::btree_map(any::<i64>(), ".{0,12}", 0..3),
+            ".{0,8}",
+            ".{0,8}",
+            any::<bool>(),
+            proptest::option::of(".{0,8}"),
+        )
+            .prop_map(|(broker_addrs, broker_name, cluster, enable_acting_master, zone_name)| BrokerData {
+                broker_addrs,
+                broker_name,
+                cluster,
+                enable_acting_master,
+                zone_name,
+            });
         let queue = (".{0,8}", any::<i32>(), any::<i32>(), any::<i32>(), any::<i32>()).prop_map(|(b, p, r, s, w)| {
             QueueData { broker_name: b, perm: p, read_queue_nums: r, topic_sys_flag: s, write_queue_nums: w }
         });
