@@ -14,7 +14,7 @@ use crate::meta::offsets::ConsumerOffsetTable;
 use crate::meta::snapshot::SnapshotStore;
 use crate::meta::topics::TopicTable;
 use crate::net::conn;
-use crate::shard::mesh::{Batch, Envelope, Mesh, ShardEvent, MESH_CHANNEL_BATCHES_MAX};
+use crate::shard::mesh::{Batch, Envelope, Mesh, MESH_CHANNEL_BATCHES_MAX};
 use crate::shard::Shard;
 use crate::store::engine::{open_store, ShardId};
 use crate::store::flusher::spawn_store_tasks;
@@ -309,6 +309,3 @@ pub fn stop_on_signals(flag: Arc<AtomicBool>) -> std::io::Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGINT, flag)?;
     Ok(())
 }
-
-#[allow(dead_code)]
-fn _unused(_: ShardEvent) {}

@@ -3,11 +3,11 @@
 //!
 //! Invariant: every key of `groups` equals its config's `group_name`, which passes
 //! [`validate_group_name`]; `retry_max_times` is at most [`RETRY_MAX_TIMES_MAX`]; at
-//! most [`TABLE_ENTRIES_MAX`] groups. `upsert` enforces it and `decode` re-checks it.
+//! most [`super::TABLE_ENTRIES_MAX`] groups. `upsert` enforces it and `decode` re-checks it.
 //! Invariant: every change bumps `data_version`.
 
 use super::snapshot::SnapshotStore;
-use super::{decode_image, encode_image, validate_group_name, DataVersion, MetaError, TABLE_ENTRIES_MAX};
+use super::{decode_image, encode_image, validate_group_name, DataVersion, MetaError};
 use crate::store::io::Disk;
 use std::collections::BTreeMap;
 
@@ -98,23 +98,13 @@ impl GroupTable {
     /// Creates or replaces a group; bumps the version if anything changed.
     pub fn upsert(&mut self, config: SubscriptionGroupConfig, now_ms: i64) -> Result<(), MetaError> {
         config.validate()?;
-        if !self.groups.contains_key(&config.group_name) && self.groups.len() >= TABLE_ENTRIES_MAX {
-            return Err(MetaError::TableFull { what: WHAT, entries_max: TABLE_ENTRIES_MAX });
-        }
-        if self.groups.get(&config.group_name) != Some(&config) {
-            self.groups.insert(config.group_name.clone(), config);
-            self.data_version.bump(now_ms);
-        }
-        Ok(())
+        let key = config.group_name.clone();
+        super::upsert_entry(WHAT, &mut self.groups, &mut self.data_version, &key, config, now_ms)
     }
 
     /// Removes a group; bumps the version if it existed.
     pub fn remove(&mut self, group_name: &str, now_ms: i64) -> Option<SubscriptionGroupConfig> {
-        let removed = self.groups.remove(group_name);
-        if removed.is_some() {
-            self.data_version.bump(now_ms);
-        }
-        removed
+        super::remove_entry(&mut self.groups, &mut self.data_version, group_name, now_ms)
     }
 
     pub fn encode(&self) -> Result<Vec<u8>, MetaError> {
@@ -123,18 +113,7 @@ impl GroupTable {
 
     pub fn decode(payload: &[u8]) -> Result<Self, MetaError> {
         let table: Self = decode_image(WHAT, TAG, SCHEMA_VERSION, payload)?;
-        if table.groups.len() > TABLE_ENTRIES_MAX {
-            return Err(MetaError::Decode { what: WHAT, reason: format!("{} groups", table.groups.len()) });
-        }
-        for (key, config) in &table.groups {
-            if key != &config.group_name {
-                return Err(MetaError::Decode {
-                    what: WHAT,
-                    reason: format!("key {key:?} holds group {:?}", config.group_name),
-                });
-            }
-            config.validate().map_err(|e| MetaError::Decode { what: WHAT, reason: e.to_string() })?;
-        }
+        super::check_decoded_entries(WHAT, &table.groups, |c| c.group_name.as_str(), SubscriptionGroupConfig::validate)?;
         Ok(table)
     }
 

@@ -173,6 +173,55 @@ where
     rkyv::from_bytes::<T, rancor::Error>(&aligned).map_err(|e| fail(e.to_string()))
 }
 
+/// Inserts or replaces `value` under `key` in a versioned table (topics, groups): the
+/// version moves only when something changed, and the table stays within
+/// [`TABLE_ENTRIES_MAX`].
+pub(crate) fn upsert_entry<T: PartialEq>(
+    what: &'static str,
+    map: &mut std::collections::BTreeMap<String, T>,
+    version: &mut DataVersion,
+    key: &str,
+    value: T,
+    now_ms: i64,
+) -> Result<(), MetaError> {
+    if !map.contains_key(key) && map.len() >= TABLE_ENTRIES_MAX {
+        return Err(MetaError::TableFull { what, entries_max: TABLE_ENTRIES_MAX });
+    }
+    if map.get(key) != Some(&value) {
+        map.insert(key.to_string(), value);
+        version.bump(now_ms);
+    }
+    Ok(())
+}
+
+/// Removes `key` from a versioned table; the version moves if it existed.
+pub(crate) fn remove_entry<T>(map: &mut std::collections::BTreeMap<String, T>, version: &mut DataVersion, key: &str, now_ms: i64) -> Option<T> {
+    let removed = map.remove(key);
+    if removed.is_some() {
+        version.bump(now_ms);
+    }
+    removed
+}
+
+/// Checks a decoded table: bounded, every entry valid and stored under its own name.
+pub(crate) fn check_decoded_entries<T>(
+    what: &'static str,
+    map: &std::collections::BTreeMap<String, T>,
+    name_of: impl Fn(&T) -> &str,
+    validate: impl Fn(&T) -> Result<(), MetaError>,
+) -> Result<(), MetaError> {
+    if map.len() > TABLE_ENTRIES_MAX {
+        return Err(MetaError::Decode { what, reason: format!("{} entries (max {TABLE_ENTRIES_MAX})", map.len()) });
+    }
+    for (key, entry) in map {
+        if key != name_of(entry) {
+            return Err(MetaError::Decode { what, reason: format!("key {key:?} holds {:?}", name_of(entry)) });
+        }
+        validate(entry).map_err(|e| MetaError::Decode { what, reason: e.to_string() })?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,14 +3,14 @@
 //!
 //! Invariant: every key of `topics` equals its config's `name`, the name passes
 //! [`check_topic_syntax`], queue counts are in `1..=QUEUE_NUMS_MAX`, `perm` uses only
-//! the four RocketMQ permission bits, and there are at most [`TABLE_ENTRIES_MAX`]
+//! the four RocketMQ permission bits, and there are at most [`super::TABLE_ENTRIES_MAX`]
 //! topics. `upsert` enforces it; `decode` re-checks it, so a snapshot written by a
 //! buggy build is refused rather than served.
 //! Invariant: every change bumps `data_version`.
 
 use super::snapshot::SnapshotStore;
 use super::{
-    check_name_chars, decode_image, encode_image, DataVersion, MetaError, NameError, TABLE_ENTRIES_MAX,
+    check_name_chars, decode_image, encode_image, DataVersion, MetaError, NameError,
     TOPIC_NAME_CHARS_MAX,
 };
 use crate::store::io::Disk;
@@ -157,23 +157,13 @@ impl TopicTable {
     /// since the broker creates system and retry topics here too.
     pub fn upsert(&mut self, config: TopicConfig, now_ms: i64) -> Result<(), MetaError> {
         config.validate()?;
-        if !self.topics.contains_key(&config.name) && self.topics.len() >= TABLE_ENTRIES_MAX {
-            return Err(MetaError::TableFull { what: WHAT, entries_max: TABLE_ENTRIES_MAX });
-        }
-        if self.topics.get(&config.name) != Some(&config) {
-            self.topics.insert(config.name.clone(), config);
-            self.data_version.bump(now_ms);
-        }
-        Ok(())
+        let key = config.name.clone();
+        super::upsert_entry(WHAT, &mut self.topics, &mut self.data_version, &key, config, now_ms)
     }
 
     /// Removes a topic; bumps the version if it existed.
     pub fn remove(&mut self, name: &str, now_ms: i64) -> Option<TopicConfig> {
-        let removed = self.topics.remove(name);
-        if removed.is_some() {
-            self.data_version.bump(now_ms);
-        }
-        removed
+        super::remove_entry(&mut self.topics, &mut self.data_version, name, now_ms)
     }
 
     pub fn encode(&self) -> Result<Vec<u8>, MetaError> {
@@ -182,18 +172,7 @@ impl TopicTable {
 
     pub fn decode(payload: &[u8]) -> Result<Self, MetaError> {
         let table: Self = decode_image(WHAT, TAG, SCHEMA_VERSION, payload)?;
-        if table.topics.len() > TABLE_ENTRIES_MAX {
-            return Err(MetaError::Decode { what: WHAT, reason: format!("{} topics", table.topics.len()) });
-        }
-        for (key, config) in &table.topics {
-            if key != &config.name {
-                return Err(MetaError::Decode {
-                    what: WHAT,
-                    reason: format!("key {key:?} holds topic {:?}", config.name),
-                });
-            }
-            config.validate().map_err(|e| MetaError::Decode { what: WHAT, reason: e.to_string() })?;
-        }
+        super::check_decoded_entries(WHAT, &table.topics, |c| c.name.as_str(), TopicConfig::validate)?;
         Ok(table)
     }
 
@@ -303,7 +282,7 @@ mod tests {
     #[test]
     fn table_is_bounded() {
         let mut table = TopicTable::default();
-        for i in 0..TABLE_ENTRIES_MAX {
+        for i in 0..crate::meta::TABLE_ENTRIES_MAX {
             table.topics.insert(format!("t{i}"), TopicConfig::new(&format!("t{i}"), 1));
         }
         assert!(matches!(table.upsert(TopicConfig::new("one-more", 1), 1), Err(MetaError::TableFull { .. })));

@@ -741,7 +741,9 @@ impl<D: Disk, C: Clock> Store<D, C> {
         if from >= to {
             return Ok(Vec::new());
         }
-        let bytes = read_queue(&self.inner, &key, from * ENTRY_BYTES, ((to - from) * ENTRY_BYTES) as usize).await?;
+        // The queue exists (checked above) and queues are never removed.
+        let get = log_accessor(|inner: &mut Inner<D>| &mut inner.queues.get_mut(&key).expect("queues are never removed").log);
+        let bytes = read_log(&*self.inner, &get, from * ENTRY_BYTES, ((to - from) * ENTRY_BYTES) as usize).await?;
         Ok(bytes.chunks_exact(ENTRY_BYTES as usize).map(CqEntry::decode).collect())
     }
 
@@ -986,37 +988,6 @@ async fn flush_queue<D: Disk>(cell: &RefCell<Inner<D>>, disk: &D, key: &QueueKey
     Ok(())
 }
 
-async fn read_queue<D: Disk>(cell: &RefCell<Inner<D>>, key: &QueueKey, pos: u64, len: usize) -> Result<Vec<u8>, IoError> {
-    // Reads never mutate the log; clone what the read needs (handles, tail slice).
-    let (tail_base, tail_bytes, files, segment_bytes) = {
-        let inner = cell.borrow();
-        let Some(q) = inner.queues.get(key) else { return Ok(Vec::new()) };
-        let log = &q.log;
-        let tail_base = log.tail.base();
-        let end = (pos + len as u64).min(log.write_pos);
-        let tail_bytes = if end > tail_base.max(pos) { log.tail.read(tail_base.max(pos), (end - tail_base.max(pos)) as usize) } else { Vec::new() };
-        let files: Vec<(u64, Rc<D::File>)> = log.files.iter().map(|(k, v)| (*k, v.clone())).collect();
-        (tail_base, tail_bytes, files, log.segment_bytes)
-    };
-    let mut out = Vec::with_capacity(len);
-    let mut at = pos;
-    let disk_end = (pos + len as u64).min(tail_base);
-    while at < disk_end {
-        let seg_start = align_down(at, segment_bytes);
-        let Some((_, file)) = files.iter().find(|(s, _)| *s == seg_start) else { break };
-        let piece_end = disk_end.min(seg_start + segment_bytes);
-        let bytes = file.read_at(at - seg_start, (piece_end - at) as usize).await?;
-        let short = (bytes.len() as u64) < piece_end - at;
-        out.extend_from_slice(&bytes);
-        if short {
-            return Ok(out);
-        }
-        at = piece_end;
-    }
-    out.extend_from_slice(&tail_bytes);
-    Ok(out)
-}
-
 /// Future returned by [`Store::flush_wanted`].
 pub struct FlushWanted<D: Disk> {
     inner: Rc<RefCell<Inner<D>>>,
@@ -1060,8 +1031,3 @@ impl<D: Disk> Future for DurableWait<D> {
 
 pub(crate) mod open;
 pub use open::open_store;
-
-#[allow(dead_code)]
-fn _assert_units() {
-    let _ = (align_up(1, BLOCK_BYTES), FlushMode::Sync);
-}
