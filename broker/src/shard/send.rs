@@ -16,7 +16,7 @@ use ringmq_client::remoting::batch;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::headers::{SendMessageRequestHeader, SendMessageResponseHeader};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::rc::Rc;
 
 /// Most messages in one SEND_BATCH_MESSAGE.
@@ -25,38 +25,7 @@ pub const BATCH_MESSAGES_MAX: usize = 4096;
 const PERM_WRITE: u32 = 2;
 const PERM_READ: u32 = 4;
 
-/// RocketMQ's offsetMsgId: uppercase hex of store IP (4 or 16 bytes), port (i32) and
-/// physical offset (i64).
-pub fn offset_msg_id(store_host: &SocketAddr, phys_offset: u64) -> String {
-    let mut bytes = Vec::with_capacity(28);
-    match store_host.ip() {
-        IpAddr::V4(ip) => bytes.extend_from_slice(&ip.octets()),
-        IpAddr::V6(ip) => bytes.extend_from_slice(&ip.octets()),
-    }
-    bytes.extend_from_slice(&(store_host.port() as i32).to_be_bytes());
-    bytes.extend_from_slice(&phys_offset.to_be_bytes());
-    bytes.iter().map(|b| format!("{b:02X}")).collect()
-}
-
-/// Decodes an offsetMsgId into (store host, physical offset).
-pub fn decode_offset_msg_id(id: &str) -> Option<(SocketAddr, u64)> {
-    if !id.is_ascii() || (id.len() != 32 && id.len() != 56) {
-        return None;
-    }
-    let bytes: Option<Vec<u8>> = (0..id.len()).step_by(2).map(|i| u8::from_str_radix(&id[i..i + 2], 16).ok()).collect();
-    let bytes = bytes?;
-    let ip_len = bytes.len() - 12;
-    let ip: IpAddr = if ip_len == 4 {
-        IpAddr::from([bytes[0], bytes[1], bytes[2], bytes[3]])
-    } else {
-        let mut o = [0u8; 16];
-        o.copy_from_slice(&bytes[..16]);
-        IpAddr::from(o)
-    };
-    let port = i32::from_be_bytes(bytes[ip_len..ip_len + 4].try_into().ok()?) as u16;
-    let phys = u64::from_be_bytes(bytes[ip_len + 4..].try_into().ok()?);
-    Some((SocketAddr::new(ip, port), phys))
-}
+pub use ringmq_client::msgid::{decode_offset_msg_id, offset_msg_id};
 
 pub fn readable(topic: &TopicConfig) -> bool {
     topic.perm & PERM_READ != 0

@@ -1,7 +1,10 @@
-//! Message formats: properties strings and the stored-message record layout.
+//! Message formats: properties strings, the stored-message record layout, and the
+//! messages applications send and receive.
 
 pub mod properties;
 pub mod stored;
+pub mod user;
 
 pub use properties::{Properties, PropertiesError};
 pub use stored::{StoredMessage, StoredMessageError, StoredMessageView};
+pub use user::{decode_messages, Message, MessageError, MessageExt};

@@ -1,0 +1,720 @@
+//! The push consumer: subscriptions, a listener, and behind them one long-polling pull
+//! loop per queue this member owns (RocketMQ's `DefaultMQPushConsumer`).
+//!
+//! Ownership of queues: in clustering mode the group's members split the readable
+//! queues with `rebalance::allocate_average`, recomputed at start, every
+//! `rebalance_interval_ms`, and as soon as a broker says the membership changed
+//! (NOTIFY_CONSUMER_IDS_CHANGED); in broadcasting mode every member reads every queue
+//! and keeps its offsets in a local file.
+//!
+//! Consumption: concurrently (batches of up to `consume_batch_max_size` run as tasks,
+//! at most `consume_tasks_max` at a time) or orderly (one queue's messages strictly one
+//! batch after another, only while this member holds the queue's broker lock, renewed
+//! every `lock_renew_interval_ms`).
+//!
+//! Invariants:
+//! - a queue is pulled by at most one loop in this process, and only while assigned;
+//! - at most `queue_messages_max` messages per queue are delivered and unacknowledged:
+//!   past that the queue's pull loop waits (flow control; memory stays bounded);
+//! - offsets committed are commit points (`offsets::QueueProgress`): never past an
+//!   unacknowledged message, so delivery is at-least-once;
+//! - orderly: a queue's listener runs only while the lock is believed held (renewed
+//!   within `LOCK_HELD_MAX_MS`, half the broker's 60 s expiry), and a queue handed to
+//!   another member has its offset committed *before* its lock is released, so the next
+//!   owner starts exactly where this one stopped;
+//! - a message the listener asks to reconsume is retried locally with a growing delay
+//!   (capped at `RECONSUME_DELAY_MAX_MS`) and never acknowledged before it succeeds.
+//!   (Sending it back to a `%RETRY%` topic needs broker support RingMQ does not have yet.)
+
+use super::kernel::{self, PullRequest, PullStatus};
+use super::offsets::{LocalOffsetFile, QueueProgress};
+use super::rebalance::allocate_average;
+use super::subscription::Subscription;
+use super::ConsumeFrom;
+use crate::error::ClientError;
+use crate::instance::{ClientConfig, ClientInstance, ConsumerHook};
+use crate::message::MessageExt;
+use crate::remoting::bodies::MessageQueue;
+use crate::remoting::heartbeat::{ConsumeFromWhere, ConsumeType, ConsumerData, MessageModel};
+use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
+use glommio::sync::Semaphore;
+use glommio::task::JoinHandle;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// How long a lock is trusted after the broker granted or renewed it.
+pub const LOCK_HELD_MAX_MS: u64 = 30_000;
+pub const RECONSUME_DELAY_MAX_MS: u64 = 60_000;
+/// Pause after a failed pull before the next.
+pub const PULL_BACKOFF_MS: u64 = 1_000;
+/// Pause while a queue is over its flow-control bound.
+pub const FLOW_CONTROL_PAUSE_MS: u64 = 20;
+/// Extra client-side wait on top of the broker's suspend time.
+pub const PULL_TIMEOUT_SLACK_MS: u64 = 10_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumeStatus {
+    Success,
+    /// Deliver this batch again later.
+    ReconsumeLater,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumeOrderlyStatus {
+    Success,
+    /// Stop this queue for `suspend_current_queue_ms`, then deliver the same batch again.
+    SuspendCurrentQueueAMoment,
+}
+
+type ConcurrentFn = Rc<dyn Fn(&[MessageExt]) -> ConsumeStatus>;
+type OrderlyFn = Rc<dyn Fn(&[MessageExt]) -> ConsumeOrderlyStatus>;
+
+#[derive(Clone)]
+enum Listener {
+    Concurrently(ConcurrentFn),
+    Orderly(OrderlyFn),
+}
+
+#[derive(Debug, Clone)]
+pub struct PushConsumerConfig {
+    pub client: ClientConfig,
+    pub group: String,
+    pub model: MessageModel,
+    pub consume_from: ConsumeFrom,
+    /// Messages asked for per pull.
+    pub pull_batch_size: i32,
+    /// Messages handed to the listener per call.
+    pub consume_batch_max_size: usize,
+    /// Listener calls in progress at once (concurrent mode).
+    pub consume_tasks_max: usize,
+    /// Delivered-but-unacknowledged messages per queue before pulling pauses.
+    pub queue_messages_max: usize,
+    /// How long the broker may hold a pull when the queue is empty.
+    pub pull_suspend_ms: u64,
+    pub rebalance_interval_ms: u64,
+    pub persist_offset_interval_ms: u64,
+    pub lock_renew_interval_ms: u64,
+    /// Orderly: retry interval while another member still holds a queue's lock.
+    pub lock_retry_ms: u64,
+    pub suspend_current_queue_ms: u64,
+    /// First reconsume delay; doubles per attempt up to `RECONSUME_DELAY_MAX_MS`.
+    pub reconsume_delay_ms: u64,
+    /// Broadcasting: offsets go to `<dir>/<group>/<instance name or DEFAULT>.json`.
+    pub offset_store_dir: PathBuf,
+}
+
+impl PushConsumerConfig {
+    pub fn new(client: ClientConfig, group: impl Into<String>) -> Self {
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+        Self {
+            client,
+            group: group.into(),
+            model: MessageModel::Clustering,
+            consume_from: ConsumeFrom::LastOffset,
+            pull_batch_size: 32,
+            consume_batch_max_size: 1,
+            consume_tasks_max: 20,
+            queue_messages_max: 1_000,
+            pull_suspend_ms: 15_000,
+            rebalance_interval_ms: 20_000,
+            persist_offset_interval_ms: 5_000,
+            lock_renew_interval_ms: 20_000,
+            lock_retry_ms: 1_000,
+            suspend_current_queue_ms: 1_000,
+            reconsume_delay_ms: 1_000,
+            offset_store_dir: home.join(".ringmq_offsets"),
+        }
+    }
+
+    fn validate(&self) -> Result<(), ClientError> {
+        let bad = |m: String| Err(ClientError::Config(m));
+        if self.group.is_empty() {
+            return bad("consumer group is empty".into());
+        }
+        if !(1..=1024).contains(&self.pull_batch_size) {
+            return bad(format!("pull_batch_size {} is outside 1..=1024", self.pull_batch_size));
+        }
+        if self.consume_batch_max_size == 0 || self.consume_tasks_max == 0 || self.queue_messages_max == 0 {
+            return bad("consume_batch_max_size, consume_tasks_max and queue_messages_max must be > 0".into());
+        }
+        if self.rebalance_interval_ms == 0 || self.persist_offset_interval_ms == 0 || self.lock_renew_interval_ms == 0 {
+            return bad("rebalance, persist and lock intervals must be > 0".into());
+        }
+        Ok(())
+    }
+}
+
+/// One owned queue.
+struct ProcessQueue {
+    queue: MessageQueue,
+    dropped: Cell<bool>,
+    /// None until the start offset is resolved.
+    progress: RefCell<Option<QueueProgress>>,
+    /// Orderly: the lock is trusted until then.
+    locked_until: Cell<Option<Instant>>,
+    /// Last commit point written.
+    persisted: Cell<Option<i64>>,
+    task: RefCell<Option<JoinHandle<()>>>,
+}
+
+impl ProcessQueue {
+    fn commit_point(&self) -> Option<i64> {
+        self.progress.borrow().as_ref().map(QueueProgress::commit_point)
+    }
+
+    fn lock_valid(&self) -> bool {
+        self.locked_until.get().is_some_and(|t| t > Instant::now())
+    }
+
+    fn ack(&self, offsets: impl IntoIterator<Item = i64>) {
+        if let Some(p) = self.progress.borrow_mut().as_mut() {
+            for o in offsets {
+                p.acked(o);
+            }
+        }
+    }
+}
+
+struct Inner {
+    instance: Rc<ClientInstance>,
+    config: PushConsumerConfig,
+    subscriptions: BTreeMap<String, Subscription>,
+    listener: Listener,
+    queues: RefCell<BTreeMap<MessageQueue, Rc<ProcessQueue>>>,
+    local_offsets: RefCell<Option<LocalOffsetFile>>,
+    rebalance_signal: LocalSender<()>,
+    consume_permits: Rc<Semaphore>,
+    stopped: Cell<bool>,
+    tasks: RefCell<Vec<JoinHandle<()>>>,
+}
+
+impl ConsumerHook for Inner {
+    fn consumer_data(&self) -> ConsumerData {
+        ConsumerData {
+            consume_from_where: match self.config.consume_from {
+                ConsumeFrom::LastOffset => ConsumeFromWhere::ConsumeFromLastOffset,
+                ConsumeFrom::FirstOffset => ConsumeFromWhere::ConsumeFromFirstOffset,
+                ConsumeFrom::Timestamp(_) => ConsumeFromWhere::ConsumeFromTimestamp,
+            },
+            consume_type: ConsumeType::ConsumePassively,
+            group_name: self.config.group.clone(),
+            message_model: self.config.model,
+            subscription_data_set: self.subscriptions.values().map(Subscription::data).collect(),
+            unit_mode: false,
+        }
+    }
+
+    fn membership_changed(&self) {
+        let _ = self.rebalance_signal.try_send(());
+    }
+}
+
+/// Builder and handle of a push consumer.
+pub struct PushConsumer {
+    config: PushConsumerConfig,
+    subscriptions: BTreeMap<String, Subscription>,
+    listener: Option<Listener>,
+    inner: Option<Rc<Inner>>,
+}
+
+impl PushConsumer {
+    pub fn new(config: PushConsumerConfig) -> Self {
+        Self { config, subscriptions: BTreeMap::new(), listener: None, inner: None }
+    }
+
+    /// Subscribes to `topic` with a TAG expression (`*`, `A`, `A || B`).
+    pub fn subscribe(&mut self, topic: &str, expression: &str) -> Result<(), ClientError> {
+        if !crate::message::user::valid_topic(topic) {
+            return Err(ClientError::Config(format!("bad topic name `{topic}`")));
+        }
+        self.subscriptions.insert(topic.to_string(), Subscription::new(topic, expression));
+        Ok(())
+    }
+
+    pub fn register_concurrently(&mut self, f: impl Fn(&[MessageExt]) -> ConsumeStatus + 'static) {
+        self.listener = Some(Listener::Concurrently(Rc::new(f)));
+    }
+
+    pub fn register_orderly(&mut self, f: impl Fn(&[MessageExt]) -> ConsumeOrderlyStatus + 'static) {
+        self.listener = Some(Listener::Orderly(Rc::new(f)));
+    }
+
+    /// Starts pulling on the current glommio executor.
+    pub async fn start(&mut self) -> Result<(), ClientError> {
+        if self.inner.is_some() {
+            return Err(ClientError::Config("consumer already started".into()));
+        }
+        self.config.validate()?;
+        let listener = self.listener.clone().ok_or_else(|| ClientError::Config("no listener registered".into()))?;
+        if self.subscriptions.is_empty() {
+            return Err(ClientError::Config("no subscription: call subscribe first".into()));
+        }
+        let instance = ClientInstance::start(self.config.client.clone())?;
+        let local_offsets = if self.config.model == MessageModel::Broadcasting {
+            let name = self.config.client.instance_name.clone().unwrap_or_else(|| "DEFAULT".into());
+            let path = self.config.offset_store_dir.join(&self.config.group).join(format!("{name}.json"));
+            Some(LocalOffsetFile::open(path)?)
+        } else {
+            None
+        };
+        let (signal_tx, signal_rx) = local_channel::new_bounded(1);
+        let inner = Rc::new(Inner {
+            instance: instance.clone(),
+            config: self.config.clone(),
+            subscriptions: self.subscriptions.clone(),
+            listener,
+            queues: RefCell::new(BTreeMap::new()),
+            local_offsets: RefCell::new(local_offsets),
+            rebalance_signal: signal_tx,
+            consume_permits: Rc::new(Semaphore::new(self.config.consume_tasks_max as u64)),
+            stopped: Cell::new(false),
+            tasks: RefCell::new(Vec::new()),
+        });
+        let hook: Rc<dyn ConsumerHook> = inner.clone();
+        instance.register_consumer(&self.config.group, Rc::downgrade(&hook));
+        for topic in self.subscriptions.keys() {
+            instance.use_topic(topic);
+            if let Err(e) = instance.fetch_route(topic).await {
+                tracing::warn!(topic, error = %e, "no route yet; the consumer will pick the topic up when it appears");
+            }
+        }
+        instance.heartbeat_all().await;
+        inner.spawn_background(signal_rx);
+        self.inner = Some(inner);
+        Ok(())
+    }
+
+    /// The queues this member reads now.
+    pub fn assigned_queues(&self) -> Vec<MessageQueue> {
+        self.inner.as_ref().map(|i| i.queues.borrow().keys().cloned().collect()).unwrap_or_default()
+    }
+
+    pub fn client_id(&self) -> Option<String> {
+        self.inner.as_ref().map(|i| i.instance.client_id.clone())
+    }
+
+    /// Rebalances now (also done on a timer and on membership changes).
+    pub async fn rebalance(&self) {
+        if let Some(inner) = &self.inner {
+            inner.rebalance().await;
+        }
+    }
+
+    /// Commits every queue's commit point now.
+    pub async fn persist_offsets(&self) {
+        if let Some(inner) = &self.inner {
+            inner.persist_offsets().await;
+        }
+    }
+
+    /// Commits offsets, releases queues and locks, and leaves the group.
+    pub async fn shutdown(&mut self) {
+        let Some(inner) = self.inner.take() else { return };
+        inner.stopped.set(true);
+        for task in inner.tasks.borrow_mut().drain(..) {
+            task.cancel();
+        }
+        let owned: Vec<Rc<ProcessQueue>> = inner.queues.borrow().values().cloned().collect();
+        inner.drop_queues(owned).await;
+        inner.persist_offsets().await;
+        inner.instance.shutdown().await;
+    }
+}
+
+fn is_orderly(listener: &Listener) -> bool {
+    matches!(listener, Listener::Orderly(_))
+}
+
+impl Inner {
+    fn clustering(&self) -> bool {
+        self.config.model == MessageModel::Clustering
+    }
+
+    fn needs_lock(&self) -> bool {
+        self.clustering() && is_orderly(&self.listener)
+    }
+
+    fn spawn_background(self: &Rc<Self>, signal_rx: LocalReceiver<()>) {
+        let weak = Rc::downgrade(self);
+        let every = Duration::from_millis(self.config.rebalance_interval_ms);
+        let rebalancer = glommio::spawn_local(async move {
+            loop {
+                let Some(me) = weak.upgrade() else { break };
+                if me.stopped.get() {
+                    break;
+                }
+                me.rebalance().await;
+                drop(me);
+                futures_lite::future::or(async { glommio::timer::sleep(every).await }, async {
+                    let _ = signal_rx.recv().await;
+                })
+                .await;
+            }
+        })
+        .detach();
+        let weak = Rc::downgrade(self);
+        let every = Duration::from_millis(self.config.persist_offset_interval_ms);
+        let persister = glommio::spawn_local(async move {
+            loop {
+                glommio::timer::sleep(every).await;
+                let Some(me) = weak.upgrade() else { break };
+                if me.stopped.get() {
+                    break;
+                }
+                me.persist_offsets().await;
+            }
+        })
+        .detach();
+        let mut tasks = vec![rebalancer, persister];
+        if self.needs_lock() {
+            let weak = Rc::downgrade(self);
+            let every = Duration::from_millis(self.config.lock_renew_interval_ms);
+            tasks.push(
+                glommio::spawn_local(async move {
+                    loop {
+                        glommio::timer::sleep(every).await;
+                        let Some(me) = weak.upgrade() else { break };
+                        if me.stopped.get() {
+                            break;
+                        }
+                        me.renew_locks().await;
+                    }
+                })
+                .detach(),
+            );
+        }
+        self.tasks.borrow_mut().extend(tasks);
+    }
+
+    /// Recomputes which queues this member reads and starts or stops pull loops.
+    async fn rebalance(self: &Rc<Self>) {
+        for (topic, _) in self.subscriptions.iter() {
+            let route = match self.instance.route(topic).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::debug!(topic, error = %e, "rebalance: no route");
+                    continue;
+                }
+            };
+            let mine: BTreeSet<MessageQueue> = if self.clustering() {
+                let Some(addr) = route.master_addrs.values().next().cloned() else { continue };
+                let ids = match kernel::consumer_ids(&self.instance, &addr, &self.config.group).await {
+                    Ok(ids) => ids,
+                    Err(e) => {
+                        tracing::debug!(topic, error = %e, "rebalance: no consumer list");
+                        continue;
+                    }
+                };
+                if ids.is_empty() {
+                    continue;
+                }
+                allocate_average(&route.read_queues, &ids, &self.instance.client_id).into_iter().collect()
+            } else {
+                route.read_queues.iter().cloned().collect()
+            };
+            if self.stopped.get() {
+                return;
+            }
+            let gone: Vec<Rc<ProcessQueue>> =
+                self.queues.borrow().iter().filter(|(q, _)| &q.topic == topic && !mine.contains(*q)).map(|(_, pq)| pq.clone()).collect();
+            if !gone.is_empty() {
+                tracing::debug!(topic, released = gone.len(), "rebalance: releasing queues");
+                self.drop_queues(gone).await;
+            }
+            for q in mine {
+                if self.queues.borrow().contains_key(&q) {
+                    continue;
+                }
+                let pq = Rc::new(ProcessQueue {
+                    queue: q.clone(),
+                    dropped: Cell::new(false),
+                    progress: RefCell::new(None),
+                    locked_until: Cell::new(None),
+                    persisted: Cell::new(None),
+                    task: RefCell::new(None),
+                });
+                let me = self.clone();
+                let pq2 = pq.clone();
+                let task = glommio::spawn_local(async move { me.run_queue(pq2).await }).detach();
+                *pq.task.borrow_mut() = Some(task);
+                self.queues.borrow_mut().insert(q, pq);
+            }
+        }
+    }
+
+    /// Stops the queues, commits where they stand, then releases their locks.
+    async fn drop_queues(self: &Rc<Self>, gone: Vec<Rc<ProcessQueue>>) {
+        for pq in &gone {
+            pq.dropped.set(true);
+            if let Some(task) = pq.task.borrow_mut().take() {
+                task.cancel();
+            }
+            self.queues.borrow_mut().remove(&pq.queue);
+        }
+        for pq in &gone {
+            self.persist_queue(pq).await;
+        }
+        if self.local_offsets.borrow().is_some() {
+            self.save_local_offsets();
+        }
+        if self.needs_lock() {
+            let locked: Vec<&Rc<ProcessQueue>> = gone.iter().filter(|pq| pq.locked_until.take().is_some()).collect();
+            for pq in locked {
+                if let Ok(addr) = kernel::broker_addr(&self.instance, &pq.queue) {
+                    if let Err(e) = kernel::unlock_queues(&self.instance, &addr, &self.config.group, std::slice::from_ref(&pq.queue)).await {
+                        tracing::debug!(queue = ?pq.queue, error = %e, "unlock failed; the broker lock expires by itself");
+                    }
+                }
+            }
+        }
+    }
+
+    async fn persist_queue(&self, pq: &ProcessQueue) {
+        let Some(point) = pq.commit_point() else { return };
+        if pq.persisted.get() == Some(point) {
+            return;
+        }
+        if self.clustering() {
+            match kernel::commit_offset(&self.instance, &self.config.group, &pq.queue, point).await {
+                Ok(()) => pq.persisted.set(Some(point)),
+                Err(e) => tracing::debug!(queue = ?pq.queue, error = %e, "offset commit failed; retried next round"),
+            }
+        } else if let Some(local) = self.local_offsets.borrow_mut().as_mut() {
+            local.set(&pq.queue, point);
+            pq.persisted.set(Some(point));
+        }
+    }
+
+    fn save_local_offsets(&self) {
+        if let Some(local) = self.local_offsets.borrow().as_ref() {
+            if let Err(e) = local.save() {
+                tracing::warn!(error = %e, "local offsets not saved");
+            }
+        }
+    }
+
+    async fn persist_offsets(self: &Rc<Self>) {
+        let owned: Vec<Rc<ProcessQueue>> = self.queues.borrow().values().cloned().collect();
+        for pq in &owned {
+            self.persist_queue(pq).await;
+        }
+        if !self.clustering() {
+            self.save_local_offsets();
+        }
+    }
+
+    async fn renew_locks(self: &Rc<Self>) {
+        let mut by_broker: BTreeMap<String, Vec<Rc<ProcessQueue>>> = BTreeMap::new();
+        for pq in self.queues.borrow().values() {
+            if let Ok(addr) = kernel::broker_addr(&self.instance, &pq.queue) {
+                by_broker.entry(addr).or_default().push(pq.clone());
+            }
+        }
+        for (addr, pqs) in by_broker {
+            let queues: Vec<MessageQueue> = pqs.iter().map(|pq| pq.queue.clone()).collect();
+            let granted_at = Instant::now();
+            match kernel::lock_queues(&self.instance, &addr, &self.config.group, &queues).await {
+                Ok(locked) => {
+                    for pq in pqs {
+                        if locked.contains(&pq.queue) {
+                            pq.locked_until.set(Some(granted_at + Duration::from_millis(LOCK_HELD_MAX_MS)));
+                        } else if pq.locked_until.take().is_some() {
+                            tracing::warn!(queue = ?pq.queue, "lost the queue lock; pausing the queue");
+                        }
+                    }
+                }
+                Err(e) => tracing::debug!(addr, error = %e, "lock renewal failed"),
+            }
+        }
+    }
+
+    /// Orderly: obtains `pq`'s lock, retrying until granted or the queue is dropped.
+    async fn lock_queue(&self, pq: &ProcessQueue) -> bool {
+        loop {
+            if pq.dropped.get() || self.stopped.get() {
+                return false;
+            }
+            if pq.lock_valid() {
+                return true;
+            }
+            if let Ok(addr) = kernel::broker_addr(&self.instance, &pq.queue) {
+                let granted_at = Instant::now();
+                match kernel::lock_queues(&self.instance, &addr, &self.config.group, std::slice::from_ref(&pq.queue)).await {
+                    Ok(locked) if locked.contains(&pq.queue) => {
+                        pq.locked_until.set(Some(granted_at + Duration::from_millis(LOCK_HELD_MAX_MS)));
+                        return true;
+                    }
+                    Ok(_) => tracing::debug!(queue = ?pq.queue, "queue locked by another member; retrying"),
+                    Err(e) => tracing::debug!(queue = ?pq.queue, error = %e, "lock failed; retrying"),
+                }
+            }
+            glommio::timer::sleep(Duration::from_millis(self.config.lock_retry_ms)).await;
+        }
+    }
+
+    async fn resolve_start_offset(&self, queue: &MessageQueue) -> Result<i64, ClientError> {
+        let stored = if self.clustering() {
+            kernel::query_offset(&self.instance, &self.config.group, queue).await?
+        } else {
+            self.local_offsets.borrow().as_ref().and_then(|l| l.get(queue))
+        };
+        match stored {
+            Some(o) => Ok(o),
+            None => kernel::start_offset_by_policy(&self.instance, queue, self.config.consume_from).await,
+        }
+    }
+
+    /// The pull loop of one queue.
+    async fn run_queue(self: Rc<Self>, pq: Rc<ProcessQueue>) {
+        let alive = |me: &Self| !pq.dropped.get() && !me.stopped.get();
+        if self.needs_lock() && !self.lock_queue(&pq).await {
+            return;
+        }
+        let start = loop {
+            if !alive(&self) {
+                return;
+            }
+            match self.resolve_start_offset(&pq.queue).await {
+                Ok(o) => break o,
+                Err(e) => {
+                    tracing::warn!(queue = ?pq.queue, error = %e, "start offset unknown; retrying");
+                    glommio::timer::sleep(Duration::from_millis(PULL_BACKOFF_MS)).await;
+                }
+            }
+        };
+        *pq.progress.borrow_mut() = Some(QueueProgress::new(start));
+        pq.persisted.set(Some(start));
+        let subscription = self.subscriptions.get(&pq.queue.topic).cloned().expect("queues come from subscriptions");
+        while alive(&self) {
+            let (offset, in_flight, commit_point) = {
+                let p = pq.progress.borrow();
+                let p = p.as_ref().expect("set above");
+                (p.next_pull_offset(), p.in_flight_count(), p.commit_point())
+            };
+            if in_flight >= self.config.queue_messages_max {
+                glommio::timer::sleep(Duration::from_millis(FLOW_CONTROL_PAUSE_MS)).await;
+                continue;
+            }
+            if self.needs_lock() && !pq.lock_valid() && !self.lock_queue(&pq).await {
+                return;
+            }
+            let req = PullRequest {
+                group: &self.config.group,
+                queue: &pq.queue,
+                offset,
+                max_messages: self.config.pull_batch_size,
+                subscription: &subscription,
+                commit_offset: self.clustering().then_some(commit_point),
+                suspend_ms: self.config.pull_suspend_ms,
+                timeout: Duration::from_millis(self.config.pull_suspend_ms + PULL_TIMEOUT_SLACK_MS),
+            };
+            let result = match kernel::pull(&self.instance, &req).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::debug!(queue = ?pq.queue, error = %e, "pull failed");
+                    glommio::timer::sleep(Duration::from_millis(PULL_BACKOFF_MS)).await;
+                    continue;
+                }
+            };
+            if !alive(&self) {
+                return;
+            }
+            if result.status == PullStatus::OffsetIllegal {
+                tracing::warn!(queue = ?pq.queue, offset, next = result.next_begin_offset, "offset outside the queue; moving");
+            }
+            let offsets: Vec<i64> = result.messages.iter().map(|m| m.queue_offset).collect();
+            if let Some(p) = pq.progress.borrow_mut().as_mut() {
+                p.delivered(offsets, result.next_begin_offset);
+            }
+            if result.messages.is_empty() {
+                continue;
+            }
+            match self.listener.clone() {
+                Listener::Concurrently(f) => self.dispatch_concurrently(&pq, f, result.messages).await,
+                Listener::Orderly(f) => {
+                    if !self.consume_orderly(&pq, f, result.messages).await {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn dispatch_concurrently(self: &Rc<Self>, pq: &Rc<ProcessQueue>, f: ConcurrentFn, messages: Vec<MessageExt>) {
+        for chunk in messages.chunks(self.config.consume_batch_max_size) {
+            let Ok(permit) = self.consume_permits.acquire_static_permit(1).await else { return };
+            let mut batch = chunk.to_vec();
+            let (pq, f) = (pq.clone(), f.clone());
+            let delay_first_ms = self.config.reconsume_delay_ms;
+            glommio::spawn_local(async move {
+                let _permit = permit;
+                let mut attempt = 0u32;
+                loop {
+                    if pq.dropped.get() {
+                        return; // not acknowledged: the next owner gets it again
+                    }
+                    if f(&batch) == ConsumeStatus::Success {
+                        pq.ack(batch.iter().map(|m| m.queue_offset));
+                        return;
+                    }
+                    attempt += 1;
+                    for m in &mut batch {
+                        m.reconsume_times += 1;
+                    }
+                    let delay = delay_first_ms.saturating_mul(1 << attempt.min(16)).min(RECONSUME_DELAY_MAX_MS);
+                    tracing::debug!(queue = ?pq.queue, attempt, delay_ms = delay, "reconsume later");
+                    glommio::timer::sleep(Duration::from_millis(delay)).await;
+                }
+            })
+            .detach();
+        }
+    }
+
+    /// Consumes one pull's messages strictly in order; false when the queue was lost.
+    async fn consume_orderly(&self, pq: &ProcessQueue, f: OrderlyFn, messages: Vec<MessageExt>) -> bool {
+        for chunk in messages.chunks(self.config.consume_batch_max_size) {
+            let mut batch = chunk.to_vec();
+            loop {
+                if pq.dropped.get() || self.stopped.get() {
+                    return false;
+                }
+                if self.needs_lock() && !pq.lock_valid() && !self.lock_queue(pq).await {
+                    return false;
+                }
+                match f(&batch) {
+                    ConsumeOrderlyStatus::Success => {
+                        pq.ack(batch.iter().map(|m| m.queue_offset));
+                        break;
+                    }
+                    ConsumeOrderlyStatus::SuspendCurrentQueueAMoment => {
+                        for m in &mut batch {
+                            m.reconsume_times += 1;
+                        }
+                        glommio::timer::sleep(Duration::from_millis(self.config.suspend_current_queue_ms)).await;
+                    }
+                }
+            }
+        }
+        true
+    }
+}
+
+impl Drop for PushConsumer {
+    fn drop(&mut self) {
+        if let Some(inner) = &self.inner {
+            inner.stopped.set(true);
+            for task in inner.tasks.borrow_mut().drain(..) {
+                task.cancel();
+            }
+            for pq in inner.queues.borrow().values() {
+                pq.dropped.set(true);
+                if let Some(t) = pq.task.borrow_mut().take() {
+                    t.cancel();
+                }
+            }
+        }
+    }
+}
