@@ -643,3 +643,180 @@ async fn json_headers_push_consumer_tag_subscription() {
 async fn binary_headers_push_consumer_tag_subscription() {
     push_with_tag_subscription(SerializeType::ROCKETMQ, "Bin").await;
 }
+
+// ---------------------------------------------------------------------------------
+// Both clients on one two-broker cluster.
+
+/// Runs `f` on a glommio executor thread (the RingMQ client's runtime) and waits.
+fn on_glommio<F, Fut, T>(f: F) -> T
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T> + 'static,
+    T: Send + 'static,
+{
+    glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .name("ringmq-client")
+        .spawn(move || async move { f().await })
+        .expect("executor starts")
+        .join()
+        .expect("RingMQ client side")
+}
+
+/// The RocketMQ client and the RingMQ client produce to and consume from the same
+/// cluster of one NameServer and two brokers: each reads what the other sent, with
+/// tags, keys, properties and message ids intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ringmq_and_rocketmq_clients_share_a_two_broker_cluster() {
+    init_logging();
+    let mut ns_config = namesrv::config::ServerConfig::default();
+    ns_config.listen = "127.0.0.1:0".parse().expect("address");
+    let namesrv = namesrv::server::spawn(ns_config).expect("namesrv starts");
+    let ns_addr = namesrv.local_addr().to_string();
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp store");
+    let mut brokers = Vec::new();
+    for name in ["broker-a", "broker-b"] {
+        let mut config = BrokerConfig::default();
+        config.store_root = root.path().join(name);
+        config.listen_port = free_port();
+        config.shard_count = 1;
+        config.broker_ip = Some("127.0.0.1".into());
+        config.broker_name = name.into();
+        config.namesrv_addrs = vec![ns_addr.clone()];
+        config.register_interval_ms = 1_000;
+        config.pull_suspend_max_ms = 1_000;
+        config.store.segment_bytes = 8 * 1024 * 1024;
+        config.store.record_bytes_max = config.max_message_bytes + 64 * 1024;
+        config.store.dirty_bytes_max = 8 * 1024 * 1024;
+        brokers.push(runtime::start(config).expect("broker starts"));
+    }
+    let topic = "InteropBoth";
+    let ringmq_client = {
+        let mut c = ringmq_client::ClientConfig::new([ns_addr.clone()]);
+        c.client_ip = Some("127.0.0.1".parse().expect("ip"));
+        c
+    };
+    {
+        let c = ringmq_client.clone();
+        tokio::task::spawn_blocking(move || {
+            on_glommio(move || async move {
+                let admin = ringmq_client::ClientInstance::start(c).expect("admin");
+                let masters = ringmq_client::admin::create_topic_on_cluster(&admin, None, topic, QUEUES).await.expect("topic");
+                assert_eq!(masters.len(), 2);
+                admin.shutdown().await;
+            })
+        })
+        .await
+        .expect("topic creation");
+    }
+
+    // 1. The RocketMQ producer sends 16 messages.
+    let mut sent: HashMap<String, Expected> = HashMap::new();
+    let mut producer = DefaultMQProducer::builder(client_runtime("both-producer", SerializeType::JSON))
+        .producer_group("PG-both")
+        .name_server_addr(ns_addr.clone())
+        .send_msg_timeout(5_000)
+        .build();
+    bounded("producer start", producer.start()).await.expect("producer starts");
+    let deadline = Instant::now() + WAIT;
+    while producer.fetch_publish_message_queues(topic).await.map(|q| q.len()).unwrap_or(0) != 2 * QUEUES as usize {
+        assert!(Instant::now() < deadline, "route of both brokers");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for i in 0..16 {
+        let want = expected(i, if i % 2 == 0 { "TagA" } else { "TagB" });
+        let body = format!("from-rocketmq {i}");
+        let r = bounded("send", producer.send_with_timeout(build(topic, &body, &want), 5_000)).await.expect("send").expect("result");
+        assert_eq!(r.send_status, SendStatus::SendOk);
+        sent.insert(body, want);
+    }
+    producer.shutdown().await;
+
+    // 2. The RingMQ client reads them back and sends 16 of its own.
+    let rocketmq_sent = sent.clone();
+    let c = ringmq_client.clone();
+    let ringmq_sent: HashMap<String, (String, String)> = tokio::task::spawn_blocking(move || {
+        on_glommio(move || async move {
+            use ringmq_client::consumer::{ConsumeFrom, PullConsumer, PullConsumerConfig};
+            let mut pc = PullConsumerConfig::new(c.clone(), "CG-ringmq-reads");
+            pc.consume_from = ConsumeFrom::FirstOffset;
+            let consumer = PullConsumer::start(pc).await.expect("RingMQ pull consumer");
+            let queues = consumer.fetch_queues(topic).await.expect("queues");
+            assert_eq!(queues.len(), 2 * QUEUES as usize);
+            consumer.assign(&queues, "*").await.expect("assign");
+            let mut got = HashSet::new();
+            let deadline = Instant::now() + WAIT;
+            while got.len() < rocketmq_sent.len() {
+                assert!(Instant::now() < deadline, "RingMQ read {} of {}", got.len(), rocketmq_sent.len());
+                for m in consumer.poll(Duration::from_millis(300)).await.expect("poll") {
+                    let body = String::from_utf8(m.body.to_vec()).expect("utf-8");
+                    let want = &rocketmq_sent[&body];
+                    assert_eq!(m.tags(), Some(want.tag.as_str()), "{body}");
+                    assert_eq!(m.keys().map(str::to_string).collect::<Vec<_>>(), want.keys, "{body}");
+                    for (k, v) in &want.props {
+                        assert_eq!(m.property(k), Some(v.as_str()), "{k} of {body}");
+                    }
+                    assert_eq!(m.msg_id.len(), 32, "the RocketMQ client's UNIQ_KEY");
+                    assert!(got.insert(body));
+                }
+            }
+            consumer.shutdown().await;
+            let producer = ringmq_client::producer::Producer::start(ringmq_client::producer::ProducerConfig::new(c, "PG-ringmq"))
+                .await
+                .expect("RingMQ producer");
+            let mut mine = HashMap::new();
+            for i in 0..16 {
+                let body = format!("from-ringmq {i}");
+                let tag = if i % 2 == 0 { "TagA" } else { "TagB" };
+                let msg = ringmq_client::Message::new(topic, body.clone()).with_tags(tag).expect("tag").with_keys([format!("key-{i}").as_str()]).expect("keys");
+                let r = if i < 8 { producer.send(msg).await } else { producer.send_ordered(msg, "order-1").await }.expect("RingMQ send");
+                mine.insert(body, (r.msg_id, tag.to_string()));
+            }
+            producer.shutdown().await;
+            mine
+        })
+    })
+    .await
+    .expect("RingMQ side");
+
+    // 3. The RocketMQ lite-pull consumer reads the RingMQ client's messages.
+    let consumer = DefaultLitePullConsumer::builder(client_runtime("both-lite-pull", SerializeType::JSON))
+        .consumer_group("CG-rocketmq-reads")
+        .name_server_addr(ns_addr.clone())
+        .pull_batch_size(8)
+        .poll_timeout_millis(500)
+        .broker_suspend_max_time_millis(1_000)
+        .consumer_timeout_millis_when_suspend(3_000)
+        .auto_commit(false)
+        .build()
+        .expect("lite pull consumer");
+    consumer.set_sub_expression_for_assign(topic, "*").await.expect("sub expression");
+    bounded("lite pull start", consumer.start()).await.expect("lite pull starts");
+    let queues = bounded("fetch queues", consumer.fetch_message_queues(topic)).await.expect("queues");
+    assert_eq!(queues.len(), 2 * QUEUES as usize);
+    consumer.assign(queues.clone()).await.expect("assign");
+    for q in &queues {
+        consumer.seek(q, 0).await.expect("seek to 0");
+    }
+    let mut got = HashSet::new();
+    let deadline = Instant::now() + WAIT;
+    while got.len() < sent.len() + ringmq_sent.len() {
+        assert!(Instant::now() < deadline, "RocketMQ read {} of {}", got.len(), sent.len() + ringmq_sent.len());
+        for msg in consumer.poll_with_timeout(500).await {
+            let body = String::from_utf8(msg.body().expect("a body").to_vec()).expect("utf-8");
+            if let Some((id, tag)) = ringmq_sent.get(&body) {
+                assert_eq!(property(&msg, "UNIQ_KEY").as_deref(), Some(id.as_str()), "RingMQ's id of {body}");
+                assert_eq!(msg.tags().map(|t| t.to_string()).as_deref(), Some(tag.as_str()));
+                assert_eq!(msg.born_host().ip(), std::net::IpAddr::from([127, 0, 0, 1]));
+            } else {
+                check_message(&msg, topic, &sent);
+            }
+            assert!(got.insert(body.clone()), "{body} twice");
+        }
+    }
+    consumer.shutdown().await;
+    for b in brokers {
+        b.stop();
+        b.join();
+    }
+    namesrv.stop();
+}
