@@ -634,3 +634,62 @@ fn a_second_namesrv_keeps_routes_served_when_the_first_stops() {
         consumer.shutdown().await;
     });
 }
+
+#[test]
+fn reconsume_later_redelivers_and_consume_from_a_timestamp_skips_older_messages() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = Cluster::start(1, &["broker-a", "broker-b"]);
+    let client = cluster.client_config();
+    on_executor(move || async move {
+        create_topic(&client, "RETRY_TS", 2).await;
+        let producer = Producer::start(ProducerConfig::new(client.clone(), "pg-retry")).await.expect("producer");
+        for i in 0..10 {
+            producer.send(Message::new("RETRY_TS", format!("old-{i}"))).await.expect("send");
+        }
+        glommio::timer::sleep(Duration::from_millis(50)).await;
+        let cut_ms = ringmq_client::msgid::now_ms();
+        glommio::timer::sleep(Duration::from_millis(50)).await;
+        for i in 0..10 {
+            producer.send(Message::new("RETRY_TS", format!("new-{i}"))).await.expect("send");
+        }
+        // Every message is refused once, then accepted: each arrives twice, the second
+        // time with reconsume_times = 1; the committed offsets end past all of them.
+        let deliveries: Rc<RefCell<Vec<(String, i32)>>> = Rc::default();
+        let mut config = push_config(&client, "cg-retry");
+        config.consume_from = ConsumeFrom::Timestamp(cut_ms);
+        let mut c = PushConsumer::new(config);
+        c.subscribe("RETRY_TS", "*").expect("subscribe");
+        let d = deliveries.clone();
+        c.register_concurrently(move |msgs| {
+            let mut d = d.borrow_mut();
+            d.extend(msgs.iter().map(|m| (text(m), m.reconsume_times)));
+            if msgs[0].reconsume_times == 0 {
+                ConsumeStatus::ReconsumeLater
+            } else {
+                ConsumeStatus::Success
+            }
+        });
+        c.start().await.expect("consumer");
+        wait_until("20 deliveries", || deliveries.borrow().len() >= 20).await;
+        glommio::timer::sleep(Duration::from_millis(300)).await;
+        let got = deliveries.borrow().clone();
+        assert_eq!(got.len(), 20, "{got:?}");
+        assert!(got.iter().all(|(b, _)| b.starts_with("new-")), "consume-from-timestamp skipped the older messages: {got:?}");
+        for i in 0..10 {
+            let body = format!("new-{i}");
+            let mut times: Vec<i32> = got.iter().filter(|(b, _)| *b == body).map(|(_, t)| *t).collect();
+            times.sort();
+            assert_eq!(times, [0, 1], "{body}");
+        }
+        c.persist_offsets().await;
+        let pull = PullConsumer::start(PullConsumerConfig::new(client.clone(), "cg-retry")).await.expect("pull");
+        let mut committed = 0;
+        for q in pull.fetch_queues("RETRY_TS").await.expect("queues") {
+            committed += pull.committed(&q).await.expect("committed").expect("an offset");
+        }
+        assert_eq!(committed, 20, "offsets committed past every message once all succeeded");
+        c.shutdown().await;
+        pull.shutdown().await;
+        producer.shutdown().await;
+    });
+}
