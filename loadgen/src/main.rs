@@ -12,6 +12,7 @@
 
 mod broker_bench;
 mod fio;
+mod record;
 mod report;
 mod store_bench;
 
