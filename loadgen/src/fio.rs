@@ -104,6 +104,11 @@ pub fn run_commit_job(plan: &Plan, run: &RunResult) -> Result<FioJobResult, Stri
     Ok(job)
 }
 
+/// A commit-rate job at `bs_bytes` (fdatasync after every write, iodepth 1).
+pub fn run_commit_job_bs(plan: &Plan, purpose: &str, bs_bytes: u64) -> Result<FioJobResult, String> {
+    run_job(plan, purpose, "", bs_bytes, true, 1)
+}
+
 fn run_job(plan: &Plan, purpose: &str, for_run: &str, bs_bytes: u64, fdatasync: bool, iodepth: u32) -> Result<FioJobResult, String> {
     let args: Vec<String> = vec![
         "job".into(),

@@ -8,13 +8,27 @@
 //!
 //! - `broker_bench`: SEND_MESSAGE_V2 against an embedded broker with 1..N shards.
 //!
-//! Subcommands: `store-bench`, `broker-bench`.
+//! - `engine`: producer and consumer threads over the RingMQ client, per-interval
+//!   reporting (RocketMQ's benchmark lines), the run record (`record`).
+//! - `workload_cmd`: `produce`, `consume`, `e2e` options, the embedded cluster
+//!   (`embedded`) when no NameServer is given, outputs (`summary`).
+//!
+//! Subcommands: `store-bench`, `broker-bench`, `produce`, `consume`, `e2e`.
 
 mod broker_bench;
+mod embedded;
+mod engine;
 mod fio;
+mod omb;
+mod peers;
+mod plot;
 mod record;
 mod report;
 mod store_bench;
+mod netbench;
+mod suite;
+mod summary;
+mod workload_cmd;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -34,6 +48,15 @@ enum Command {
     /// Sends 1 KiB messages to an embedded broker with 1 and 2 shards: requests/s,
     /// MB/s, latency, and the share of requests forwarded between shards.
     BrokerBench(BrokerBenchArgs),
+    /// Producers only: send throughput and latency (RocketMQ's producer benchmark).
+    Produce(workload_cmd::WorkloadArgs),
+    /// Builds a backlog, then reads it back as fast as possible (catch-up read).
+    Consume(workload_cmd::WorkloadArgs),
+    /// Producers and consumers together: throughput and end-to-end latency.
+    E2e(workload_cmd::WorkloadArgs),
+    /// The standard suite (W1 durable, W2 throughput, W3 small messages and catch-up),
+    /// side by side with Redis Streams and rocketmq-broker, plus host limits.
+    Suite(suite::SuiteArgs),
 }
 
 #[derive(Args, Debug)]
@@ -159,6 +182,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::StoreBench(args) => run_store_bench(args),
         Command::BrokerBench(args) => run_broker_bench(args),
+        Command::Produce(args) => workload_cmd::run(engine::Role::Produce, args),
+        Command::Consume(args) => workload_cmd::run(engine::Role::Consume, args),
+        Command::E2e(args) => workload_cmd::run(engine::Role::E2e, args),
+        Command::Suite(args) => suite::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -357,7 +357,7 @@ async fn cut_queue<D: Disk>(disk: &D, cq: &mut ConsumeQueue<D>, cut_phys: u64) -
         // Drop files past the new end and shorten the last one to the block boundary;
         // the partial block is rewritten (zeros after the end) by the next flush.
         let seg = q.log.segment_start(new_end);
-        let later: Vec<u64> = q.log.files.keys().copied().filter(|&s| s > seg || (s == seg && new_end == s && s > 0 && false)).collect();
+        let later: Vec<u64> = q.log.files.keys().copied().filter(|&s| s > seg).collect();
         for s in later {
             q.log.files.remove(&s);
             disk.remove(&q.log.path_of(s)).await?;

@@ -1,0 +1,708 @@
+//! The produce / consume / end-to-end workload engine, over the RingMQ client: producer
+//! threads and consumer threads, each one glommio executor with one client (the
+//! client's thread-per-core model), and a reporter on the calling thread that closes an
+//! interval every `interval_ms`, prints RocketMQ's benchmark lines and a progress bar,
+//! and folds intervals into a `RunRecord`.
+//!
+//! Latency: a send is timed from its *scheduled* time when a rate is set (open loop:
+//! a stalled system is charged for the sends it delayed, correcting coordinated
+//! omission) and from its start otherwise. End-to-end latency is the receive time minus
+//! the send time written in the first 8 bytes of the body (µs since the Unix epoch; one
+//! machine, one clock), so it is exact to the microsecond, unlike the born timestamp
+//! (ms) that RocketMQ's B2C figure uses — both are reported.
+//!
+//! Invariants:
+//! - each worker thread owns its accumulator behind a `Mutex` that only it and the
+//!   reporter (once per interval) take; no other state is shared between threads;
+//! - at most `in_flight_per_producer` sends (or batches) are outstanding per producer;
+//! - consumers are bounded by the client's flow control (`queue_messages_max`);
+//! - every wait is bounded: start-up by `START_TIMEOUT_SECS`, the final drain by
+//!   `drain_secs`.
+
+use crate::record::{new_latency_histogram, record_us, Durability, IntervalStats, RunRecord, Workload};
+use bytes::{Bytes, BytesMut};
+use hdrhistogram::Histogram;
+use ringmq_client::consumer::{ConsumeFrom, ConsumeStatus, PushConsumer, PushConsumerConfig};
+use ringmq_client::producer::{Producer, ProducerConfig};
+use ringmq_client::{ClientConfig, ClientError, Message, MessageExt};
+use std::cell::Cell;
+use std::io::Write as _;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub const START_TIMEOUT_SECS: u64 = 30;
+/// Bytes at the start of every body holding the send time (µs since the epoch).
+pub const TIMESTAMP_BYTES: usize = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Produce,
+    Consume,
+    E2e,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Produce => "produce",
+            Role::Consume => "consume",
+            Role::E2e => "e2e",
+        }
+    }
+
+    fn produces(self) -> bool {
+        self != Role::Consume
+    }
+
+    fn consumes(self) -> bool {
+        self != Role::Produce
+    }
+}
+
+/// Message sizes: one fixed size or a weighted choice (`256:0.5,1024:0.4,16384:0.1`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SizeDist {
+    /// (size in bytes, cumulative weight), weights normalised to end at 1.0.
+    choices: Vec<(usize, f64)>,
+}
+
+impl SizeDist {
+    pub fn fixed(bytes: usize) -> Self {
+        Self { choices: vec![(bytes.max(TIMESTAMP_BYTES), 1.0)] }
+    }
+
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if let Ok(n) = text.trim().parse::<usize>() {
+            return Ok(Self::fixed(n));
+        }
+        let mut raw = Vec::new();
+        for part in text.split(',') {
+            let (size, weight) = part.split_once(':').ok_or_else(|| format!("`{part}`: expected SIZE:WEIGHT"))?;
+            let size: usize = size.trim().parse().map_err(|_| format!("`{size}` is not a size in bytes"))?;
+            let weight: f64 = weight.trim().parse().map_err(|_| format!("`{weight}` is not a weight"))?;
+            if !(weight > 0.0 && weight.is_finite()) {
+                return Err(format!("weight {weight} must be > 0"));
+            }
+            raw.push((size.max(TIMESTAMP_BYTES), weight));
+        }
+        let total: f64 = raw.iter().map(|(_, w)| w).sum();
+        let mut acc = 0.0;
+        let choices = raw
+            .into_iter()
+            .map(|(s, w)| {
+                acc += w / total;
+                (s, acc)
+            })
+            .collect::<Vec<_>>();
+        if choices.is_empty() {
+            return Err("empty size distribution".into());
+        }
+        Ok(Self { choices })
+    }
+
+    /// The size for a uniform draw `u` in [0, 1).
+    pub fn pick(&self, u: f64) -> usize {
+        self.choices.iter().find(|(_, c)| u < *c).unwrap_or(self.choices.last().expect("non-empty")).0
+    }
+
+    pub fn max_bytes(&self) -> usize {
+        self.choices.iter().map(|(s, _)| *s).max().unwrap_or(TIMESTAMP_BYTES)
+    }
+
+    /// Weighted mean size, for the workload label.
+    pub fn mean_bytes(&self) -> usize {
+        let mut prev = 0.0;
+        let mut mean = 0.0;
+        for (s, c) in &self.choices {
+            mean += *s as f64 * (c - prev);
+            prev = *c;
+        }
+        mean.round() as usize
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct EngineSpec {
+    pub role: Role,
+    pub workload: Workload,
+    pub sizes: SizeDist,
+    pub namesrv_addrs: Vec<String>,
+    /// Topic names (one per `workload.topics`).
+    pub topics: Vec<String>,
+    pub tags: Vec<String>,
+    pub keys: bool,
+    pub group: String,
+    pub consume_from_first: bool,
+    /// Consume role: stop once this many messages arrived (a catch-up read).
+    pub consume_target_messages: Option<u64>,
+    /// Produce role: stop once this many messages were acknowledged (a preload).
+    pub produce_target_messages: Option<u64>,
+    pub drain_secs: u64,
+    pub interval_ms: u64,
+    pub send_timeout_ms: u64,
+    pub progress: bool,
+    /// Print RocketMQ-format lines per interval.
+    pub lines: bool,
+}
+
+#[derive(Debug)]
+struct Acc {
+    sent: u64,
+    sent_bytes: u64,
+    send_failed: u64,
+    response_failed: u64,
+    received: u64,
+    received_bytes: u64,
+    send_us: Histogram<u64>,
+    e2e_us: Histogram<u64>,
+    b2c_ms_sum: u64,
+    b2c_ms_max: u64,
+    s2c_ms_sum: u64,
+    s2c_ms_max: u64,
+    last_error: Option<String>,
+}
+
+impl Acc {
+    fn new() -> Self {
+        Self {
+            sent: 0,
+            sent_bytes: 0,
+            send_failed: 0,
+            response_failed: 0,
+            received: 0,
+            received_bytes: 0,
+            send_us: new_latency_histogram(),
+            e2e_us: new_latency_histogram(),
+            b2c_ms_sum: 0,
+            b2c_ms_max: 0,
+            s2c_ms_sum: 0,
+            s2c_ms_max: 0,
+            last_error: None,
+        }
+    }
+
+    fn merge(&mut self, o: &Acc) {
+        self.sent += o.sent;
+        self.sent_bytes += o.sent_bytes;
+        self.send_failed += o.send_failed;
+        self.response_failed += o.response_failed;
+        self.received += o.received;
+        self.received_bytes += o.received_bytes;
+        let _ = self.send_us.add(&o.send_us);
+        let _ = self.e2e_us.add(&o.e2e_us);
+        self.b2c_ms_sum += o.b2c_ms_sum;
+        self.b2c_ms_max = self.b2c_ms_max.max(o.b2c_ms_max);
+        self.s2c_ms_sum += o.s2c_ms_sum;
+        self.s2c_ms_max = self.s2c_ms_max.max(o.s2c_ms_max);
+        if o.last_error.is_some() {
+            self.last_error.clone_from(&o.last_error);
+        }
+    }
+}
+
+type SharedAcc = Arc<Mutex<Acc>>;
+
+fn lock(acc: &SharedAcc) -> std::sync::MutexGuard<'_, Acc> {
+    acc.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn now_epoch_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+}
+
+/// A tiny deterministic generator (xorshift64*), one per sending task.
+struct Rng(u64);
+
+impl Rng {
+    fn next_f64(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Open-loop schedule shared by one thread's sending tasks.
+struct Pacer {
+    start: Instant,
+    period: Duration,
+    next: Cell<u64>,
+}
+
+impl Pacer {
+    fn next_slot(&self) -> Instant {
+        let k = self.next.get();
+        self.next.set(k + 1);
+        self.start + self.period.mul_f64(k as f64)
+    }
+}
+
+fn client_config(spec: &EngineSpec, name: String) -> ClientConfig {
+    let mut c = ClientConfig::new(spec.namesrv_addrs.clone());
+    c.instance_name = Some(name);
+    c.request_timeout_ms = spec.send_timeout_ms;
+    c
+}
+
+fn is_response_failure(e: &ClientError) -> bool {
+    matches!(
+        e,
+        ClientError::BrokerBusy { .. }
+            | ClientError::Broker { .. }
+            | ClientError::NoPermission { .. }
+            | ClientError::TopicNotExist { .. }
+            | ClientError::MessageIllegal { .. }
+            | ClientError::FlushTimeout { .. }
+    )
+}
+
+fn body(template: &Bytes, size: usize) -> Bytes {
+    let mut b = BytesMut::with_capacity(size);
+    b.extend_from_slice(&now_epoch_us().to_be_bytes());
+    b.extend_from_slice(&template[..size - TIMESTAMP_BYTES]);
+    b.freeze()
+}
+
+async fn send_loop(spec: Rc<EngineSpec>, producer: Producer, acc: SharedAcc, stop: Arc<AtomicBool>, pacer: Option<Rc<Pacer>>, task_id: u64) {
+    let template = Bytes::from((0..spec.sizes.max_bytes()).map(|i| b'a' + (i % 26) as u8).collect::<Vec<u8>>());
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (task_id + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
+    let batch = spec.workload.batch_size.max(1);
+    let mut seq = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let scheduled = match &pacer {
+            Some(p) => {
+                let at = p.next_slot();
+                let now = Instant::now();
+                if at > now {
+                    glommio::timer::sleep(at - now).await;
+                }
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                at
+            }
+            None => Instant::now(),
+        };
+        let mut msgs = Vec::with_capacity(batch);
+        let mut bytes = 0u64;
+        for _ in 0..batch {
+            let topic = &spec.topics[(seq as usize) % spec.topics.len()];
+            let size = spec.sizes.pick(rng.next_f64());
+            bytes += size as u64;
+            let mut m = Message::new(topic.as_str(), body(&template, size));
+            if !spec.tags.is_empty() {
+                let _ = m.set_property("TAGS", &spec.tags[(seq as usize) % spec.tags.len()]);
+            }
+            if spec.keys {
+                let _ = m.set_property("KEYS", &format!("k{task_id}-{seq}"));
+            }
+            msgs.push(m);
+            seq += 1;
+        }
+        let count = msgs.len() as u64;
+        let result = match (spec.workload.send_mode.as_str(), batch) {
+            ("oneway", _) => {
+                let mut r = Ok(());
+                for m in msgs {
+                    if let Err(e) = producer.send_oneway(m).await {
+                        r = Err(e);
+                    }
+                }
+                r
+            }
+            (_, 1) => producer.send(msgs.pop().expect("one message")).await.map(|_| ()),
+            _ => producer.send_batch(msgs).await.map(|_| ()),
+        };
+        let us = scheduled.elapsed().as_micros() as u64;
+        let mut a = lock(&acc);
+        match result {
+            Ok(()) => {
+                a.sent += count;
+                a.sent_bytes += bytes;
+                record_us(&mut a.send_us, us);
+            }
+            Err(e) => {
+                if is_response_failure(&e) {
+                    a.response_failed += count;
+                } else {
+                    a.send_failed += count;
+                }
+                a.last_error = Some(e.to_string());
+                drop(a);
+                // A failing cluster must not turn into a busy loop.
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+fn producer_thread(index: usize, spec: Arc<EngineSpec>, acc: SharedAcc, stop: Arc<AtomicBool>, ready: Arc<AtomicUsize>) -> std::thread::JoinHandle<Result<(), String>> {
+    std::thread::spawn(move || {
+        let ex = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+            .name(&format!("loadgen-p{index}"))
+            .spawn(move || async move {
+                let spec = Rc::new((*spec).clone());
+                let mut config = ProducerConfig::new(client_config(&spec, format!("loadgen-p{index}-{}", std::process::id())), format!("{}-producer", spec.group));
+                config.send_timeout_ms = spec.send_timeout_ms;
+                config.max_message_bytes = config.max_message_bytes.max(spec.sizes.max_bytes() * spec.workload.batch_size.max(1) + 64 * 1024);
+                let producer = Producer::start(config).await.map_err(|e| format!("producer {index}: {e}"))?;
+                for t in &spec.topics {
+                    producer.instance().route(t).await.map_err(|e| format!("producer {index}: {e}"))?;
+                }
+                ready.fetch_add(1, Ordering::SeqCst);
+                let pacer = spec.workload.target_rate_per_sec.map(|rate| {
+                    let per_thread = rate / spec.workload.producers.max(1) as f64;
+                    let batch = spec.workload.batch_size.max(1) as f64;
+                    Rc::new(Pacer { start: Instant::now(), period: Duration::from_secs_f64(batch / per_thread.max(1e-3)), next: Cell::new(0) })
+                });
+                let tasks: Vec<_> = (0..spec.workload.in_flight_per_producer.max(1))
+                    .map(|t| {
+                        let task_id = (index as u64) << 32 | t as u64;
+                        glommio::spawn_local(send_loop(spec.clone(), producer.clone(), acc.clone(), stop.clone(), pacer.clone(), task_id)).detach()
+                    })
+                    .collect();
+                for t in tasks {
+                    t.await;
+                }
+                producer.shutdown().await;
+                Ok(())
+            })
+            .map_err(|e| format!("producer executor {index}: {e}"))?;
+        ex.join().map_err(|e| format!("producer thread {index}: {e}"))?
+    })
+}
+
+fn on_messages(acc: &SharedAcc, msgs: &[MessageExt]) {
+    let now_us = now_epoch_us();
+    let now_ms = (now_us / 1000) as i64;
+    let mut a = lock(acc);
+    for m in msgs {
+        a.received += 1;
+        a.received_bytes += m.body.len() as u64;
+        if m.body.len() >= TIMESTAMP_BYTES {
+            let sent_us = u64::from_be_bytes(m.body[..TIMESTAMP_BYTES].try_into().expect("8 bytes"));
+            record_us(&mut a.e2e_us, now_us.saturating_sub(sent_us));
+        }
+        let b2c = (now_ms - m.born_timestamp_ms).max(0) as u64;
+        let s2c = (now_ms - m.store_timestamp_ms).max(0) as u64;
+        a.b2c_ms_sum += b2c;
+        a.b2c_ms_max = a.b2c_ms_max.max(b2c);
+        a.s2c_ms_sum += s2c;
+        a.s2c_ms_max = a.s2c_ms_max.max(s2c);
+    }
+}
+
+fn consumer_thread(index: usize, spec: Arc<EngineSpec>, acc: SharedAcc, stop: Arc<AtomicBool>, ready: Arc<AtomicUsize>) -> std::thread::JoinHandle<Result<(), String>> {
+    std::thread::spawn(move || {
+        let ex = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+            .name(&format!("loadgen-c{index}"))
+            .spawn(move || async move {
+                let mut config = PushConsumerConfig::new(client_config(&spec, format!("loadgen-c{index}-{}", std::process::id())), spec.group.clone());
+                config.consume_from = if spec.consume_from_first { ConsumeFrom::FirstOffset } else { ConsumeFrom::LastOffset };
+                config.pull_batch_size = 64;
+                config.consume_batch_max_size = 64;
+                config.queue_messages_max = 4096;
+                config.pull_suspend_ms = 1_000;
+                config.rebalance_interval_ms = 2_000;
+                let mut consumer = PushConsumer::new(config);
+                for t in &spec.topics {
+                    consumer.subscribe(t, "*").map_err(|e| e.to_string())?;
+                }
+                let listener_acc = acc.clone();
+                consumer.register_concurrently(move |msgs| {
+                    on_messages(&listener_acc, msgs);
+                    ConsumeStatus::Success
+                });
+                consumer.start().await.map_err(|e| format!("consumer {index}: {e}"))?;
+                let deadline = Instant::now() + Duration::from_secs(START_TIMEOUT_SECS);
+                while consumer.assigned_queues().is_empty() && Instant::now() < deadline {
+                    glommio::timer::sleep(Duration::from_millis(50)).await;
+                }
+                // Let the pull loops resolve their start offsets before producers begin.
+                glommio::timer::sleep(Duration::from_millis(300)).await;
+                ready.fetch_add(1, Ordering::SeqCst);
+                while !stop.load(Ordering::Relaxed) {
+                    glommio::timer::sleep(Duration::from_millis(20)).await;
+                }
+                consumer.shutdown().await;
+                Ok(())
+            })
+            .map_err(|e| format!("consumer executor {index}: {e}"))?;
+        ex.join().map_err(|e| format!("consumer thread {index}: {e}"))?
+    })
+}
+
+fn take(accs: &[SharedAcc]) -> Acc {
+    let mut total = Acc::new();
+    for a in accs {
+        let taken = std::mem::replace(&mut *lock(a), Acc::new());
+        total.merge(&taken);
+    }
+    total
+}
+
+fn local_time() -> String {
+    crate::report::utc_now()
+}
+
+/// RocketMQ's producer benchmark line.
+fn producer_line(a: &Acc, interval_secs: f64) -> String {
+    let tps = a.sent as f64 / interval_secs;
+    let avg_ms = if a.send_us.is_empty() { 0.0 } else { a.send_us.mean() / 1000.0 };
+    let max_ms = a.send_us.max() as f64 / 1000.0;
+    format!(
+        "Current Time: {} | Send TPS: {:.0} | Max RT(ms): {:.3} | Average RT(ms): {:7.3} | Send Failed: {} | Response Failed: {}",
+        local_time(),
+        tps,
+        max_ms,
+        avg_ms,
+        a.send_failed,
+        a.response_failed
+    )
+}
+
+/// RocketMQ's consumer benchmark line.
+fn consumer_line(a: &Acc, interval_secs: f64) -> String {
+    let n = a.received.max(1) as f64;
+    format!(
+        "Current Time: {} | Consume TPS: {:.0} | AVG(B2C) RT(ms): {:7.3} | AVG(S2C) RT(ms): {:7.3} | MAX(B2C) RT(ms): {} | MAX(S2C) RT(ms): {} | Consume Fail: 0 | Consume Success: {}",
+        local_time(),
+        a.received as f64 / interval_secs,
+        a.b2c_ms_sum as f64 / n,
+        a.s2c_ms_sum as f64 / n,
+        a.b2c_ms_max,
+        a.s2c_ms_max,
+        a.received
+    )
+}
+
+fn progress_bar(done_secs: f64, total_secs: f64, a: &Acc, interval_secs: f64) -> String {
+    const WIDTH: usize = 30;
+    let frac = (done_secs / total_secs.max(1e-9)).clamp(0.0, 1.0);
+    let filled = (frac * WIDTH as f64).round() as usize;
+    format!(
+        "\r[{}{}] {:>4.0}/{:.0} s  send {:>9.0}/s  recv {:>9.0}/s ",
+        "#".repeat(filled),
+        ".".repeat(WIDTH - filled),
+        done_secs,
+        total_secs,
+        a.sent as f64 / interval_secs,
+        a.received as f64 / interval_secs
+    )
+}
+
+/// Runs the workload and returns its record. `on_interval` sees each closed interval.
+pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Durability) -> Result<RunRecord, String> {
+    let spec_arc = Arc::new(spec.clone());
+    let stop_producers = Arc::new(AtomicBool::new(false));
+    let stop_consumers = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(AtomicUsize::new(0));
+    let mut consumer_accs = Vec::new();
+    let mut consumer_threads = Vec::new();
+    let consumers = if spec.role.consumes() { spec.workload.consumers.max(1) } else { 0 };
+    for i in 0..consumers {
+        let acc = Arc::new(Mutex::new(Acc::new()));
+        consumer_threads.push(consumer_thread(i, spec_arc.clone(), acc.clone(), stop_consumers.clone(), ready.clone()));
+        consumer_accs.push(acc);
+    }
+    let wait_ready = |want: usize, what: &str, threads: &[std::thread::JoinHandle<Result<(), String>>]| -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(START_TIMEOUT_SECS);
+        while ready.load(Ordering::SeqCst) < want {
+            if threads.iter().any(|t| t.is_finished()) {
+                return Err(format!("a {what} thread ended during start-up (run with RUST_LOG=debug for details)"));
+            }
+            if Instant::now() > deadline {
+                return Err(format!("{what}s not ready within {START_TIMEOUT_SECS} s"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    };
+    let fail = |msg: String, stop_c: &AtomicBool, stop_p: &AtomicBool| {
+        stop_c.store(true, Ordering::SeqCst);
+        stop_p.store(true, Ordering::SeqCst);
+        msg
+    };
+    if let Err(e) = wait_ready(consumers, "consumer", &consumer_threads) {
+        return Err(fail(e, &stop_consumers, &stop_producers));
+    }
+    let mut producer_accs = Vec::new();
+    let mut producer_threads = Vec::new();
+    let producers = if spec.role.produces() { spec.workload.producers.max(1) } else { 0 };
+    for i in 0..producers {
+        let acc = Arc::new(Mutex::new(Acc::new()));
+        producer_threads.push(producer_thread(i, spec_arc.clone(), acc.clone(), stop_producers.clone(), ready.clone()));
+        producer_accs.push(acc);
+    }
+    if let Err(e) = wait_ready(consumers + producers, "producer", &producer_threads) {
+        let e = fail(e, &stop_consumers, &stop_producers);
+        for t in producer_threads.into_iter().chain(consumer_threads) {
+            if let Ok(Err(thread_err)) = t.join() {
+                return Err(format!("{e}: {thread_err}"));
+            }
+        }
+        return Err(e);
+    }
+    let mut record = RunRecord::new(system, config_label, durability, spec.workload.clone());
+    let interval = Duration::from_millis(spec.interval_ms.max(100));
+    let total_secs = (spec.workload.warmup_secs + spec.workload.duration_secs) as f64;
+    let started = Instant::now();
+    let mut next = started + interval;
+    let (mut sent_total, mut received_total) = (0u64, 0u64);
+    let tty = spec.progress && unsafe_isatty_stderr();
+    loop {
+        let now = Instant::now();
+        if next > now {
+            std::thread::sleep(next - now);
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        let interval_secs = interval.as_secs_f64();
+        let p = take(&producer_accs);
+        let c = take(&consumer_accs);
+        sent_total += p.sent;
+        received_total += c.received;
+        let warmup = elapsed <= spec.workload.warmup_secs as f64 + 1e-6;
+        let mut stats = IntervalStats::new(elapsed, interval_secs, warmup);
+        stats.sent = p.sent;
+        stats.sent_bytes = p.sent_bytes;
+        stats.send_failed = p.send_failed + p.response_failed;
+        stats.received = c.received;
+        stats.backlog = spec.role.consumes().then_some(sent_total as i64 - received_total as i64).filter(|_| spec.role.produces());
+        stats.send_latency_us = p.send_us.clone();
+        stats.e2e_latency_us = c.e2e_us.clone();
+        if tty {
+            eprint!("\r\x1b[K");
+        }
+        if spec.lines {
+            if producers > 0 {
+                println!("{}", producer_line(&p, interval_secs));
+            }
+            if consumers > 0 {
+                println!("{}", consumer_line(&c, interval_secs));
+            }
+        }
+        if let Some(e) = p.last_error.as_ref() {
+            eprintln!("loadgen: send errors this interval; last: {e}");
+        }
+        if tty {
+            let mut both = Acc::new();
+            both.merge(&p);
+            both.merge(&c);
+            eprint!("{}", progress_bar(elapsed, total_secs, &both, interval_secs));
+            let _ = std::io::stderr().flush();
+        }
+        record.push_interval(stats);
+        next += interval;
+        let target_reached = spec.consume_target_messages.is_some_and(|t| received_total >= t)
+            || spec.produce_target_messages.is_some_and(|t| sent_total >= t);
+        if elapsed + 1e-6 >= total_secs || target_reached {
+            break;
+        }
+    }
+    if tty {
+        eprintln!();
+    }
+    stop_producers.store(true, Ordering::SeqCst);
+    let mut thread_errors = Vec::new();
+    for t in producer_threads {
+        match t.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => thread_errors.push(e),
+            Err(_) => thread_errors.push("a producer thread panicked".into()),
+        }
+    }
+    // Sends that completed after the last interval closed.
+    let tail = take(&producer_accs);
+    record.sent += tail.sent;
+    record.sent_bytes += tail.sent_bytes;
+    record.send_failed += tail.send_failed + tail.response_failed;
+    let _ = record.send_latency_us.add(&tail.send_us);
+    sent_total += tail.sent;
+    // Drain: messages sent in the measured window still count when they arrive.
+    if consumers > 0 && producers > 0 {
+        let deadline = Instant::now() + Duration::from_secs(spec.drain_secs);
+        while received_total < sent_total && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            let c = take(&consumer_accs);
+            received_total += c.received;
+            record.received += c.received;
+            let _ = record.e2e_latency_us.add(&c.e2e_us);
+        }
+        if received_total < sent_total {
+            record.errors.push(("not received within the drain time".into(), sent_total - received_total));
+        }
+    }
+    stop_consumers.store(true, Ordering::SeqCst);
+    for t in consumer_threads {
+        match t.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => thread_errors.push(e),
+            Err(_) => thread_errors.push("a consumer thread panicked".into()),
+        }
+    }
+    if record.send_failed > 0 {
+        record.errors.push(("send failed".into(), record.send_failed));
+    }
+    if !thread_errors.is_empty() {
+        return Err(thread_errors.join("; "));
+    }
+    Ok(record)
+}
+
+fn unsafe_isatty_stderr() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str, draws: &[(f64, usize)]) {
+        let d = SizeDist::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        for (u, want) in draws {
+            assert_eq!(d.pick(*u), *want, "{text} at {u}");
+        }
+    }
+
+    #[test]
+    fn size_distributions() {
+        check("1024", &[(0.0, 1024), (0.999, 1024)]);
+        check("256:1,1024:1", &[(0.0, 256), (0.49, 256), (0.5, 1024), (0.99, 1024)]);
+        check("128:0.5,1024:0.4,16384:0.1", &[(0.3, 128), (0.6, 1024), (0.95, 16384)]);
+        check("4", &[(0.5, TIMESTAMP_BYTES)]); // room for the timestamp
+        assert!(SizeDist::parse("x").is_err());
+        assert!(SizeDist::parse("10:0").is_err());
+        assert!(SizeDist::parse("10:a").is_err());
+        assert_eq!(SizeDist::parse("100:1,300:1").unwrap().mean_bytes(), 200);
+    }
+
+    #[test]
+    fn lines_follow_rocketmq_benchmark_format() {
+        let mut a = Acc::new();
+        a.sent = 2000;
+        record_us(&mut a.send_us, 1500);
+        a.send_failed = 1;
+        let line = producer_line(&a, 1.0);
+        assert!(line.contains("| Send TPS: 2000 | Max RT(ms): 1.5"), "{line}");
+        assert!(line.ends_with("Send Failed: 1 | Response Failed: 0"), "{line}");
+        let mut c = Acc::new();
+        c.received = 10;
+        c.b2c_ms_sum = 20;
+        c.b2c_ms_max = 5;
+        let line = consumer_line(&c, 2.0);
+        assert!(line.contains("Consume TPS: 5 | AVG(B2C) RT(ms):   2.000"), "{line}");
+        assert!(line.contains("MAX(B2C) RT(ms): 5"), "{line}");
+    }
+
+    #[test]
+    fn rng_is_uniform_enough() {
+        let mut r = Rng(42);
+        let draws: Vec<f64> = (0..10_000).map(|_| r.next_f64()).collect();
+        assert!(draws.iter().all(|d| (0.0..1.0).contains(d)));
+        let mean = draws.iter().sum::<f64>() / draws.len() as f64;
+        assert!((mean - 0.5).abs() < 0.02, "{mean}");
+    }
+}

@@ -1,0 +1,321 @@
+//! `loadgen produce | consume | e2e`: the workload options, the embedded cluster when no
+//! NameServer is given, topic creation, and the run's outputs (summary table, OMB JSON
+//! results, SVG plot).
+//!
+//! Invariant: every option is range-checked before anything starts, with an error that
+//! names the option.
+
+use crate::embedded::{EmbeddedCluster, EmbeddedSpec};
+use crate::engine::{self, EngineSpec, Role, SizeDist};
+use crate::record::{Durability, RunRecord, Workload};
+use ringmq_broker::store::config::FlushMode;
+use std::path::{Path, PathBuf};
+
+pub const PRODUCERS_MAX: usize = 256;
+pub const CONSUMERS_MAX: usize = 256;
+pub const IN_FLIGHT_MAX: usize = 4096;
+pub const BATCH_MAX: usize = 1024;
+pub const QUEUES_MAX: usize = 1024;
+pub const TOPICS_MAX: usize = 64;
+pub const DURATION_SECS_MAX: u64 = 3600;
+pub const MESSAGE_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct WorkloadArgs {
+    /// NameServers (`host:port;host:port`). Without it loadgen starts an embedded
+    /// NameServer and broker on a temporary store.
+    #[arg(short = 'n', long)]
+    pub namesrv: Option<String>,
+    /// Topic name (several topics get `-0`, `-1`, ... suffixes).
+    #[arg(long, default_value = "LoadgenBench")]
+    pub topic: String,
+    #[arg(long, default_value_t = 1)]
+    pub topics: usize,
+    /// Queues per topic per broker (created when loadgen creates the topic).
+    #[arg(long, default_value_t = 8)]
+    pub queues: usize,
+    /// Message size in bytes, or a distribution `SIZE:WEIGHT,...` (e.g. `128:0.5,1024:0.5`).
+    #[arg(long, default_value = "1024")]
+    pub message_bytes: String,
+    /// Producer threads (one glommio executor and one client each).
+    #[arg(long, default_value_t = 2)]
+    pub producers: usize,
+    /// Consumer threads (one push consumer each, one group).
+    #[arg(long, default_value_t = 1)]
+    pub consumers: usize,
+    /// Sends (or batches) in flight per producer.
+    #[arg(long, default_value_t = 64)]
+    pub in_flight: usize,
+    /// Messages per send (SEND_BATCH_MESSAGE when > 1).
+    #[arg(long, default_value_t = 1)]
+    pub batch: usize,
+    #[arg(long, value_enum, default_value = "sync")]
+    pub send_mode: SendModeArg,
+    /// Target messages/s over all producers (open loop, latency from the scheduled
+    /// time); omit for as fast as possible.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    #[arg(long, default_value_t = 20)]
+    pub duration_secs: u64,
+    #[arg(long, default_value_t = 5)]
+    pub warmup_secs: u64,
+    /// Tags to rotate through, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub tags: Vec<String>,
+    /// Give every message a unique key (indexed by the broker).
+    #[arg(long)]
+    pub keys: bool,
+    /// Consumers start from the first offset (default for the embedded cluster and for
+    /// `consume`), else from the last.
+    #[arg(long)]
+    pub from_first: bool,
+    /// `consume` only: messages to produce first (at full speed) and then read back.
+    #[arg(long, default_value_t = 200_000)]
+    pub backlog_messages: u64,
+    /// Embedded broker: flush mode.
+    #[arg(long, value_enum, default_value = "async")]
+    pub flush: FlushArg,
+    /// Embedded broker: shards.
+    #[arg(long, default_value_t = 1)]
+    pub shards: usize,
+    /// Embedded broker: store directory's parent (a real filesystem; default under $TMPDIR).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Results file (OMB JSON); the SVG plot and Markdown summary go next to it.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Do not print the per-interval RocketMQ-format lines.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendModeArg {
+    Sync,
+    Async,
+    Oneway,
+}
+
+impl SendModeArg {
+    fn name(self) -> &'static str {
+        match self {
+            SendModeArg::Sync => "sync",
+            SendModeArg::Async => "async",
+            SendModeArg::Oneway => "oneway",
+        }
+    }
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushArg {
+    Sync,
+    Async,
+}
+
+impl FlushArg {
+    pub fn mode(self) -> FlushMode {
+        match self {
+            FlushArg::Sync => FlushMode::Sync,
+            FlushArg::Async => FlushMode::Async,
+        }
+    }
+
+    pub fn durability(self) -> Durability {
+        match self {
+            FlushArg::Sync => Durability::FsyncBeforeAck,
+            FlushArg::Async => Durability::WithinOneSecond,
+        }
+    }
+}
+
+pub fn validate(a: &WorkloadArgs) -> Result<SizeDist, String> {
+    let range = |name: &str, v: usize, max: usize| {
+        if (1..=max).contains(&v) {
+            Ok(())
+        } else {
+            Err(format!("--{name} must be 1..={max}, got {v}"))
+        }
+    };
+    range("producers", a.producers, PRODUCERS_MAX)?;
+    range("consumers", a.consumers, CONSUMERS_MAX)?;
+    range("in-flight", a.in_flight, IN_FLIGHT_MAX)?;
+    range("batch", a.batch, BATCH_MAX)?;
+    range("queues", a.queues, QUEUES_MAX)?;
+    range("topics", a.topics, TOPICS_MAX)?;
+    range("shards", a.shards, 128)?;
+    if !(1..=DURATION_SECS_MAX).contains(&a.duration_secs) || a.warmup_secs > 600 {
+        return Err(format!("--duration-secs must be 1..={DURATION_SECS_MAX} and --warmup-secs 0..=600"));
+    }
+    if let Some(r) = a.rate {
+        if !(r > 0.0 && r.is_finite()) {
+            return Err(format!("--rate must be > 0, got {r}"));
+        }
+    }
+    if a.send_mode == SendModeArg::Oneway && a.batch > 1 {
+        return Err("--send-mode oneway sends single messages: use --batch 1".into());
+    }
+    let sizes = SizeDist::parse(&a.message_bytes).map_err(|e| format!("--message-bytes: {e}"))?;
+    if sizes.max_bytes() * a.batch > MESSAGE_BYTES_MAX {
+        return Err(format!("--message-bytes × --batch must be at most {MESSAGE_BYTES_MAX} bytes"));
+    }
+    Ok(sizes)
+}
+
+/// Creates `topics` with `queues` queues on every broker of the cluster (on a
+/// glommio thread: the client's runtime).
+pub fn create_topics(namesrv_addrs: &[String], topics: &[String], queues: usize) -> Result<(), String> {
+    let addrs = namesrv_addrs.to_vec();
+    let topics = topics.to_vec();
+    glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .name("loadgen-admin")
+        .spawn(move || async move {
+            let instance = ringmq_client::ClientInstance::start(ringmq_client::ClientConfig::new(addrs)).map_err(|e| e.to_string())?;
+            for t in &topics {
+                ringmq_client::admin::create_topic_on_cluster(&instance, None, t, queues as i32).await.map_err(|e| format!("create topic {t}: {e}"))?;
+            }
+            instance.shutdown().await;
+            Ok::<(), String>(())
+        })
+        .map_err(|e| format!("admin executor: {e}"))?
+        .join()
+        .map_err(|e| format!("admin thread: {e}"))?
+}
+
+pub fn topic_names(a: &WorkloadArgs) -> Vec<String> {
+    if a.topics == 1 {
+        vec![a.topic.clone()]
+    } else {
+        (0..a.topics).map(|i| format!("{}-{i}", a.topic)).collect()
+    }
+}
+
+pub fn workload(name: &str, a: &WorkloadArgs, sizes: &SizeDist, role: Role) -> Workload {
+    Workload {
+        name: name.to_string(),
+        message_bytes: sizes.mean_bytes(),
+        topics: a.topics,
+        queues_per_topic: a.queues,
+        producers: if role == Role::Consume { 0 } else { a.producers },
+        consumers: if role == Role::Produce { 0 } else { a.consumers },
+        in_flight_per_producer: a.in_flight,
+        batch_size: a.batch,
+        send_mode: a.send_mode.name().to_string(),
+        target_rate_per_sec: a.rate,
+        duration_secs: a.duration_secs,
+        warmup_secs: a.warmup_secs,
+    }
+}
+
+pub fn engine_spec(role: Role, a: &WorkloadArgs, sizes: SizeDist, namesrv_addrs: Vec<String>, embedded: bool) -> EngineSpec {
+    EngineSpec {
+        role,
+        workload: workload(&format!("{}-{}", role.name(), a.message_bytes), a, &sizes, role),
+        sizes,
+        namesrv_addrs,
+        topics: topic_names(a),
+        tags: a.tags.clone(),
+        keys: a.keys,
+        group: format!("loadgen-{}-{}", std::process::id(), crate::engine::now_epoch_us() / 1000),
+        consume_from_first: a.from_first || embedded || role == Role::Consume,
+        consume_target_messages: None,
+        produce_target_messages: None,
+        drain_secs: 15,
+        interval_ms: 1_000,
+        send_timeout_ms: 3_000,
+        progress: true,
+        lines: !a.quiet,
+    }
+}
+
+pub fn default_store_parent() -> Result<PathBuf, String> {
+    let tmp = std::env::var_os("TMPDIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
+    let base = if crate::report::fs_type(&tmp).as_deref() == Some("tmpfs") { PathBuf::from("target/loadgen-store") } else { tmp };
+    std::fs::create_dir_all(&base).map_err(|e| format!("create {}: {e}", base.display()))?;
+    Ok(base)
+}
+
+/// Writes the summary (`.md`), the OMB results (`.json`) and the plot (`.svg`).
+pub fn write_outputs(out: &Path, runs: &[RunRecord], title: &str, store_dir: &Path) -> Result<(), String> {
+    if let Some(parent) = out.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    }
+    let facts = crate::report::MachineInfo::collect(store_dir, crate::report::command_line());
+    let md = format!(
+        "# {title}\n\n- Machine: {} x {}, {} MiB, kernel {}\n- Store: {} ({})\n- Commit: {} ({} uncommitted paths)\n- Command: `{}`\n- When: {}\n\n{}",
+        facts.cpu_count,
+        facts.cpu_model,
+        facts.mem_total_kib / 1024,
+        facts.kernel,
+        facts.bench_dir,
+        facts.bench_fs,
+        facts.git_commit,
+        facts.git_dirty_paths,
+        facts.command_line,
+        crate::report::utc_now(),
+        crate::summary::table(runs)
+    );
+    std::fs::write(out.with_extension("md"), md).map_err(|e| format!("{}: {e}", out.with_extension("md").display()))?;
+    let omb_facts = crate::omb::MachineFacts::from_info(&facts, crate::report::utc_now());
+    crate::omb::write_results(out, runs, &omb_facts).map_err(|e| format!("{}: {e}", out.display()))?;
+    crate::plot::write_svg(&out.with_extension("svg"), runs, title).map_err(|e| format!("{}: {e}", out.with_extension("svg").display()))?;
+    Ok(())
+}
+
+pub fn run(role: Role, a: WorkloadArgs) -> Result<(), String> {
+    let sizes = validate(&a)?;
+    let (embedded, namesrv_addrs, durability, config_label, store_dir) = match &a.namesrv {
+        Some(addrs) => {
+            let addrs = ringmq_broker::config::split_addrs(addrs);
+            (None, addrs, Durability::WithinOneSecond, "external cluster".to_string(), PathBuf::from("."))
+        }
+        None => {
+            let parent = match &a.dir {
+                Some(d) => d.clone(),
+                None => default_store_parent()?,
+            };
+            if crate::report::fs_type(&parent).as_deref() == Some("tmpfs") {
+                return Err(format!("{} is on tmpfs; the broker's O_DIRECT store needs a real filesystem (pass --dir)", parent.display()));
+            }
+            let spec = EmbeddedSpec { shards: a.shards, flush: a.flush.mode(), segment_mib: 256 };
+            eprintln!("loadgen: starting an embedded NameServer and broker ({} shard(s), {:?} flush) under {}", a.shards, a.flush, parent.display());
+            let cluster = EmbeddedCluster::start(&spec, &parent)?;
+            let addrs = vec![cluster.namesrv_addr.clone()];
+            let label = format!("embedded, {} shard(s), {} flush", a.shards, if a.flush == FlushArg::Sync { "sync" } else { "async" });
+            (Some(cluster), addrs, a.flush.durability(), label, parent)
+        }
+    };
+    let topics = topic_names(&a);
+    create_topics(&namesrv_addrs, &topics, a.queues)?;
+    let mut runs = Vec::new();
+    if role == Role::Consume {
+        // Build the backlog first, then read it back as fast as possible.
+        let mut preload = engine_spec(Role::Produce, &a, sizes.clone(), namesrv_addrs.clone(), embedded.is_some());
+        preload.workload.duration_secs = DURATION_SECS_MAX;
+        preload.workload.warmup_secs = 0;
+        preload.lines = false;
+        preload.progress = false;
+        eprintln!("loadgen: producing a backlog of {} messages", a.backlog_messages);
+        let backlog = preload_backlog(&preload, a.backlog_messages)?;
+        let mut spec = engine_spec(Role::Consume, &a, sizes, namesrv_addrs.clone(), embedded.is_some());
+        spec.consume_target_messages = Some(backlog);
+        runs.push(engine::run(&spec, "RingMQ", &config_label, durability)?);
+    } else {
+        let spec = engine_spec(role, &a, sizes, namesrv_addrs.clone(), embedded.is_some());
+        runs.push(engine::run(&spec, "RingMQ", &config_label, durability)?);
+    }
+    drop(embedded);
+    let out = a.out.clone().unwrap_or_else(|| PathBuf::from(format!("results/loadgen-{}.json", role.name())));
+    println!("\n{}", crate::summary::table(&runs));
+    write_outputs(&out, &runs, &format!("loadgen {}", role.name()), &store_dir)?;
+    eprintln!("loadgen: wrote {} (OMB JSON), {} and {}", out.display(), out.with_extension("md").display(), out.with_extension("svg").display());
+    Ok(())
+}
+
+/// Produces until `messages` were acknowledged (or an hour passed); returns the count.
+pub fn preload_backlog(spec: &EngineSpec, messages: u64) -> Result<u64, String> {
+    let mut spec = spec.clone();
+    spec.role = Role::Produce;
+    spec.produce_target_messages = Some(messages);
+    let r = engine::run(&spec, "RingMQ", "backlog", Durability::WithinOneSecond)?;
+    Ok(r.sent)
+}
