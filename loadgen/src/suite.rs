@@ -336,7 +336,7 @@ pub fn run(args: SuiteArgs) -> Result<(), String> {
         steps.push(step);
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let md = summary_md(&steps, &limits, fio_mib, fio_commits);
+    let md = summary_md(&steps, &limits, fio_mib, fio_commits, &args.out_dir);
     let path = args.out_dir.join("suite.md");
     std::fs::write(&path, &md).map_err(|e| format!("{}: {e}", path.display()))?;
     println!("{md}");
@@ -401,7 +401,7 @@ fn ratio_line(out: &mut String, label: &str, ours: Option<&RunRecord>, peer: Opt
     }
 }
 
-fn summary_md(steps: &[Step], limits: &[String], fio_mib: Option<f64>, fio_commits: Option<f64>) -> String {
+fn summary_md(steps: &[Step], limits: &[String], fio_mib: Option<f64>, fio_commits: Option<f64>, out_dir: &Path) -> String {
     let facts = crate::report::MachineInfo::collect(Path::new("."), crate::report::command_line());
     let mut out = format!(
         "# RingMQ standard suite\n\n- Machine: {} x {}, {} MiB, kernel {}\n- Commit: {} ({} uncommitted paths)\n- Command: `{}`\n- When: {}\n\n## Host limits (same run)\n\n",
@@ -456,7 +456,7 @@ fn summary_md(steps: &[Step], limits: &[String], fio_mib: Option<f64>, fio_commi
         for n in &s.notes {
             let _ = writeln!(out, "- {n}");
         }
-        let _ = writeln!(out, "\nFiles: `results/suite-{0}.json` (OMB), `results/suite-{0}.md`, `results/suite-{0}.svg`.", s.name);
+        let _ = writeln!(out, "\nFiles: `{0}/suite-{1}.json` (OMB), `{0}/suite-{1}.md`, `{0}/suite-{1}.svg`.", out_dir.display(), s.name);
     }
     out
 }

@@ -5,11 +5,16 @@
 //! - `decode` decides from the 8-byte prefix alone whether a frame is acceptable, so a
 //!   hostile length never makes us buffer (or reserve) more than the limits allow;
 //! - it never panics, consumes exactly one whole frame or nothing, and reserves at most
-//!   the declared, already-bounded size of the frame it is waiting for;
+//!   `RESERVE_AHEAD_MAX_BYTES` beyond the bytes already received: a peer that declares a
+//!   16 MiB frame and sends 8 bytes costs 1 MiB, not 16 (memory follows bytes that
+//!   actually arrive);
 //! - `decode(encode(f)) == f`.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use thiserror::Error;
+
+/// Most bytes reserved ahead of the bytes received for a frame still arriving.
+pub const RESERVE_AHEAD_MAX_BYTES: usize = 1024 * 1024;
 
 /// Largest frame accepted or produced, counting the 4-byte length field.
 pub const FRAME_LEN_MAX_BYTES: usize = 16 * 1024 * 1024;
@@ -141,7 +146,7 @@ pub fn decode(buf: &mut BytesMut, limits: &FrameLimits) -> Result<Option<Frame>,
     raw.copy_from_slice(prefix);
     let p = decode_prefix(raw, limits)?;
     if buf.len() < p.frame_len_bytes {
-        buf.reserve(p.frame_len_bytes - buf.len());
+        buf.reserve((p.frame_len_bytes - buf.len()).min(RESERVE_AHEAD_MAX_BYTES));
         return Ok(None);
     }
     let mut frame = buf.split_to(p.frame_len_bytes).freeze();
@@ -237,7 +242,8 @@ mod tests {
         // The body limit is a parameter: the same prefix is fine with a larger limit.
         let mut buf = BytesMut::from(&raw(4 + 5 * 1024 * 1024, 0, 0, b"")[..]);
         assert_eq!(decode(&mut buf, &FrameLimits::with_body_len_max_bytes(8 << 20)), Ok(None));
-        assert!(buf.capacity() >= (5 << 20) + 8);
+        // Only a bounded reservation ahead of the bytes that arrived.
+        assert!(buf.capacity() >= RESERVE_AHEAD_MAX_BYTES && buf.capacity() <= 2 * RESERVE_AHEAD_MAX_BYTES + 64, "{}", buf.capacity());
     }
 
     #[test]
