@@ -28,6 +28,7 @@ mod store_bench;
 mod netbench;
 mod suite;
 mod summary;
+mod verify;
 mod workload_cmd;
 
 use clap::{Args, Parser, Subcommand};
@@ -57,6 +58,18 @@ enum Command {
     /// The standard suite (W1 durable, W2 throughput, W3 small messages and catch-up),
     /// side by side with Redis Streams and rocketmq-broker, plus host limits.
     Suite(suite::SuiteArgs),
+    /// Durability checks: SIGKILL cycles under load, or an ack log against a cluster.
+    #[command(subcommand)]
+    Verify(VerifyCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum VerifyCommand {
+    /// Kills a sync-flush broker (a child process) with SIGKILL at random moments under
+    /// load, restarts it, and checks every acknowledged message at the end.
+    Cycles(verify::CyclesArgs),
+    /// Drains a topic and compares it with an ack log.
+    Check(verify::CheckArgs),
 }
 
 #[derive(Args, Debug)]
@@ -186,6 +199,15 @@ fn main() -> ExitCode {
         Command::Consume(args) => workload_cmd::run(engine::Role::Consume, args),
         Command::E2e(args) => workload_cmd::run(engine::Role::E2e, args),
         Command::Suite(args) => suite::run(args),
+        Command::Verify(VerifyCommand::Cycles(args)) => run_verify_cycles(args),
+        Command::Verify(VerifyCommand::Check(args)) => verify::run_check(&args).and_then(|v| {
+            println!("{}", serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?);
+            if v.ok() {
+                Ok(())
+            } else {
+                Err(format!("{} acknowledged messages lost, {} corrupted, {} misplaced, {} reordered", v.lost, v.corrupted, v.misplaced, v.reordered))
+            }
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -193,6 +215,22 @@ fn main() -> ExitCode {
             eprintln!("loadgen: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn run_verify_cycles(args: verify::CyclesArgs) -> Result<(), String> {
+    let report = verify::run_cycles(&args)?;
+    verify::print_report(&report);
+    if let Some(out) = &args.out {
+        if let Some(parent) = out.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        std::fs::write(out, serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?).map_err(|e| format!("{}: {e}", out.display()))?;
+    }
+    if report.verdict.ok() {
+        Ok(())
+    } else {
+        Err(format!("durability check FAILED (seed {})", report.seed))
     }
 }
 
