@@ -145,6 +145,18 @@ pub struct EngineSpec {
     pub progress: bool,
     /// Print RocketMQ-format lines per interval.
     pub lines: bool,
+    /// A slow consumer: the listener spends this long per message.
+    pub consume_delay_us: u64,
+    /// Watch this process's resident memory (the broker's, when it is a child).
+    pub rss_pid: Option<u32>,
+    /// Keep closing intervals while the consumers drain after the producers stopped.
+    pub record_drain_intervals: bool,
+}
+
+/// VmRSS of `pid` in KiB.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()
 }
 
 #[derive(Debug)]
@@ -411,7 +423,12 @@ fn consumer_thread(index: usize, spec: Arc<EngineSpec>, acc: SharedAcc, stop: Ar
                     consumer.subscribe(t, "*").map_err(|e| e.to_string())?;
                 }
                 let listener_acc = acc.clone();
+                let delay_us = spec.consume_delay_us;
                 consumer.register_concurrently(move |msgs| {
+                    if delay_us > 0 {
+                        // Blocks this consumer's thread on purpose: a slow application.
+                        std::thread::sleep(Duration::from_micros(delay_us * msgs.len() as u64));
+                    }
                     on_messages(&listener_acc, msgs);
                     ConsumeStatus::Success
                 });
@@ -572,6 +589,7 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
         stats.backlog = spec.role.consumes().then_some(sent_total as i64 - received_total as i64).filter(|_| spec.role.produces());
         stats.send_latency_us = p.send_us.clone();
         stats.e2e_latency_us = c.e2e_us.clone();
+        stats.broker_rss_kib = spec.rss_pid.and_then(rss_kib);
         if tty {
             eprint!("\r\x1b[K");
         }
@@ -623,7 +641,27 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
     // Drain: messages sent in the measured window still count when they arrive.
     if consumers > 0 && producers > 0 {
         let deadline = Instant::now() + Duration::from_secs(spec.drain_secs);
+        let mut next = Instant::now() + interval;
         while received_total < sent_total && Instant::now() < deadline {
+            if spec.record_drain_intervals {
+                let now = Instant::now();
+                if next > now {
+                    std::thread::sleep(next - now);
+                }
+                next += interval;
+                let c = take(&consumer_accs);
+                received_total += c.received;
+                if spec.lines {
+                    println!("{}", consumer_line(&c, interval.as_secs_f64()));
+                }
+                let mut stats = IntervalStats::new(started.elapsed().as_secs_f64(), interval.as_secs_f64(), false);
+                stats.received = c.received;
+                stats.backlog = Some(sent_total as i64 - received_total as i64);
+                stats.e2e_latency_us = c.e2e_us;
+                stats.broker_rss_kib = spec.rss_pid.and_then(rss_kib);
+                record.push_interval(stats);
+                continue;
+            }
             std::thread::sleep(Duration::from_millis(50));
             let c = take(&consumer_accs);
             received_total += c.received;

@@ -70,6 +70,9 @@ enum VerifyCommand {
     Cycles(verify::CyclesArgs),
     /// Drains a topic and compares it with an ack log.
     Check(verify::CheckArgs),
+    /// A consumer slower than the producer: producer latency and broker memory while
+    /// the backlog grows, then the drain.
+    SlowConsumer(verify::SlowConsumerArgs),
 }
 
 #[derive(Args, Debug)]
@@ -200,6 +203,19 @@ fn main() -> ExitCode {
         Command::E2e(args) => workload_cmd::run(engine::Role::E2e, args),
         Command::Suite(args) => suite::run(args),
         Command::Verify(VerifyCommand::Cycles(args)) => run_verify_cycles(args),
+        Command::Verify(VerifyCommand::SlowConsumer(args)) => verify::run_slow_consumer(&args).and_then(|r| {
+            println!(
+                "slow consumer: sent {} at {:.0}/s, consumer {:.0}/s; backlog peak {} messages, drained in {:.0} s; send p99 {:.2} ms (first 5 s) vs {:.2} ms (last 5 s); broker RSS {:.0} → peak {:.0} → {:.0} MiB",
+                r.sent, r.produce_rate, r.consume_rate, r.backlog_peak, r.drain_secs, r.send_p99_ms_first_5s, r.send_p99_ms_last_5s, r.broker_rss_mib_start, r.broker_rss_mib_peak, r.broker_rss_mib_end
+            );
+            if let Some(out) = &args.out {
+                std::fs::write(out, serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?).map_err(|e| format!("{}: {e}", out.display()))?;
+            }
+            if r.received < r.sent {
+                return Err(format!("{} messages not drained", r.sent - r.received));
+            }
+            Ok(())
+        }),
         Command::Verify(VerifyCommand::Check(args)) => verify::run_check(&args).and_then(|v| {
             println!("{}", serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?);
             if v.ok() {

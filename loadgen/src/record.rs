@@ -79,6 +79,8 @@ pub struct IntervalStats {
     /// Messages sent and not yet received at the end of the interval (when known).
     pub backlog: Option<i64>,
     pub warmup: bool,
+    /// Resident memory of the broker process at the end of the interval, when watched.
+    pub broker_rss_kib: Option<u64>,
     pub send_latency_us: Histogram<u64>,
     pub e2e_latency_us: Histogram<u64>,
 }
@@ -94,6 +96,7 @@ impl IntervalStats {
             received: 0,
             backlog: None,
             warmup,
+            broker_rss_kib: None,
             send_latency_us: new_latency_histogram(),
             e2e_latency_us: new_latency_histogram(),
         }

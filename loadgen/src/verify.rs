@@ -605,3 +605,151 @@ mod tests {
         assert_eq!(per_queue(&acks).len(), 2);
     }
 }
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SlowConsumerArgs {
+    /// Offered rate of the producer (messages/s).
+    #[arg(long, default_value_t = 4_000.0)]
+    pub produce_rate: f64,
+    /// What the slow consumer manages (messages/s), well below the produce rate.
+    #[arg(long, default_value_t = 1_500.0)]
+    pub consume_rate: f64,
+    #[arg(long, default_value_t = 1024)]
+    pub message_bytes: usize,
+    /// Seconds of production while the backlog grows; the drain follows.
+    #[arg(long, default_value_t = 30)]
+    pub duration_secs: u64,
+    #[arg(long)]
+    pub broker_bin: Option<PathBuf>,
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SlowConsumerReport {
+    pub produce_rate: f64,
+    pub consume_rate: f64,
+    pub sent: u64,
+    pub received: u64,
+    pub backlog_peak: i64,
+    pub drain_secs: f64,
+    /// Send p99 (ms) in the first and the last 5 s of production.
+    pub send_p99_ms_first_5s: f64,
+    pub send_p99_ms_last_5s: f64,
+    pub broker_rss_mib_start: f64,
+    pub broker_rss_mib_peak: f64,
+    pub broker_rss_mib_end: f64,
+    /// (seconds, backlog, broker RSS MiB) per interval.
+    pub timeline: Vec<(f64, i64, f64)>,
+}
+
+/// A producer at a fixed rate and a consumer that cannot keep up, against a child
+/// broker whose memory is watched; then the consumer drains the backlog.
+pub fn run_slow_consumer(args: &SlowConsumerArgs) -> Result<SlowConsumerReport, String> {
+    if !(args.consume_rate > 0.0 && args.produce_rate > args.consume_rate) {
+        return Err("--produce-rate must exceed --consume-rate > 0".into());
+    }
+    let bin = match &args.broker_bin {
+        Some(b) => b.clone(),
+        None => default_broker_bin()?,
+    };
+    let parent = match &args.dir {
+        Some(d) => d.clone(),
+        None => crate::workload_cmd::default_store_parent()?,
+    };
+    let root = parent.join(format!("ringmq-slow-consumer-{}", std::process::id()));
+    std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+    let mut ns_config = namesrv::config::ServerConfig::default();
+    ns_config.listen = "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?;
+    let namesrv = namesrv::server::spawn(ns_config).map_err(|e| format!("NameServer: {e}"))?;
+    let ns_addr = namesrv.local_addr().to_string();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
+    let config_path = root.join("broker.toml");
+    std::fs::write(
+        &config_path,
+        format!(
+            "listen_port = {port}\nnamesrv_addrs = [\"{ns_addr}\"]\nbroker_ip = \"127.0.0.1\"\nbroker_name = \"slow-consumer-broker\"\nshard_count = 1\nstore_root = \"{}\"\nregister_interval_ms = 1000\n\n[store]\nflush = \"async\"\nsegment_bytes = {}\n",
+            root.join("store").display(),
+            64 * 1024 * 1024
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let mut broker = BrokerProcess::spawn(&bin, &config_path, &root.join("broker.log"))?;
+    broker.wait_listening(port, started)?;
+    let pid = broker.child.id();
+    let topic = "SlowConsumerTopic".to_string();
+    crate::workload_cmd::create_topics(&[ns_addr.clone()], std::slice::from_ref(&topic), 4)?;
+    let rss_start = crate::engine::rss_kib(pid).unwrap_or(0);
+    let workload = crate::record::Workload {
+        name: "slow-consumer".into(),
+        message_bytes: args.message_bytes,
+        topics: 1,
+        queues_per_topic: 4,
+        producers: 1,
+        consumers: 1,
+        in_flight_per_producer: 16,
+        batch_size: 1,
+        send_mode: "sync".into(),
+        target_rate_per_sec: Some(args.produce_rate),
+        duration_secs: args.duration_secs,
+        warmup_secs: 0,
+    };
+    let backlog_secs = args.duration_secs as f64 * (args.produce_rate - args.consume_rate) / args.consume_rate;
+    let spec = crate::engine::EngineSpec {
+        role: crate::engine::Role::E2e,
+        workload,
+        sizes: crate::engine::SizeDist::fixed(args.message_bytes),
+        namesrv_addrs: vec![ns_addr],
+        topics: vec![topic],
+        tags: Vec::new(),
+        keys: false,
+        group: format!("slow-consumer-{}", std::process::id()),
+        consume_from_first: true,
+        consume_target_messages: None,
+        produce_target_messages: None,
+        drain_secs: (backlog_secs * 2.0) as u64 + 30,
+        interval_ms: 1_000,
+        send_timeout_ms: 3_000,
+        progress: true,
+        lines: false,
+        consume_delay_us: (1e6 / args.consume_rate) as u64,
+        rss_pid: Some(pid),
+        record_drain_intervals: true,
+    };
+    let run = crate::engine::run(&spec, "RingMQ", "async flush, slow consumer", crate::record::Durability::WithinOneSecond);
+    let rss_end = crate::engine::rss_kib(pid).unwrap_or(0);
+    drop(broker);
+    namesrv.stop();
+    let _ = std::fs::remove_dir_all(&root);
+    let run = run?;
+    let load: Vec<&crate::record::IntervalStats> = run.intervals.iter().filter(|i| i.elapsed_secs <= args.duration_secs as f64 + 0.5).collect();
+    let p99 = |xs: &[&crate::record::IntervalStats]| {
+        let mut h = crate::record::new_latency_histogram();
+        for i in xs {
+            let _ = h.add(&i.send_latency_us);
+        }
+        h.value_at_quantile(0.99) as f64 / 1000.0
+    };
+    let first: Vec<_> = load.iter().take(5).copied().collect();
+    let last: Vec<_> = load.iter().rev().take(5).copied().collect();
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let timeline: Vec<(f64, i64, f64)> = run.intervals.iter().map(|i| (i.elapsed_secs, i.backlog.unwrap_or(0), mib(i.broker_rss_kib.unwrap_or(0)))).collect();
+    let drain_secs = run.intervals.last().map(|i| i.elapsed_secs - args.duration_secs as f64).unwrap_or(0.0).max(0.0);
+    Ok(SlowConsumerReport {
+        produce_rate: args.produce_rate,
+        consume_rate: args.consume_rate,
+        sent: run.sent,
+        received: run.received,
+        backlog_peak: run.intervals.iter().filter_map(|i| i.backlog).max().unwrap_or(0),
+        drain_secs,
+        send_p99_ms_first_5s: p99(&first),
+        send_p99_ms_last_5s: p99(&last),
+        broker_rss_mib_start: mib(rss_start),
+        broker_rss_mib_peak: mib(run.intervals.iter().filter_map(|i| i.broker_rss_kib).max().unwrap_or(0)),
+        broker_rss_mib_end: mib(rss_end),
+        timeline,
+    })
+}

@@ -224,6 +224,9 @@ pub fn engine_spec(role: Role, a: &WorkloadArgs, sizes: SizeDist, namesrv_addrs:
         send_timeout_ms: 3_000,
         progress: true,
         lines: !a.quiet,
+        consume_delay_us: 0,
+        rss_pid: None,
+        record_drain_intervals: false,
     }
 }
 

@@ -45,3 +45,30 @@ fn acknowledged_messages_survive_sigkill_cycles() {
     assert_eq!(report["cycles"].as_array().expect("cycles").len(), 3);
     eprintln!("{stdout}");
 }
+
+/// Short CI version of the slow-consumer check: the backlog grows and drains, every
+/// message arrives, and the broker's memory stays bounded.
+#[test]
+fn a_slow_consumer_backlog_grows_and_drains_with_bounded_broker_memory() {
+    let loadgen = PathBuf::from(env!("CARGO_BIN_EXE_loadgen"));
+    let broker = broker_bin(&loadgen);
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+    let out = dir.path().join("slow.json");
+    let output = Command::new(&loadgen)
+        .args(["verify", "slow-consumer", "--duration-secs", "6", "--produce-rate", "2000", "--consume-rate", "800"])
+        .arg("--broker-bin")
+        .arg(&broker)
+        .arg("--dir")
+        .arg(dir.path())
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("loadgen runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "stdout:\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&output.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).expect("report")).expect("json");
+    assert_eq!(r["sent"], r["received"], "{r}");
+    assert!(r["backlog_peak"].as_i64().expect("backlog") > 3_000, "the backlog really grew: {r}");
+    assert!(r["broker_rss_mib_peak"].as_f64().expect("rss") < 512.0, "{r}");
+    eprintln!("{stdout}");
+}
