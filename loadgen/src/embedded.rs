@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 
 pub struct EmbeddedCluster {
     pub namesrv_addr: String,
-    pub broker_addr: String,
     pub store_root: PathBuf,
     broker: Option<BrokerHandle>,
     namesrv: Option<namesrv::server::ServerHandle>,
@@ -48,8 +47,7 @@ impl EmbeddedCluster {
         };
         config.store.segment_bytes = spec.segment_mib * 1024 * 1024;
         let broker = runtime::start(config).map_err(|e| format!("embedded broker did not start: {e}"))?;
-        let broker_addr = format!("127.0.0.1:{}", broker.addr.port());
-        Ok(Self { namesrv_addr, broker_addr, store_root, broker: Some(broker), namesrv: Some(namesrv) })
+        Ok(Self { namesrv_addr, store_root, broker: Some(broker), namesrv: Some(namesrv) })
     }
 }
 

@@ -58,6 +58,8 @@ enum Command {
     /// The standard suite (W1 durable, W2 throughput, W3 small messages and catch-up),
     /// side by side with Redis Streams and rocketmq-broker, plus host limits.
     Suite(suite::SuiteArgs),
+    /// Prints the percentiles of the HDR histograms stored in a results file.
+    Histograms { file: PathBuf },
     /// Durability checks: SIGKILL cycles under load, or an ack log against a cluster.
     #[command(subcommand)]
     Verify(VerifyCommand),
@@ -202,6 +204,7 @@ fn main() -> ExitCode {
         Command::Consume(args) => workload_cmd::run(engine::Role::Consume, args),
         Command::E2e(args) => workload_cmd::run(engine::Role::E2e, args),
         Command::Suite(args) => suite::run(args),
+        Command::Histograms { file } => workload_cmd::print_histograms(&file),
         Command::Verify(VerifyCommand::Cycles(args)) => run_verify_cycles(args),
         Command::Verify(VerifyCommand::SlowConsumer(args)) => verify::run_slow_consumer(&args).and_then(|r| {
             println!(

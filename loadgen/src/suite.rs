@@ -33,7 +33,8 @@ pub struct SuiteArgs {
     /// Workloads to run.
     #[arg(long, value_delimiter = ',', default_value = "w1,w2,w3")]
     pub workloads: Vec<String>,
-    /// Peers to compare with: `redis`, `rocketmq`, or `none`.
+    /// Peers to compare with: `redis`, `rocketmq`, `redis-memory` (W2 only: Redis
+    /// without persistence, labelled "memory"), or `none`.
     #[arg(long, value_delimiter = ',', default_value = "redis,rocketmq")]
     pub peers: Vec<String>,
     /// Measured seconds per run.
@@ -169,10 +170,14 @@ fn rocketmq_run(a: &WorkloadArgs, role: Role, rate: Option<f64>, dir: &Path) -> 
 }
 
 fn redis_run(a: &WorkloadArgs, role: Role, rate: Option<f64>, dir: &Path) -> Result<RunRecord, String> {
+    let durability = if a.flush == FlushArg::Sync { Durability::FsyncBeforeAck } else { Durability::WithinOneSecond };
+    redis_run_with(a, role, rate, dir, durability)
+}
+
+fn redis_run_with(a: &WorkloadArgs, role: Role, rate: Option<f64>, dir: &Path, durability: Durability) -> Result<RunRecord, String> {
     let sizes = workload_cmd::validate(a)?;
     let mut w = workload_cmd::workload(&format!("{}-{}", role.name(), a.message_bytes), a, &sizes, role);
     w.target_rate_per_sec = rate;
-    let durability = if a.flush == FlushArg::Sync { Durability::FsyncBeforeAck } else { Durability::WithinOneSecond };
     crate::peers::run_redis(&w, durability, &dir.join("redis-peer"), &|_| {}).map_err(|e| e.to_string())
 }
 
@@ -306,6 +311,10 @@ pub fn run(args: SuiteArgs) -> Result<(), String> {
                 if want("rocketmq") {
                     let r = w2_search(&|rate| rocketmq_run(&a, Role::E2e, rate, &dir), &mut notes, "rocketmq-broker");
                     push(&mut step, "rocketmq-broker", "ASYNC_FLUSH", r);
+                }
+                if want("redis-memory") {
+                    let r = w2_search(&|rate| redis_run_with(&a, Role::E2e, rate, &dir, Durability::Memory), &mut notes, "Redis (memory)");
+                    push(&mut step, "Redis Streams", "no persistence", r);
                 }
                 step.notes = notes;
             }

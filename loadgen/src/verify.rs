@@ -22,7 +22,7 @@ use ringmq_client::consumer::{ConsumeFrom, PullConsumer, PullConsumerConfig};
 use ringmq_client::producer::{Producer, ProducerConfig};
 use ringmq_client::{ClientConfig, Message};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -533,15 +533,6 @@ pub fn write_ack_log(path: &Path, acks: &[Ack]) -> Result<(), String> {
     f.flush().map_err(|e| e.to_string())
 }
 
-/// The queues of the ack log's topic, grouped, for reports.
-pub fn per_queue(acks: &[Ack]) -> BTreeMap<i32, usize> {
-    let mut m = BTreeMap::new();
-    for a in acks {
-        *m.entry(a.queue_id).or_default() += 1;
-    }
-    m
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -602,7 +593,6 @@ mod tests {
         assert_eq!(read_ack_log(&p).unwrap(), acks);
         std::fs::write(&p, "1,2\n").unwrap();
         assert!(read_ack_log(&p).is_err());
-        assert_eq!(per_queue(&acks).len(), 2);
     }
 }
 

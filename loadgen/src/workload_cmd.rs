@@ -258,9 +258,27 @@ pub fn write_outputs(out: &Path, runs: &[RunRecord], title: &str, store_dir: &Pa
         crate::summary::table(runs)
     );
     std::fs::write(out.with_extension("md"), md).map_err(|e| format!("{}: {e}", out.with_extension("md").display()))?;
-    let omb_facts = crate::omb::MachineFacts::from_info(&facts, crate::report::utc_now());
+    let omb_facts = crate::omb::MachineFacts::collect(store_dir);
     crate::omb::write_results(out, runs, &omb_facts).map_err(|e| format!("{}: {e}", out.display()))?;
     crate::plot::write_svg(&out.with_extension("svg"), runs, title).map_err(|e| format!("{}: {e}", out.with_extension("svg").display()))?;
+    Ok(())
+}
+
+/// `loadgen histograms FILE`: re-reads the HDR histograms of a results file and prints
+/// their percentiles (the JSON arrays hold only per-interval summaries).
+pub fn print_histograms(path: &Path) -> Result<(), String> {
+    let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let runs = v["runs"].as_array().ok_or_else(|| format!("{}: no `runs` array", path.display()))?;
+    for r in runs {
+        let m = &r["ringmq"];
+        println!("{} / {} / {}", m["system"].as_str().unwrap_or("?"), m["config"].as_str().unwrap_or("?"), m["durability"].as_str().unwrap_or("?"));
+        for (name, key) in [("send", "publishLatency"), ("end-to-end", "endToEndLatency")] {
+            let Some(encoded) = m["histograms"][key].as_str() else { continue };
+            let h = crate::omb::decode_histogram(encoded).map_err(|e| format!("{name} histogram: {e}"))?;
+            println!("  {name:>10} (ms) p50/p90/p99/p99.9/max: {}  ({} samples)", crate::summary::percentiles_ms(&h), h.len());
+        }
+    }
     Ok(())
 }
 
