@@ -72,7 +72,8 @@ pub struct WorkloadArgs {
     /// `consume` only: messages to produce first (at full speed) and then read back.
     #[arg(long, default_value_t = 200_000)]
     pub backlog_messages: u64,
-    /// Embedded broker: flush mode.
+    /// Embedded broker: flush mode. With --namesrv: the cluster's flush mode, as declared
+    /// (it labels the durability of the results).
     #[arg(long, value_enum, default_value = "async")]
     pub flush: FlushArg,
     /// Embedded broker: shards.
@@ -287,7 +288,10 @@ pub fn run(role: Role, a: WorkloadArgs) -> Result<(), String> {
     let (embedded, namesrv_addrs, durability, config_label, store_dir) = match &a.namesrv {
         Some(addrs) => {
             let addrs = ringmq_broker::config::split_addrs(addrs);
-            (None, addrs, Durability::WithinOneSecond, "external cluster".to_string(), PathBuf::from("."))
+            // The cluster's flush mode is not visible from here: the row is labelled with
+            // the one declared by --flush.
+            let label = format!("external cluster, declared {} flush", if a.flush == FlushArg::Sync { "sync" } else { "async" });
+            (None, addrs, a.flush.durability(), label, PathBuf::from("."))
         }
         None => {
             let parent = match &a.dir {
