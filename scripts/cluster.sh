@@ -43,6 +43,7 @@ wait_port() { # port, pid, what
 case $cmd in
 start)
     mkdir -p "$dir"
+    abs_dir=$(cd "$dir" && pwd)
     if compgen -G "$dir/*.pid" >/dev/null; then
         echo "cluster.sh: $dir has pid files; run stop first" >&2
         exit 1
@@ -62,7 +63,7 @@ broker_ip = "127.0.0.1"
 broker_name = "$name"
 cluster_name = "DefaultCluster"
 shard_count = $shards
-store_root = "$PWD/$dir/$name-store"
+store_root = "$abs_dir/$name-store"
 auto_create_topic = true
 
 [store]
