@@ -4,6 +4,11 @@
 use clap::Parser;
 use ringmq_broker::config::{BrokerArgs, BrokerConfig};
 use ringmq_broker::runtime;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// How often the signal flag is forwarded to the running broker.
+const SIGNAL_POLL_MS: u64 = 20;
 
 fn main() {
     tracing_subscriber::fmt()
@@ -17,6 +22,13 @@ fn main() {
             std::process::exit(2);
         }
     };
+    // Handlers go in before start-up: a SIGTERM during recovery must mean "stop cleanly
+    // once up", not the default action (death without a checkpoint).
+    let requested = Arc::new(AtomicBool::new(false));
+    if let Err(e) = runtime::stop_on_signals(requested.clone()) {
+        eprintln!("ringmq-broker: cannot install signal handlers: {e}");
+        std::process::exit(1);
+    }
     let broker = match runtime::start(config) {
         Ok(b) => b,
         Err(e) => {
@@ -24,9 +36,13 @@ fn main() {
             std::process::exit(1);
         }
     };
-    if let Err(e) = runtime::stop_on_signals(broker.stop_flag()) {
-        eprintln!("ringmq-broker: cannot install signal handlers: {e}");
-        std::process::exit(1);
-    }
+    let stop = broker.stop_flag();
+    std::thread::spawn(move || loop {
+        if requested.load(Ordering::SeqCst) {
+            stop.store(true, Ordering::SeqCst);
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(SIGNAL_POLL_MS));
+    });
     broker.join();
 }

@@ -116,6 +116,7 @@ pub async fn open_store<D: Disk, C: Clock>(
         sizes.insert(start, file.size().await?);
         commitlog.files.insert(start, Rc::new(file));
     }
+    extend_truncated_tail(&commitlog, &mut sizes, config.segment_bytes).await?;
     let first_segment = commitlog.files.keys().next().copied().unwrap_or(0);
 
     // Index and ConsumeQueues.
@@ -239,6 +240,7 @@ pub async fn open_store<D: Disk, C: Clock>(
         )),
         _ => None,
     };
+    let truncating_corrupt = bad_reason.is_some();
     if let Some(reason) = bad_reason {
         let err = StoreError::Corrupt { file: end_file.clone(), offset: store.shard.phys(end), reason };
         if !store.config.allow_truncate_corrupt {
@@ -258,7 +260,35 @@ pub async fn open_store<D: Disk, C: Clock>(
         }
     }
     report.end_offset = end;
-    let written_end = scanner.first_nonzero_from(end).await?.map(|_| end + window).unwrap_or(end);
+    let mut written_end = scanner.first_nonzero_from(end).await?.map(|_| end + window).unwrap_or(end);
+    if truncating_corrupt {
+        // Everything past `end` is given up. Queue entries below the checkpoint that
+        // point there are cut (else pulls fail on them forever), and the records there
+        // are zeroed or removed (else the next recovery finds them past the new end and
+        // refuses to start, or truncates again, losing what was acknowledged since).
+        let end_segment = align_down(end, store.config.segment_bytes);
+        let mut queues = std::mem::take(&mut store.inner.borrow_mut().queues);
+        for cq in queues.values_mut() {
+            cut_queue(&disk, cq, store.shard.phys(end)).await?;
+        }
+        let total: u64 = queues.values().map(|q| q.max_offset()).sum();
+        {
+            let mut inner = store.inner.borrow_mut();
+            inner.queues = queues;
+            inner.records_appended = total;
+            inner.records_flushed = total;
+        }
+        let later: Vec<u64> = sizes.keys().copied().filter(|&s| s > end_segment).collect();
+        for start in later {
+            let path = store.inner.borrow().commitlog.path_of(start);
+            store.inner.borrow_mut().commitlog.files.remove(&start);
+            scanner.files.remove(&start);
+            sizes.remove(&start);
+            disk.remove(&path).await?;
+        }
+        disk.sync_dir(&commitlog_dir).await?;
+        written_end = written_end.max(end_segment + store.config.segment_bytes);
+    }
     report.truncated_bytes = written_end - end;
 
     // Queues that did not line up are rebuilt from the start of the log.
@@ -327,6 +357,57 @@ pub async fn open_store<D: Disk, C: Clock>(
     // Counters describe this run, not recovery.
     store.inner.borrow_mut().stats = StoreStats::default();
     Ok((store, report))
+}
+
+/// Whether `file` holds a non-zero byte in `[from, to)`.
+async fn holds_data<F: DiskFile>(file: &F, from: u64, to: u64) -> Result<bool, IoError> {
+    let mut at = from;
+    while at < to {
+        let bytes = file.read_at(at, SCAN_READ_BYTES.min(to - at) as usize).await?;
+        if bytes.iter().any(|&b| b != 0) {
+            return Ok(true);
+        }
+        if bytes.is_empty() {
+            break;
+        }
+        at += bytes.len() as u64;
+    }
+    Ok(false)
+}
+
+/// A crash cannot shorten a segment: each is registered only once pre-allocated to its
+/// full size. A short segment that holds records, with nothing written after it, was
+/// truncated by something else (a copy, a damaged file system): extend it with zeros,
+/// keeping every byte it has, so that the scan treats the lost bytes like any torn tail
+/// (truncated inside the last write window, refused beyond it). Left short, it would be
+/// taken for an unfinished pre-allocation and deleted with its records.
+async fn extend_truncated_tail<D: Disk>(log: &SegmentedLog<D>, sizes: &mut BTreeMap<u64, u64>, segment_bytes: u64) -> Result<(), IoError> {
+    if !sizes.values().any(|&size| size > 0 && size < segment_bytes) {
+        return Ok(()); // the normal case: nothing to read
+    }
+    let mut truncated = None;
+    for (&start, &size) in sizes.iter().rev() {
+        let file = &log.files[&start];
+        if holds_data(&**file, 0, size.min(segment_bytes)).await? {
+            truncated = (size < segment_bytes).then_some((start, size));
+            break;
+        }
+    }
+    let Some((start, size)) = truncated else { return Ok(()) };
+    let file = log.files[&start].clone();
+    tracing::warn!(file = %log.path_of(start).display(), size, segment_bytes, "commitlog segment is short but holds records (truncated?): extending it with zeros");
+    let block = align_down(size, BLOCK_BYTES);
+    if block < size {
+        let partial = file.read_at(block, (size - block) as usize).await?;
+        let mut buf = file.alloc_buf(BLOCK_BYTES as usize);
+        buf[..partial.len()].copy_from_slice(&partial);
+        file.write_at(block, buf).await?;
+    }
+    let from = align_up(size, BLOCK_BYTES);
+    file.write_zeros(from, segment_bytes - from).await?;
+    file.sync().await?;
+    sizes.insert(start, segment_bytes);
+    Ok(())
 }
 
 async fn cut_queue<D: Disk>(disk: &D, cq: &mut ConsumeQueue<D>, cut_phys: u64) -> Result<(), IoError> {

@@ -63,8 +63,19 @@ const ZERO_CHUNK_BYTES: u64 = 1024 * 1024;
 const ZERO_WRITES_IN_FLIGHT_MAX: usize = 8;
 
 fn glommio_err(op: &'static str, path: &Path, err: glommio::GlommioError<()>) -> IoError {
+    // glommio's conversion to io::Error keeps only the kind of an EnhancedIoError's
+    // source, not its OS error code: classify from the source, or ENOSPC would read as a
+    // device failure (a full disk at pre-allocation must stay recoverable).
+    let raw = match &err {
+        glommio::GlommioError::EnhancedIoError { source, .. } => source.raw_os_error(),
+        _ => None,
+    };
     let io: std::io::Error = err.into();
-    IoError::from_std(op, path, &io)
+    let mut error = IoError::from_std(op, path, &io);
+    if let Some(code) = raw {
+        error.kind = IoError::from_std(op, path, &std::io::Error::from_raw_os_error(code)).kind;
+    }
+    error
 }
 
 impl Disk for DmaDisk {
