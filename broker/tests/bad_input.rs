@@ -401,6 +401,19 @@ fn fds() -> Fds {
     f
 }
 
+/// Open fds by link target kind ("socket", "anon_inode:[io_uring]", a path...), for
+/// failure messages.
+fn fd_kinds() -> std::collections::BTreeMap<String, usize> {
+    let mut kinds = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir("/proc/self/fd").into_iter().flatten().flatten() {
+        let target = std::fs::read_link(entry.path()).map(|t| t.to_string_lossy().to_string()).unwrap_or_else(|_| "?".into());
+        let kind = target.split(':').next().unwrap_or("?").to_string();
+        let kind = if kind.starts_with("anon_inode") { target } else { kind };
+        *kinds.entry(kind).or_insert(0) += 1;
+    }
+    kinds
+}
+
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
     let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
@@ -1174,6 +1187,10 @@ fn idle_connections_alongside_load_release_fds_and_memory() {
     assert!(max_offset >= sends, "queue 0 holds {max_offset} messages, {sends} were acknowledged");
     assert!(sends > 0, "no send succeeded during the idle-connection test");
     assert!(fds_after.sockets <= fds_base.sockets, "sockets did not return to baseline: {fds_base:?} before, {fds_after:?} after");
-    assert!(fds_after.all <= fds_base.all + FD_MARGIN, "file descriptors did not return to baseline: {fds_base:?} before, {fds_after:?} after");
+    assert!(
+        fds_after.all <= fds_base.all + FD_MARGIN,
+        "file descriptors did not return to baseline: {fds_base:?} before, {fds_after:?} after; open now: {:?}",
+        fd_kinds()
+    );
     assert!(growth < bound, "RSS grew by {:.1} MiB with {n} idle connections (bound {:.0} MiB)", mib(growth), mib(bound));
 }

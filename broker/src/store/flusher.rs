@@ -1,6 +1,7 @@
 //! The production driver of a shard's store on glommio: the group-commit loop, the
-//! segment pre-allocator, the logics (ConsumeQueue/index/checkpoint) flusher and the
-//! disk watcher, each a task on the shard's executor.
+//! segment pre-allocator, the logics (ConsumeQueue/index/checkpoint) flusher, the
+//! disk watcher and retention (`clean_expired` every `CLEAN_INTERVAL_MS`), each a task
+//! on the shard's executor.
 //!
 //! Group commit: under sync flush the loop flushes as soon as anything is dirty; the
 //! appends that arrive while a flush is in flight are covered by the next one, so one
@@ -22,6 +23,9 @@ use std::time::Duration;
 pub const LOGICS_FLUSH_INTERVAL_MS: u64 = 1000;
 /// How often the pre-allocator and the disk watcher look.
 pub const SEGMENT_CHECK_INTERVAL_MS: u64 = 50;
+/// How often retention runs (expired segments at the delete hour, or one segment per
+/// round above the force-clean watermark).
+pub const CLEAN_INTERVAL_MS: u64 = 10_000;
 pub const DISK_CHECK_INTERVAL_MS: u64 = 1000;
 
 /// Starts the store's background tasks on the current glommio executor. They stop when
@@ -74,6 +78,7 @@ pub fn spawn_store_tasks<C: Clock>(store: Store<DmaDisk, C>, stop: Rc<Cell<bool>
     let st = stop.clone();
     glommio::spawn_local(async move {
         let mut since_disk_check_ms = 0;
+        let mut since_clean_ms = 0;
         while !st.get() {
             glommio::timer::sleep(Duration::from_millis(LOGICS_FLUSH_INTERVAL_MS)).await;
             if let Err(e) = s.flush_logics().await {
@@ -86,6 +91,21 @@ pub fn spawn_store_tasks<C: Clock>(store: Store<DmaDisk, C>, stop: Rc<Cell<bool>
             if since_disk_check_ms >= DISK_CHECK_INTERVAL_MS {
                 since_disk_check_ms = 0;
                 let _ = s.check_disk().await;
+            }
+            since_clean_ms += LOGICS_FLUSH_INTERVAL_MS;
+            if since_clean_ms >= CLEAN_INTERVAL_MS {
+                since_clean_ms = 0;
+                // Retention at `delete_when_hour`, or one segment per round above the
+                // force-clean watermark.
+                match s.clean_expired().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(segments = n, "retention deleted commitlog segments"),
+                    Err(e) if s.failure().is_some() => {
+                        on_fatal(e.to_string());
+                        return;
+                    }
+                    Err(e) => tracing::warn!(error = %e, "retention pass failed; retried next round"),
+                }
             }
         }
     })
