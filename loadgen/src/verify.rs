@@ -344,6 +344,53 @@ fn next_rand(state: &mut u64) -> u64 {
     *state
 }
 
+/// A NameServer in this process and the configuration of a broker child process (one
+/// shard, store under `root/store`), for the checks that kill or watch the broker.
+struct ChildSetup {
+    bin: PathBuf,
+    root: PathBuf,
+    namesrv: namesrv::server::ServerHandle,
+    ns_addr: String,
+    port: u16,
+    config_path: PathBuf,
+    store: PathBuf,
+}
+
+impl ChildSetup {
+    fn new(broker_bin: &Option<PathBuf>, dir: &Option<PathBuf>, root_name: &str, flush: &str, segment_bytes: u64) -> Result<Self, String> {
+        let bin = match broker_bin {
+            Some(b) => b.clone(),
+            None => default_broker_bin()?,
+        };
+        let parent = match dir {
+            Some(d) => d.clone(),
+            None => crate::workload_cmd::default_store_parent()?,
+        };
+        let root = parent.join(root_name);
+        std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+        let mut ns_config = namesrv::config::ServerConfig::default();
+        ns_config.listen = "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?;
+        let namesrv = namesrv::server::spawn(ns_config).map_err(|e| format!("NameServer: {e}"))?;
+        let ns_addr = namesrv.local_addr().to_string();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
+        let config_path = root.join("broker.toml");
+        let store = root.join("store");
+        std::fs::write(
+            &config_path,
+            format!(
+                "listen_port = {port}\nnamesrv_addrs = [\"{ns_addr}\"]\nbroker_ip = \"127.0.0.1\"\nbroker_name = \"{root_name}\"\nshard_count = 1\nstore_root = \"{}\"\nregister_interval_ms = 1000\n\n[store]\nflush = \"{flush}\"\nsegment_bytes = {segment_bytes}\n",
+                store.display()
+            ),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Self { bin, root, namesrv, ns_addr, port, config_path, store })
+    }
+
+    fn spawn_broker(&self) -> Result<BrokerProcess, String> {
+        BrokerProcess::spawn(&self.bin, &self.config_path, &self.root.join("broker.log"))
+    }
+}
+
 pub fn run_cycles(args: &CyclesArgs) -> Result<CyclesReport, String> {
     if args.cycles == 0 || args.producers == 0 || args.kill_after_min_ms > args.kill_after_max_ms {
         return Err("--cycles and --producers must be > 0 and --kill-after-min-ms ≤ --kill-after-max-ms".into());
@@ -351,33 +398,8 @@ pub fn run_cycles(args: &CyclesArgs) -> Result<CyclesReport, String> {
     let seed = args.seed.unwrap_or_else(|| now_epoch_us() | 1);
     eprintln!("verify: seed {seed} (replay with --seed {seed})");
     let mut rng = seed | 1;
-    let bin = match &args.broker_bin {
-        Some(b) => b.clone(),
-        None => default_broker_bin()?,
-    };
-    let parent = match &args.dir {
-        Some(d) => d.clone(),
-        None => crate::workload_cmd::default_store_parent()?,
-    };
-    let root = parent.join(format!("ringmq-verify-{}-{seed}", std::process::id()));
-    std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
-    let mut ns_config = namesrv::config::ServerConfig::default();
-    ns_config.listen = "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?;
-    let namesrv = namesrv::server::spawn(ns_config).map_err(|e| format!("NameServer: {e}"))?;
-    let ns_addr = namesrv.local_addr().to_string();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
-    let config_path = root.join("broker.toml");
-    let store = root.join("store");
-    std::fs::write(
-        &config_path,
-        format!(
-            "listen_port = {port}\nnamesrv_addrs = [\"{ns_addr}\"]\nbroker_ip = \"127.0.0.1\"\nbroker_name = \"verify-broker\"\nshard_count = 1\nstore_root = \"{}\"\nregister_interval_ms = 1000\n\n[store]\nflush = \"sync\"\nsegment_bytes = {}\n",
-            store.display(),
-            args.segment_mib * 1024 * 1024
-        ),
-    )
-    .map_err(|e| e.to_string())?;
-    let log = root.join("broker.log");
+    let setup = ChildSetup::new(&args.broker_bin, &args.dir, &format!("ringmq-verify-{}-{seed}", std::process::id()), "sync", args.segment_mib * 1024 * 1024)?;
+    let (root, store, port, ns_addr) = (setup.root.clone(), setup.store.clone(), setup.port, setup.ns_addr.clone());
     let topic = "VerifyTopic".to_string();
     let mut client = ClientConfig::new([ns_addr.clone()]);
     client.request_timeout_ms = 2_000;
@@ -387,7 +409,7 @@ pub fn run_cycles(args: &CyclesArgs) -> Result<CyclesReport, String> {
     let result = (|| -> Result<(u64, u64, Verdict), String> {
         for cycle in 0..args.cycles {
             let started = Instant::now();
-            let mut broker = BrokerProcess::spawn(&bin, &config_path, &log)?;
+            let mut broker = setup.spawn_broker()?;
             let recovery = broker.wait_listening(port, started)?;
             let store_bytes = dir_bytes(&store);
             if cycle == 0 {
@@ -408,7 +430,7 @@ pub fn run_cycles(args: &CyclesArgs) -> Result<CyclesReport, String> {
             }
             let in_recovery = args.kill_in_recovery_every > 0 && (cycle + 1) % args.kill_in_recovery_every == 0;
             if in_recovery {
-                let mut again = BrokerProcess::spawn(&bin, &config_path, &log)?;
+                let mut again = setup.spawn_broker()?;
                 std::thread::sleep(Duration::from_millis(next_rand(&mut rng) % 50));
                 again.sigkill();
             }
@@ -422,7 +444,7 @@ pub fn run_cycles(args: &CyclesArgs) -> Result<CyclesReport, String> {
             cycles.push(CycleRecord { cycle, store_bytes, recovery_ms: recovery.as_millis() as u64, killed_after_ms: kill_after, killed_in_recovery: in_recovery, acked_total });
         }
         let started = Instant::now();
-        let mut broker = BrokerProcess::spawn(&bin, &config_path, &log)?;
+        let mut broker = setup.spawn_broker()?;
         let recovery = broker.wait_listening(port, started)?;
         let store_bytes = dir_bytes(&store);
         let found = run_on_glommio({
@@ -435,7 +457,7 @@ pub fn run_cycles(args: &CyclesArgs) -> Result<CyclesReport, String> {
         write_ack_log(&root.join("acks.csv"), &acks)?;
         Ok((recovery.as_millis() as u64, store_bytes, judge(&acks, &found)))
     })();
-    namesrv.stop();
+    setup.namesrv.stop();
     let (final_recovery_ms, final_store_bytes, verdict) = match result {
         Ok(r) => r,
         Err(e) => return Err(format!("{e} (store and broker log kept in {})", root.display())),
@@ -641,33 +663,10 @@ pub fn run_slow_consumer(args: &SlowConsumerArgs) -> Result<SlowConsumerReport, 
     if !(args.consume_rate > 0.0 && args.produce_rate > args.consume_rate) {
         return Err("--produce-rate must exceed --consume-rate > 0".into());
     }
-    let bin = match &args.broker_bin {
-        Some(b) => b.clone(),
-        None => default_broker_bin()?,
-    };
-    let parent = match &args.dir {
-        Some(d) => d.clone(),
-        None => crate::workload_cmd::default_store_parent()?,
-    };
-    let root = parent.join(format!("ringmq-slow-consumer-{}", std::process::id()));
-    std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
-    let mut ns_config = namesrv::config::ServerConfig::default();
-    ns_config.listen = "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?;
-    let namesrv = namesrv::server::spawn(ns_config).map_err(|e| format!("NameServer: {e}"))?;
-    let ns_addr = namesrv.local_addr().to_string();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
-    let config_path = root.join("broker.toml");
-    std::fs::write(
-        &config_path,
-        format!(
-            "listen_port = {port}\nnamesrv_addrs = [\"{ns_addr}\"]\nbroker_ip = \"127.0.0.1\"\nbroker_name = \"slow-consumer-broker\"\nshard_count = 1\nstore_root = \"{}\"\nregister_interval_ms = 1000\n\n[store]\nflush = \"async\"\nsegment_bytes = {}\n",
-            root.join("store").display(),
-            64 * 1024 * 1024
-        ),
-    )
-    .map_err(|e| e.to_string())?;
+    let setup = ChildSetup::new(&args.broker_bin, &args.dir, &format!("ringmq-slow-consumer-{}", std::process::id()), "async", 64 * 1024 * 1024)?;
+    let (root, port, ns_addr) = (setup.root.clone(), setup.port, setup.ns_addr.clone());
     let started = Instant::now();
-    let mut broker = BrokerProcess::spawn(&bin, &config_path, &root.join("broker.log"))?;
+    let mut broker = setup.spawn_broker()?;
     broker.wait_listening(port, started)?;
     let pid = broker.child.id();
     let topic = "SlowConsumerTopic".to_string();
@@ -712,7 +711,7 @@ pub fn run_slow_consumer(args: &SlowConsumerArgs) -> Result<SlowConsumerReport, 
     let run = crate::engine::run(&spec, "RingMQ", "async flush, slow consumer", crate::record::Durability::WithinOneSecond);
     let rss_end = crate::engine::rss_kib(pid).unwrap_or(0);
     drop(broker);
-    namesrv.stop();
+    setup.namesrv.stop();
     let _ = std::fs::remove_dir_all(&root);
     let run = run?;
     let load: Vec<&crate::record::IntervalStats> = run.intervals.iter().filter(|i| i.elapsed_secs <= args.duration_secs as f64 + 0.5).collect();

@@ -232,15 +232,7 @@ mod tests {
     use crate::check::check as check_host;
     use crate::host::{Host, Rlimit, Rlimits};
 
-    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        for (rel, content) in files {
-            let path = dir.path().join(rel);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, content).unwrap();
-        }
-        dir
-    }
+    use crate::fake_root::tree;
 
     /// Checks `profile` against a fake tree, plans, renders (as a dry run, with the
     /// temporary root shown as `ROOT`), executes, and compares the printed plan and the

@@ -299,16 +299,7 @@ mod tests {
     use super::*;
     use crate::profile::KernelProfile;
 
-    /// Builds a fake root from `(relative path, content)` pairs.
-    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        for (rel, content) in files {
-            let path = dir.path().join(rel);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, content).unwrap();
-        }
-        dir
-    }
+    use crate::fake_root::tree;
 
     #[test]
     fn parses_selector_files() {

@@ -12,6 +12,8 @@
 //! trees in temporary directories.
 
 pub mod apply;
+#[cfg(test)]
+mod fake_root;
 pub mod check;
 pub mod host;
 pub mod profile;
