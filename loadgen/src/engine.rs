@@ -328,24 +328,29 @@ async fn send_loop(spec: Rc<EngineSpec>, producer: Producer, acc: SharedAcc, sto
             _ => producer.send_batch(msgs).await.map(|_| ()),
         };
         let us = scheduled.elapsed().as_micros() as u64;
-        let mut a = lock(&acc);
-        match result {
-            Ok(()) => {
-                a.sent += count;
-                a.sent_bytes += bytes;
-                record_us(&mut a.send_us, us);
-            }
-            Err(e) => {
-                if is_response_failure(&e) {
-                    a.response_failed += count;
-                } else {
-                    a.send_failed += count;
+        let failed = {
+            let mut a = lock(&acc);
+            match result {
+                Ok(()) => {
+                    a.sent += count;
+                    a.sent_bytes += bytes;
+                    record_us(&mut a.send_us, us);
+                    false
                 }
-                a.last_error = Some(e.to_string());
-                drop(a);
-                // A failing cluster must not turn into a busy loop.
-                glommio::timer::sleep(Duration::from_millis(10)).await;
+                Err(e) => {
+                    if is_response_failure(&e) {
+                        a.response_failed += count;
+                    } else {
+                        a.send_failed += count;
+                    }
+                    a.last_error = Some(e.to_string());
+                    true
+                }
             }
+        };
+        if failed {
+            // A failing cluster must not turn into a busy loop.
+            glommio::timer::sleep(Duration::from_millis(10)).await;
         }
     }
 }

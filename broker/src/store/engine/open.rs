@@ -343,8 +343,9 @@ pub async fn open_store<D: Disk, C: Clock>(
     for (&start, &size) in &sizes {
         if start >= end_segment && size < segment_bytes {
             tracing::warn!(segment = start, size, "removing a segment whose pre-allocation did not finish");
+            let path = store.inner.borrow().commitlog.path_of(start);
             store.inner.borrow_mut().commitlog.files.remove(&start);
-            disk.remove(&store.inner.borrow().commitlog.path_of(start)).await?;
+            disk.remove(&path).await?;
         } else if start < end_segment && size < segment_bytes {
             return Err(StoreError::Corrupt {
                 file: store.inner.borrow().commitlog.path_of(start),
