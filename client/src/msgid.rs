@@ -124,7 +124,10 @@ pub fn offset_msg_id(store_host: &SocketAddr, phys_offset: u64) -> String {
     }
     bytes.extend_from_slice(&(store_host.port() as i32).to_be_bytes());
     bytes.extend_from_slice(&phys_offset.to_be_bytes());
-    bytes.iter().map(|b| format!("{b:02X}")).collect()
+    // On every send and every received message: no per-byte formatting.
+    let mut id = String::with_capacity(bytes.len() * 2);
+    hex_upper(&bytes, &mut id);
+    id
 }
 
 /// Decodes an offsetMsgId into (store host, physical offset).
