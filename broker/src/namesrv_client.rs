@@ -6,11 +6,10 @@
 //! per round and never blocks request handling (its own task).
 
 use crate::shard::Shard;
-use bytes::BytesMut;
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
-use ringmq_client::remoting::frame::FrameLimits;
+use ringmq_client::net::Connection;
+use ringmq_client::remoting::frame::SerializeType;
 use ringmq_client::remoting::headers::RegisterBrokerRequestHeader;
 use ringmq_client::remoting::route::RegisterBrokerBody;
 use std::rc::Rc;
@@ -20,31 +19,15 @@ use std::time::Duration;
 
 pub const NAMESRV_CALL_TIMEOUT_MS: u64 = 3_000;
 
-/// One request/response exchange with a NameServer on a fresh connection.
+/// One request/response exchange with a NameServer on a fresh connection (the
+/// client's multiplexed connection, used once), all within `NAMESRV_CALL_TIMEOUT_MS`.
 pub async fn call(addr: &str, cmd: RemotingCommand) -> Result<RemotingCommand, String> {
-    let exchange = async {
-        let mut stream = glommio::net::TcpStream::connect(addr).await.map_err(|e| format!("connect {addr}: {e}"))?;
-        let mut out = BytesMut::new();
-        cmd.encode(&mut out).map_err(|e| e.to_string())?;
-        stream.write_all(&out).await.map_err(|e| format!("write {addr}: {e}"))?;
-        let mut buf = BytesMut::new();
-        let mut chunk = vec![0u8; 64 * 1024];
-        loop {
-            if let Some(r) = RemotingCommand::decode(&mut buf, &FrameLimits::default()).map_err(|e| e.to_string())? {
-                return Ok(r);
-            }
-            let n = stream.read(&mut chunk).await.map_err(|e| format!("read {addr}: {e}"))?;
-            if n == 0 {
-                return Err(format!("{addr} closed the connection"));
-            }
-            buf.extend_from_slice(&chunk[..n]);
-        }
-    };
-    futures_lite::future::or(exchange, async {
-        glommio::timer::sleep(Duration::from_millis(NAMESRV_CALL_TIMEOUT_MS)).await;
-        Err(format!("{addr}: no answer within {NAMESRV_CALL_TIMEOUT_MS} ms"))
-    })
-    .await
+    let started = std::time::Instant::now();
+    let budget = Duration::from_millis(NAMESRV_CALL_TIMEOUT_MS);
+    let conn = Connection::connect(addr, budget, SerializeType::Json, None).await.map_err(|e| e.to_string())?;
+    let answer = conn.request(cmd, budget.saturating_sub(started.elapsed())).await.map_err(|e| e.to_string());
+    conn.close();
+    answer
 }
 
 fn broker_addr(shard: &Shard) -> String {

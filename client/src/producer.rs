@@ -240,7 +240,7 @@ impl Producer {
                 return Err(ClientError::Config("delayed messages cannot be batched".into()));
             }
             self.prepare(m)?;
-            total_bytes += m.body.len() + m.properties.encode().len() + 20;
+            total_bytes += m.body.len() + m.properties.encoded_len() + 20;
         }
         if total_bytes > self.config.max_message_bytes {
             return Err(ClientError::MessageIllegal {

@@ -142,6 +142,18 @@ where
     Ok(payload)
 }
 
+/// The newest saved table in `store`, decoded with `decode`; `None` if nothing valid was
+/// ever saved. Every table loads this way.
+pub(crate) async fn load_table<D: crate::store::io::Disk, T>(
+    store: &snapshot::SnapshotStore<D>,
+    decode: fn(&[u8]) -> Result<T, MetaError>,
+) -> Result<Option<T>, MetaError> {
+    match store.load().await? {
+        Some(payload) => Ok(Some(decode(&payload)?)),
+        None => Ok(None),
+    }
+}
+
 /// Checks the frame and validates the archive (bytecheck) before deserializing it, so
 /// no byte pattern can make decoding read out of bounds.
 pub(crate) fn decode_image<T>(

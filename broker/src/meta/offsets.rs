@@ -130,10 +130,7 @@ impl ConsumerOffsetTable {
 
     /// The newest saved table, or `None` if nothing valid was ever saved.
     pub async fn load<D: Disk>(store: &SnapshotStore<D>) -> Result<Option<Self>, MetaError> {
-        match store.load().await? {
-            Some(payload) => Ok(Some(Self::decode(&payload)?)),
-            None => Ok(None),
-        }
+        super::load_table(store, Self::decode).await
     }
 
     /// Saves the table and clears `dirty`. Callers on a timer skip clean tables.

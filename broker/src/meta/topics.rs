@@ -178,10 +178,7 @@ impl TopicTable {
 
     /// The newest saved table, or `None` if nothing valid was ever saved.
     pub async fn load<D: Disk>(store: &SnapshotStore<D>) -> Result<Option<Self>, MetaError> {
-        match store.load().await? {
-            Some(payload) => Ok(Some(Self::decode(&payload)?)),
-            None => Ok(None),
-        }
+        super::load_table(store, Self::decode).await
     }
 
     pub async fn save<D: Disk>(&self, store: &SnapshotStore<D>) -> Result<(), MetaError> {

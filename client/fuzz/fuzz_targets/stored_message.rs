@@ -1,9 +1,10 @@
-//! Fuzzes the stored-message (CommitLog / pull body) record parser.
+//! Fuzzes the stored-message (CommitLog / pull body) record parser and the pull-body
+//! decoder consumers use.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use ringmq_client::message::stored::{record_head, MAGIC_MESSAGE};
-use ringmq_client::message::StoredMessageView;
+use ringmq_client::message::{decode_messages, StoredMessageView};
 
 fn check(data: &[u8]) {
     let _ = record_head(data);
@@ -11,6 +12,8 @@ fn check(data: &[u8]) {
         let _ = view.verify_body_crc();
         let _ = view.to_owned();
     }
+    // A pull body: records back to back, decoded into messages.
+    let _ = decode_messages(&bytes::Bytes::copy_from_slice(data), "broker");
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -110,6 +110,11 @@ impl Properties {
         self.get(keys::KEYS).unwrap_or("").split(' ').filter(|k| !k.is_empty())
     }
 
+    /// Bytes `encode` produces, without building the string.
+    pub fn encoded_len(&self) -> usize {
+        self.pairs.iter().map(|(n, v)| n.len() + v.len() + 2).sum()
+    }
+
     pub fn encode(&self) -> String {
         let mut out = String::new();
         for (name, value) in &self.pairs {
@@ -140,6 +145,15 @@ impl Properties {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encoded_len_matches_encode() {
+        let mut p = Properties::new();
+        assert_eq!(p.encoded_len(), p.encode().len());
+        p.set("TAGS", "TagA").unwrap();
+        p.set("note", "héllo").unwrap();
+        assert_eq!(p.encoded_len(), p.encode().len());
+    }
     use proptest::prelude::*;
 
     fn check(input: &str, expected: &[(&str, &str)]) {

@@ -91,8 +91,6 @@ pub struct MessageExt {
     pub properties: Properties,
     /// The producer's `UNIQ_KEY`, or the offset id when the producer set none.
     pub msg_id: String,
-    /// Store host and physical offset (VIEW_MESSAGE_BY_ID).
-    pub offset_msg_id: String,
 }
 
 impl MessageExt {
@@ -107,6 +105,12 @@ impl MessageExt {
     pub fn property(&self, name: &str) -> Option<&str> {
         self.properties.get(name)
     }
+
+    /// Store host and physical offset (for VIEW_MESSAGE_BY_ID); built on demand, as
+    /// few consumers need it and decoding is on every received message's path.
+    pub fn offset_msg_id(&self) -> String {
+        offset_msg_id(&self.store_host, self.commit_log_offset as u64)
+    }
 }
 
 /// Decodes a pull response body (stored records back to back). The bodies share
@@ -119,8 +123,10 @@ pub fn decode_messages(body: &Bytes, broker_name: &str) -> Result<Vec<MessageExt
         let view = StoredMessageView::parse(&body[pos..])?;
         let size = view.total_size();
         let properties = Properties::decode(view.properties_bytes()).unwrap_or_default();
-        let offset_msg_id = offset_msg_id(&view.store_host(), view.physical_offset() as u64);
-        let msg_id = properties.get(keys::UNIQ_KEY).map(str::to_string).unwrap_or_else(|| offset_msg_id.clone());
+        let msg_id = match properties.get(keys::UNIQ_KEY) {
+            Some(id) => id.to_string(),
+            None => offset_msg_id(&view.store_host(), view.physical_offset() as u64),
+        };
         out.push(MessageExt {
             topic: view.topic()?.to_string(),
             broker_name: broker_name.to_string(),
@@ -137,7 +143,6 @@ pub fn decode_messages(body: &Bytes, broker_name: &str) -> Result<Vec<MessageExt
             reconsume_times: view.reconsume_times(),
             properties,
             msg_id,
-            offset_msg_id,
         });
         pos += size;
     }
@@ -200,7 +205,7 @@ mod tests {
         assert_eq!(msgs.len(), 3);
         assert_eq!(&msgs[2].body[..], b"body-2");
         assert_eq!(msgs[0].msg_id, "ID0");
-        assert_eq!(msgs[1].msg_id, msgs[1].offset_msg_id, "no UNIQ_KEY: the offset id stands in");
+        assert_eq!(msgs[1].msg_id, msgs[1].offset_msg_id(), "no UNIQ_KEY: the offset id stands in");
         assert_eq!(msgs[1].queue_offset, 1);
         assert!(decode_messages(&body.slice(..body.len() - 1), "b").is_err());
     }

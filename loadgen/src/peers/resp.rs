@@ -294,6 +294,26 @@ mod tests {
         check(&max_line, done(Value::Simple(&max_line[1..LINE_BYTES_MAX + 1]), LINE_BYTES_MAX + 3));
     }
 
+    proptest::proptest! {
+        /// loadgen is a binary crate, so this stands in for a cargo-fuzz target: any
+        /// bytes, and any cut of a valid reply with a byte changed, decode or fail, and a
+        /// decoded value never claims more bytes than it was given.
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300), at in 0usize..64, flip in 1u8..) {
+            if let Ok(Some((_, used))) = decode(&bytes) {
+                proptest::prop_assert!(used <= bytes.len());
+            }
+            let mut reply = b"*3\r\n$3\r\nabc\r\n:-42\r\n*2\r\n+OK\r\n$-1\r\n".to_vec();
+            let at = at % reply.len();
+            reply[at] ^= flip;
+            for cut in 0..=reply.len() {
+                if let Ok(Some((_, used))) = decode(&reply[..cut]) {
+                    proptest::prop_assert!(used <= cut);
+                }
+            }
+        }
+    }
+
     #[test]
     fn encodes_commands_that_decode_back() {
         let mut out = Vec::new();
