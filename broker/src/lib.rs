@@ -7,6 +7,7 @@ pub mod meta;
 pub mod namesrv_client;
 pub mod net;
 pub mod routing;
+pub mod rt;
 pub mod runtime;
 pub mod shard;
 pub mod store;

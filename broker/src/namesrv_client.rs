@@ -5,6 +5,7 @@
 //! Invariant: a NameServer that is down or slow costs at most `NAMESRV_CALL_TIMEOUT_MS`
 //! per round and never blocks request handling (its own task).
 
+use crate::rt::Runtime;
 use crate::shard::Shard;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
@@ -30,19 +31,19 @@ pub async fn call(addr: &str, cmd: RemotingCommand) -> Result<RemotingCommand, S
     answer
 }
 
-fn broker_addr(shard: &Shard) -> String {
-    shard.store_host.to_string()
+fn broker_addr<R: Runtime>(shard: &Shard<R>) -> String {
+    shard.store_host().to_string()
 }
 
-pub fn register_request(shard: &Shard) -> RemotingCommand {
+pub fn register_request<R: Runtime>(shard: &Shard<R>) -> RemotingCommand {
     let body = RegisterBrokerBody { filter_server_list: Vec::new(), topic_config_serialize_wrapper: shard.topic_config_wrapper() }.encode();
     let crc = (crc32fast::hash(&body) & 0x7FFF_FFFF) as i32;
-    let c = &shard.config;
+    let c = shard.config();
     let header = RegisterBrokerRequestHeader {
         broker_name: c.broker_name.clone(),
         broker_addr: broker_addr(shard),
         cluster_name: c.cluster_name.clone(),
-        ha_server_addr: format!("{}:{}", shard.store_host.ip(), c.listen_port.wrapping_add(1)),
+        ha_server_addr: format!("{}:{}", shard.store_host().ip(), c.listen_port.wrapping_add(1)),
         broker_id: c.broker_id as i64,
         heartbeat_timeout_millis: Some(120_000),
         enable_acting_master: None,
@@ -53,28 +54,28 @@ pub fn register_request(shard: &Shard) -> RemotingCommand {
 }
 
 /// Registers with every NameServer now and then every `register_interval_ms`.
-pub fn spawn_registration(shard: Rc<Shard>, stop: Arc<AtomicBool>) {
-    if shard.config.namesrv_addrs.is_empty() {
+pub fn spawn_registration<R: Runtime>(shard: Rc<Shard<R>>, stop: Arc<AtomicBool>) {
+    if shard.config().namesrv_addrs.is_empty() {
         tracing::info!("no NameServer configured: not registering");
         return;
     }
-    glommio::spawn_local(async move {
+    let rt = shard.rt().clone();
+    rt.clone().spawn(async move {
         let mut first = true;
         while !stop.load(Ordering::SeqCst) {
             register_all(&shard, first).await;
             first = false;
             let mut waited_ms = 0;
-            while waited_ms < shard.config.register_interval_ms && !stop.load(Ordering::SeqCst) {
-                glommio::timer::sleep(Duration::from_millis(100)).await;
+            while waited_ms < shard.config().register_interval_ms && !stop.load(Ordering::SeqCst) {
+                rt.sleep(Duration::from_millis(100)).await;
                 waited_ms += 100;
             }
         }
-    })
-    .detach();
+    });
 }
 
-pub async fn register_all(shard: &Rc<Shard>, log_success: bool) {
-    for addr in shard.config.namesrv_addrs.clone() {
+pub async fn register_all<R: Runtime>(shard: &Rc<Shard<R>>, log_success: bool) {
+    for addr in shard.config().namesrv_addrs.clone() {
         match call(&addr, register_request(shard)).await {
             Ok(r) if r.code == rs::SUCCESS => {
                 if log_success {
@@ -88,13 +89,13 @@ pub async fn register_all(shard: &Rc<Shard>, log_success: bool) {
 }
 
 /// UNREGISTER_BROKER with every NameServer (clean stop).
-pub async fn unregister_all(shard: &Rc<Shard>) {
-    for addr in shard.config.namesrv_addrs.clone() {
+pub async fn unregister_all<R: Runtime>(shard: &Rc<Shard<R>>) {
+    for addr in shard.config().namesrv_addrs.clone() {
         let cmd = RemotingCommand::request(rq::UNREGISTER_BROKER)
-            .with_ext("brokerName", shard.config.broker_name.clone())
+            .with_ext("brokerName", shard.config().broker_name.clone())
             .with_ext("brokerAddr", broker_addr(shard))
-            .with_ext("clusterName", shard.config.cluster_name.clone())
-            .with_ext("brokerId", shard.config.broker_id.to_string());
+            .with_ext("clusterName", shard.config().cluster_name.clone())
+            .with_ext("brokerId", shard.config().broker_id.to_string());
         if let Err(e) = call(&addr, cmd).await {
             tracing::warn!(namesrv = %addr, error = %e, "NameServer unregistration failed");
         }

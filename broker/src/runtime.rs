@@ -10,16 +10,10 @@
 
 use crate::config::BrokerConfig;
 use crate::fatal::fatal;
-use crate::meta::offsets::ConsumerOffsetTable;
-use crate::meta::snapshot::SnapshotStore;
-use crate::meta::topics::TopicTable;
 use crate::net::conn;
-use crate::shard::mesh::{Batch, Envelope, Mesh, MESH_CHANNEL_BATCHES_MAX};
+use crate::rt::Glommio;
+use crate::shard::mesh::{Batch, MESH_CHANNEL_BATCHES_MAX};
 use crate::shard::Shard;
-use crate::store::engine::{open_store, ShardId};
-use crate::store::flusher::spawn_store_tasks;
-use crate::store::io::dma::DmaDisk;
-use crate::store::io::{Disk, SystemClock};
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement};
 use std::cell::Cell;
@@ -33,8 +27,6 @@ use thiserror::Error;
 
 /// How often shards look at the stop flag.
 pub const STOP_POLL_INTERVAL_MS: u64 = 50;
-/// How often dirty consumer offsets are persisted.
-pub const OFFSETS_PERSIST_INTERVAL_MS: u64 = 5_000;
 
 #[derive(Debug, Error)]
 pub enum StartError {
@@ -151,86 +143,25 @@ async fn run_shard(
     ready: std::sync::mpsc::Sender<usize>,
 ) {
     let config = Rc::new(config);
-    let dir = config.store_root.join(format!("shard-{id}"));
-    let (store, report) = match open_store(DmaDisk, SystemClock, dir.clone(), ShardId(id as u16), config.store.clone()).await {
-        Ok(v) => v,
-        Err(e) => fatal(&format!("shard {id}: store did not open: {e}")),
-    };
-    tracing::info!(shard = id, unclean = report.unclean, end = report.end_offset, records = report.records_scanned, "store open");
-    let store_stop = Rc::new(Cell::new(false));
-    spawn_store_tasks(store.clone(), store_stop.clone(), Rc::new(|e: String| fatal(&e)));
-
-    let meta_dir = config.store_root.join("config");
-    let topics_store = SnapshotStore::new(DmaDisk, meta_dir.clone(), "topics");
-    let topics = match topics_store.load().await {
-        Ok(Some(bytes)) => TopicTable::decode(&bytes).unwrap_or_else(|e| fatal(&format!("topic table does not decode: {e}"))),
-        Ok(None) => TopicTable::with_defaults(config.default_topic_queue_nums),
-        Err(e) => fatal(&format!("topic table could not be read: {e}")),
-    };
-    let offsets_store = Rc::new(SnapshotStore::new(DmaDisk, dir.join("config"), "consumerOffset"));
-    let offsets = match offsets_store.load().await {
-        Ok(Some(bytes)) => ConsumerOffsetTable::decode(&bytes).unwrap_or_else(|e| fatal(&format!("consumer offsets do not decode: {e}"))),
-        Ok(None) => ConsumerOffsetTable::default(),
-        Err(e) => fatal(&format!("consumer offsets could not be read: {e}")),
-    };
-
     let (senders, mut receivers) = match mesh.join().await {
         Ok(v) => v,
         Err(e) => fatal(&format!("shard {id} could not join the mesh: {e}")),
     };
-    let mesh = Mesh::new(senders);
-    let shard = Shard::new(id, count, config.clone(), store.clone(), mesh.clone(), topics, offsets, store_host);
-    if id == crate::routing::META_OWNER_SHARD {
-        *shard.topics_store.borrow_mut() = Some(topics_store);
-        let groups_store = SnapshotStore::new(DmaDisk, meta_dir.clone(), "subscriptionGroup");
-        match groups_store.load().await {
-            Ok(Some(bytes)) => {
-                *shard.groups.borrow_mut() =
-                    crate::meta::groups::GroupTable::decode(&bytes).unwrap_or_else(|e| fatal(&format!("subscription groups do not decode: {e}")))
-            }
-            Ok(None) => {}
-            Err(e) => fatal(&format!("subscription groups could not be read: {e}")),
-        }
-        *shard.groups_store.borrow_mut() = Some(groups_store);
-    }
+    let shard = match Shard::open(Glommio, id, count, config.clone(), senders, store_host).await {
+        Ok(shard) => shard,
+        Err(e) => fatal(&e.to_string()),
+    };
     for (peer, stream) in receivers.streams() {
         let shard = shard.clone();
         glommio::spawn_local(async move {
             while let Some(batch) = stream.recv().await {
-                for envelope in batch {
-                    match envelope {
-                        Envelope::Request { id, cmd } => {
-                            let shard = shard.clone();
-                            glommio::spawn_local(async move {
-                                let response = shard.handle_forwarded(cmd).await;
-                                shard.mesh.respond(peer, id, response);
-                            })
-                            .detach();
-                        }
-                        Envelope::Response { id, cmd } => shard.mesh.complete(id, cmd),
-                        Envelope::Event(event) => shard.apply_event(event),
-                    }
-                }
+                shard.receive_batch(peer, batch);
             }
         })
         .detach();
     }
     if id == crate::routing::META_OWNER_SHARD {
-        shard.broadcast_topics();
         crate::namesrv_client::spawn_registration(shard.clone(), stop.clone());
-    }
-
-    // Offsets persistence.
-    {
-        let shard = shard.clone();
-        let offsets_store = offsets_store.clone();
-        glommio::spawn_local(async move {
-            loop {
-                glommio::timer::sleep(Duration::from_millis(OFFSETS_PERSIST_INTERVAL_MS)).await;
-                persist_offsets(&shard, &offsets_store).await;
-            }
-        })
-        .detach();
     }
 
     let listener = match glommio::net::TcpListener::bind(SocketAddr::new(config.listen_ip(), config.listen_port)) {
@@ -263,7 +194,8 @@ async fn run_shard(
                 let conns = conns.clone();
                 conns.set(conns.get() + 1);
                 glommio::spawn_local(async move {
-                    conn::serve(shard, stream, conn_id).await;
+                    let remote = stream.peer_addr().ok();
+                    conn::serve(shard, stream, remote, conn_id).await;
                     conns.set(conns.get() - 1);
                 })
                 .detach();
@@ -279,28 +211,10 @@ async fn run_shard(
     if id == crate::routing::META_OWNER_SHARD {
         crate::namesrv_client::unregister_all(&shard).await;
     }
-    persist_offsets(&shard, &offsets_store).await;
-    store_stop.set(true);
-    if let Err(e) = store.close().await {
+    if let Err(e) = shard.close().await {
         fatal(&format!("shard {id}: store did not close cleanly: {e}"));
     }
     tracing::info!(shard = id, "shard stopped cleanly");
-}
-
-async fn persist_offsets<D: Disk>(shard: &Rc<Shard>, store: &SnapshotStore<D>) {
-    let encoded = {
-        let mut offsets = shard.offsets.borrow_mut();
-        if !offsets.take_dirty() {
-            return;
-        }
-        match offsets.encode() {
-            Ok(bytes) => bytes,
-            Err(e) => fatal(&format!("shard {}: consumer offsets do not encode: {e}", shard.id)),
-        }
-    };
-    if let Err(e) = store.save(&encoded).await {
-        fatal(&format!("shard {}: consumer offsets could not be saved: {e}", shard.id));
-    }
 }
 
 /// Installs SIGTERM / SIGINT handlers that set the broker's stop flag.

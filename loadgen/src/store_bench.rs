@@ -655,7 +655,7 @@ async fn run_on_executor(spec: RunSpec, dir: PathBuf, stage: Arc<AtomicU8>) -> R
     let stop = Rc::new(Cell::new(false));
     let shared = Rc::new(Shared::new());
     let fatal_shared = shared.clone();
-    spawn_store_tasks(store.clone(), stop.clone(), Rc::new(move |m: String| fatal_shared.error(format!("store fatal: {m}"))));
+    spawn_store_tasks(ringmq_broker::rt::Glommio, store.clone(), stop.clone(), Rc::new(move |m: String| fatal_shared.error(format!("store fatal: {m}"))));
 
     let mut workers = Vec::new();
     let mut observer = None;

@@ -12,17 +12,20 @@
 //!   `WRITE_QUEUE_MAX` responses wait to be written: a client that sends faster than it
 //!   reads is slowed down, never buffered without bound;
 //! - a connection silent for `idle_connection_timeout_ms` is closed.
+//!
+//! Generic over the byte stream (a glommio `TcpStream` in production, an in-memory
+//! pipe in the simulator) and the runtime.
 
-use crate::shard::mesh::ShardEvent;
+use crate::rt::chan;
+use crate::rt::Runtime;
 use crate::shard::{ConnCtx, Shard};
 use bytes::BytesMut;
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use glommio::channels::local_channel;
-use glommio::net::TcpStream;
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::frame::FrameLimits;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -34,14 +37,15 @@ pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 pub const FRAME_SLACK_BYTES: usize = 64 * 1024;
 
 /// Serves one connection until it closes, goes idle, or sends a bad frame.
-pub async fn serve(shard: Rc<Shard>, stream: TcpStream, conn_id: u64) {
-    let remote = stream.peer_addr().ok();
+pub async fn serve<R: Runtime, S: AsyncRead + AsyncWrite + Unpin + 'static>(shard: Rc<Shard<R>>, stream: S, remote: Option<SocketAddr>, conn_id: u64) {
     let ctx = ConnCtx { conn_id, remote };
+    let rt = shard.rt().clone();
     let (mut reader, mut writer) = futures_lite::io::split(stream);
-    let (tx, rx) = local_channel::new_bounded::<RemotingCommand>(WRITE_QUEUE_MAX);
-    let tx = Rc::new(tx);
-    shard.conns.borrow_mut().insert(conn_id, tx.clone());
-    let writer_task = glommio::spawn_local(async move {
+    let (tx, rx) = chan::bounded::<RemotingCommand>(WRITE_QUEUE_MAX);
+    shard.register_conn(conn_id, tx.clone());
+    // Ends when every sender is gone: the reader below and every request task.
+    let (writer_done_tx, writer_done) = chan::oneshot::<()>();
+    rt.spawn(async move {
         let mut out = BytesMut::with_capacity(64 * 1024);
         while let Some(cmd) = rx.recv().await {
             out.clear();
@@ -62,11 +66,17 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, conn_id: u64) {
                 break;
             }
         }
+        // Dropping the receiver fails every later send at once: a dead socket never
+        // holds a request task.
+        drop(rx);
         let _ = writer.close().await;
+        writer_done_tx.send(());
     });
-    let limits = FrameLimits::with_body_len_max_bytes(shard.config.max_message_bytes as usize + FRAME_SLACK_BYTES);
-    let idle = Duration::from_millis(shard.config.idle_connection_timeout_ms);
-    let in_flight = Rc::new(Cell::new(0usize));
+    let limits = FrameLimits::with_body_len_max_bytes(shard.config().max_message_bytes as usize + FRAME_SLACK_BYTES);
+    let idle = Duration::from_millis(shard.config().idle_connection_timeout_ms);
+    // A permit per running request: `send` waits while REQUESTS_IN_FLIGHT_MAX run.
+    let (permits, permits_back) = chan::bounded::<()>(REQUESTS_IN_FLIGHT_MAX);
+    let permits_back = Rc::new(permits_back);
     let clients: Rc<RefCell<Vec<String>>> = Rc::new(RefCell::new(Vec::new()));
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
@@ -77,10 +87,9 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, conn_id: u64) {
                     if cmd.is_response() {
                         continue; // answers to our NOTIFY pushes are oneway anyway
                     }
-                    while in_flight.get() >= REQUESTS_IN_FLIGHT_MAX {
-                        glommio::timer::sleep(Duration::from_micros(100)).await;
+                    if permits.send(()).await.is_err() {
+                        unreachable!("the permit receiver lives as long as this loop");
                     }
-                    in_flight.set(in_flight.get() + 1);
                     if cmd.code == rq::HEART_BEAT {
                         if let Some(id) = heartbeat_client_id(&cmd) {
                             if !clients.borrow().contains(&id) {
@@ -90,14 +99,13 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, conn_id: u64) {
                     }
                     let shard = shard.clone();
                     let tx = tx.clone();
-                    let in_flight = in_flight.clone();
-                    glommio::spawn_local(async move {
+                    let permits_back = permits_back.clone();
+                    rt.spawn(async move {
                         if let Some(response) = shard.handle(cmd, ctx).await {
                             let _ = tx.send(response).await;
                         }
-                        in_flight.set(in_flight.get() - 1);
-                    })
-                    .detach();
+                        permits_back.try_recv();
+                    });
                 }
                 Ok(None) => break,
                 Err(e) if !e.is_fatal() => {
@@ -115,11 +123,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, conn_id: u64) {
                 }
             }
         }
-        let read = futures_lite::future::or(async { Some(reader.read(&mut chunk).await) }, async {
-            glommio::timer::sleep(idle).await;
-            None
-        })
-        .await;
+        let read = crate::rt::timeout(&rt, idle, reader.read(&mut chunk)).await;
         match read {
             Some(Ok(0)) | Some(Err(_)) => break,
             Some(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
@@ -129,14 +133,12 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, conn_id: u64) {
             }
         }
     }
-    shard.conns.borrow_mut().remove(&conn_id);
+    let client_ids = clients.borrow().clone();
+    shard.conn_closed(conn_id, &client_ids);
     drop(tx);
-    for client_id in clients.borrow().iter() {
-        let event = ShardEvent::ClientGone { client_id: client_id.clone() };
-        shard.mesh.broadcast(event.clone());
-        shard.apply_event(event);
-    }
-    writer_task.cancel().await;
+    // Requests still running answer into the queue; the writer ends when the last of
+    // them is done (or at once if the socket is gone).
+    let _ = writer_done.await;
 }
 
 fn heartbeat_client_id(cmd: &RemotingCommand) -> Option<String> {

@@ -5,6 +5,10 @@
 //! Invariant: the topic table changes only on `META_OWNER_SHARD`, which persists it
 //! before answering and then broadcasts the new version to every replica. A created or
 //! updated topic is registered with the NameServers before the answer, as Java does.
+//! Invariant: host metadata has one writer: every change of the topic or group table
+//! reads, modifies, saves and installs it under the metadata lock (bounded queue of
+//! waiting writers), so concurrent creates all succeed and none is lost; no table or
+//! snapshot store is ever taken out of the shard across an await.
 
 use super::mesh::ShardEvent;
 use super::{error_response, ConnCtx, Shard};
@@ -19,12 +23,13 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// Runtime-info counters that are summed over shards.
-const SUMMED_COUNTERS: [&str; 5] = ["putMessageTimesTotal", "getMessageTransferedMsgCount", "requestsTotal", "forwardedOut", "forwardedIn"];
+const SUMMED_COUNTERS: [&str; 7] =
+    ["putMessageTimesTotal", "getMessageTransferedMsgCount", "requestsTotal", "forwardedOut", "forwardedIn", "suspendedPulls", "suspendedPullsRefusedTotal"];
 
 /// RocketMQ's limit on queues per topic.
 pub const TOPIC_QUEUE_NUMS_MAX: u32 = 1024;
 
-impl Shard {
+impl<R: crate::rt::Runtime> Shard<R> {
     pub(super) fn handle_heartbeat(self: &Rc<Self>, cmd: &RemotingCommand, ctx: ConnCtx) -> RemotingCommand {
         let data = match HeartbeatData::decode(&cmd.body) {
             Ok(d) => d,
@@ -84,12 +89,9 @@ impl Shard {
             order: header.order,
             topic_sys_flag: header.topic_sys_flag.unwrap_or(0) as u32,
         };
-        let mut table = self.topics.borrow().clone();
-        if let Err(e) = table.upsert(config, self.now_ms()) {
-            return error_response(cmd, rs::INVALID_PARAMETER, e.to_string());
-        }
-        if let Err(e) = self.commit_topics(table).await {
-            return error_response(cmd, rs::SYSTEM_ERROR, format!("topic table could not be saved: {e}"));
+        let now_ms = self.now_ms();
+        if let Err((code, e)) = self.update_topics(|table| table.upsert(config, now_ms).map(|_| ()).map_err(|e| e.to_string())).await {
+            return error_response(cmd, code, e);
         }
         tracing::info!(topic = %header.topic, read = header.read_queue_nums, write = header.write_queue_nums, perm = header.perm, "topic created or updated");
         // As Java's broker (`registerIncrementBrokerData`): tell the NameServers before
@@ -104,27 +106,28 @@ impl Shard {
         let Some(topic) = cmd.ext("topic") else {
             return error_response(cmd, rs::INVALID_PARAMETER, "missing header field topic");
         };
-        let mut table = self.topics.borrow().clone();
-        if table.remove(topic, self.now_ms()).is_none() {
-            return error_response(cmd, rs::TOPIC_NOT_EXIST, format!("topic[{topic}] not exist"));
+        let now_ms = self.now_ms();
+        let removed = self.update_topics(|table| table.remove(topic, now_ms).map(|_| ()).ok_or_else(|| format!("topic[{topic}] not exist"))).await;
+        match removed {
+            Ok(()) => cmd.create_response(rs::SUCCESS, None),
+            Err((rs::INVALID_PARAMETER, e)) => error_response(cmd, rs::TOPIC_NOT_EXIST, e),
+            Err((code, e)) => error_response(cmd, code, e),
         }
-        if let Err(e) = self.commit_topics(table).await {
-            return error_response(cmd, rs::SYSTEM_ERROR, format!("topic table could not be saved: {e}"));
-        }
-        cmd.create_response(rs::SUCCESS, None)
     }
 
-    /// Persists a new topic table (metadata owner only), installs it, and broadcasts it.
-    async fn commit_topics(self: &Rc<Self>, table: TopicTable) -> Result<(), String> {
-        debug_assert_eq!(self.id, crate::routing::META_OWNER_SHARD);
-        let encoded = table.encode().map_err(|e| e.to_string())?;
-        let store = self.topics_store.borrow_mut().take();
-        let saved = match &store {
-            Some(s) => s.save(&encoded).await.map_err(|e| e.to_string()),
-            None => Err("topic table store is not open on this shard".to_string()),
+    /// The one writer of the topic table (metadata owner only): under the metadata
+    /// lock, applies `change` to the current table, persists it, installs it and
+    /// broadcasts it. `Err((code, remark))`: INVALID_PARAMETER when `change` refused,
+    /// SYSTEM_BUSY when too many writers wait, SYSTEM_ERROR when it was not saved.
+    async fn update_topics(self: &Rc<Self>, change: impl FnOnce(&mut TopicTable) -> Result<(), String>) -> Result<(), (i32, String)> {
+        let Some(meta) = &self.meta else {
+            crate::fatal::fatal(&format!("topic table change routed to shard {}, not the metadata owner", self.id));
         };
-        *self.topics_store.borrow_mut() = store;
-        saved?;
+        let _writer = meta.lock.lock().map_err(|e| (rs::SYSTEM_BUSY, format!("topic table: {e}")))?.await;
+        let mut table = self.topics.borrow().clone();
+        change(&mut table).map_err(|e| (rs::INVALID_PARAMETER, e))?;
+        let encoded = table.encode().map_err(|e| (rs::SYSTEM_ERROR, e.to_string()))?;
+        meta.topics.save(&encoded).await.map_err(|e| (rs::SYSTEM_ERROR, format!("topic table could not be saved: {e}")))?;
         *self.topics.borrow_mut() = table;
         self.broadcast_topics();
         Ok(())
@@ -158,6 +161,13 @@ impl Shard {
         config.retry_max_times = number("retryMaxTimes", config.retry_max_times as u64) as u32;
         config.broker_id = number("brokerId", config.broker_id);
         config.which_broker_when_consume_slowly = number("whichBrokerWhenConsumeSlowly", config.which_broker_when_consume_slowly);
+        let Some(meta) = &self.meta else {
+            crate::fatal::fatal(&format!("subscription group change routed to shard {}, not the metadata owner", self.id));
+        };
+        let _writer = match meta.lock.lock() {
+            Ok(wait) => wait.await,
+            Err(e) => return error_response(cmd, rs::SYSTEM_BUSY, format!("subscription groups: {e}")),
+        };
         let mut table = self.groups.borrow().clone();
         if let Err(e) = table.upsert(config, self.now_ms()) {
             return error_response(cmd, rs::INVALID_PARAMETER, e.to_string());
@@ -166,13 +176,7 @@ impl Shard {
             Ok(e) => e,
             Err(e) => return error_response(cmd, rs::SYSTEM_ERROR, e.to_string()),
         };
-        let store = self.groups_store.borrow_mut().take();
-        let saved = match &store {
-            Some(s) => s.save(&encoded).await.map(|_| ()).map_err(|e| e.to_string()),
-            None => Err("subscription group store is not open on this shard".to_string()),
-        };
-        *self.groups_store.borrow_mut() = store;
-        if let Err(e) = saved {
+        if let Err(e) = meta.groups.save(&encoded).await {
             return error_response(cmd, rs::SYSTEM_ERROR, format!("subscription groups could not be saved: {e}"));
         }
         *self.groups.borrow_mut() = table;
@@ -256,6 +260,8 @@ impl Shard {
         table.insert("consumerGroups", self.consumers.borrow().group_count().to_string());
         table.insert("flushDiskType", format!("{:?}", self.config.store.flush_mode));
         table.insert("refusingWrites", self.store.refusing_writes().to_string());
+        table.insert("suspendedPulls", self.waiters.suspended().to_string());
+        table.insert("suspendedPullsRefusedTotal", self.waiters.refused_total().to_string());
         table
     }
 }

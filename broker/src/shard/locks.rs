@@ -64,7 +64,7 @@ pub fn lock_request_group(body: &[u8]) -> Option<String> {
     LockBatchRequestBody::decode(body).ok().map(|b| b.consumer_group)
 }
 
-impl Shard {
+impl<R: crate::rt::Runtime> Shard<R> {
     pub(super) fn handle_lock_batch(&self, cmd: &RemotingCommand) -> RemotingCommand {
         let body = match LockBatchRequestBody::decode(&cmd.body) {
             Ok(b) if b.mq_set.len() <= LOCK_BATCH_QUEUES_MAX => b,

@@ -1,5 +1,5 @@
-//! Cross-shard messaging over glommio's channel mesh (bounded lock-free SPSC channels,
-//! one per ordered pair of shards).
+//! Cross-shard messaging over the runtime's mesh link (in production glommio's
+//! bounded lock-free SPSC channels, one per ordered pair of shards).
 //!
 //! A shard never touches another shard's state: it sends a request (a whole
 //! `RemotingCommand`, answered by the owner exactly as if it had arrived on the owner's
@@ -11,11 +11,11 @@
 //! instead of one per message (tens of microseconds each on a VM).
 //!
 //! Invariants: every request gets exactly one response (the owner answers errors as
-//! responses); at most `OUTBOX_ENVELOPES_MAX` envelopes per batch; the mesh channels are
+//! responses); at most `forward_batch_max` envelopes per batch; the mesh channels are
 //! bounded (`MESH_CHANNEL_BATCHES_MAX`), so a slow peer applies backpressure.
 
-use glommio::channels::channel_mesh::Senders;
-use glommio::channels::local_channel::{self, LocalSender};
+use crate::rt::chan::{self, OneshotSender};
+use crate::rt::{MeshLink, Runtime};
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::heartbeat::HeartbeatData;
 use std::cell::{Cell, RefCell};
@@ -24,7 +24,7 @@ use std::rc::Rc;
 
 /// Batches in flight per ordered pair of shards.
 pub const MESH_CHANNEL_BATCHES_MAX: usize = 1024;
-/// Envelopes per batch.
+/// Envelopes per batch by default (`forward_batch_max` in the broker config).
 pub const OUTBOX_ENVELOPES_MAX: usize = 256;
 
 /// Something every shard applies to its own replica.
@@ -47,20 +47,26 @@ pub enum Envelope {
 
 pub type Batch = Vec<Envelope>;
 
-pub struct Mesh {
+pub struct Mesh<R: Runtime> {
+    rt: R,
+    /// Envelopes per batch (`forward_batch_max`).
+    batch_max: usize,
     self_id: usize,
-    senders: Senders<Batch>,
+    senders: R::Link,
     outbox: RefCell<Vec<Vec<Envelope>>>,
     scheduled: RefCell<Vec<bool>>,
-    pending: RefCell<HashMap<u64, LocalSender<RemotingCommand>>>,
+    pending: RefCell<HashMap<u64, OneshotSender<RemotingCommand>>>,
     next_id: Cell<u64>,
 }
 
-impl Mesh {
-    pub fn new(senders: Senders<Batch>) -> Rc<Self> {
-        let n = senders.nr_consumers();
+impl<R: Runtime> Mesh<R> {
+    pub fn new(rt: R, senders: R::Link, batch_max: usize) -> Rc<Self> {
+        assert!(batch_max > 0, "a mesh batch holds at least one envelope");
+        let n = senders.peer_count();
         let self_id = senders.peer_id();
         Rc::new(Self {
+            rt,
+            batch_max,
             self_id,
             senders,
             outbox: RefCell::new((0..n).map(|_| Vec::new()).collect()),
@@ -75,17 +81,17 @@ impl Mesh {
     }
 
     pub fn shard_count(&self) -> usize {
-        self.senders.nr_consumers()
+        self.senders.peer_count()
     }
 
     fn enqueue(self: &Rc<Self>, to: usize, envelope: Envelope) {
         assert_ne!(to, self.self_id, "a shard never sends to itself over the mesh");
         self.outbox.borrow_mut()[to].push(envelope);
-        let full = self.outbox.borrow()[to].len() >= OUTBOX_ENVELOPES_MAX;
+        let full = self.outbox.borrow()[to].len() >= self.batch_max;
         if full || !self.scheduled.borrow()[to] {
             self.scheduled.borrow_mut()[to] = true;
             let mesh = self.clone();
-            glommio::spawn_local(async move {
+            self.rt.spawn(async move {
                 if !full {
                     // Let the rest of this scheduling round add to the batch.
                     futures_lite::future::yield_now().await;
@@ -95,8 +101,7 @@ impl Mesh {
                 if !batch.is_empty() && mesh.senders.send_to(to, batch).await.is_err() {
                     crate::fatal::fatal(&format!("shard {} lost its channel to shard {to}", mesh.self_id));
                 }
-            })
-            .detach();
+            });
         }
     }
 
@@ -104,10 +109,10 @@ impl Mesh {
     pub async fn call(self: &Rc<Self>, to: usize, cmd: RemotingCommand) -> RemotingCommand {
         let id = self.next_id.get();
         self.next_id.set(id + 1);
-        let (tx, rx) = local_channel::new_bounded(1);
+        let (tx, rx) = chan::oneshot();
         self.pending.borrow_mut().insert(id, tx);
         self.enqueue(to, Envelope::Request { id, cmd });
-        match rx.recv().await {
+        match rx.await {
             Some(response) => response,
             None => crate::fatal::fatal("mesh reply channel closed"),
         }
@@ -121,9 +126,7 @@ impl Mesh {
     pub fn complete(&self, id: u64, cmd: RemotingCommand) {
         let sender = self.pending.borrow_mut().remove(&id);
         match sender {
-            Some(tx) => {
-                let _ = tx.try_send(cmd);
-            }
+            Some(tx) => tx.send(cmd),
             None => tracing::warn!(id, "response for an unknown cross-shard request"),
         }
     }

@@ -20,24 +20,33 @@ mod pull;
 mod send;
 
 use crate::config::BrokerConfig;
+use crate::meta::groups::GroupTable;
 use crate::meta::offsets::ConsumerOffsetTable;
+use crate::meta::snapshot::SnapshotStore;
 use crate::meta::topics::{TopicConfig, TopicTable};
 use crate::routing::{queue_owner, META_OWNER_SHARD};
-use crate::store::engine::Store;
-use crate::store::io::dma::DmaDisk;
-use crate::store::io::{Clock, SystemClock};
+use crate::rt::chan::{self, Lock};
+use crate::rt::Runtime;
+use crate::store::engine::{open_store, ShardId, Store};
+use crate::store::io::Clock;
 use consumers::ConsumerManager;
-use glommio::channels::local_channel::LocalSender;
 use longpoll::PullWaiters;
-use mesh::{Mesh, ShardEvent};
+use mesh::{Batch, Envelope, Mesh, ShardEvent};
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::time::Duration;
+use thiserror::Error;
 
-pub type ShardStore = Store<DmaDisk, SystemClock>;
+pub type ShardStore<R> = Store<<R as Runtime>::Disk, <R as Runtime>::Clock>;
+
+/// How often dirty consumer offsets are persisted.
+pub const OFFSETS_PERSIST_INTERVAL_MS: u64 = 5_000;
+/// Metadata writes (topic and group creates) waiting for the one writer, per broker.
+pub const META_WRITERS_WAITING_MAX: usize = 4096;
 
 /// Per-connection context of a request.
 #[derive(Debug, Clone, Copy)]
@@ -60,28 +69,49 @@ pub struct ShardCounters {
     pub messages_pulled: Cell<u64>,
 }
 
-pub struct Shard {
-    pub id: usize,
-    pub count: usize,
-    pub config: Rc<BrokerConfig>,
-    pub store: ShardStore,
-    pub mesh: Rc<Mesh>,
-    pub topics: RefCell<TopicTable>,
-    pub offsets: RefCell<ConsumerOffsetTable>,
-    pub consumers: RefCell<ConsumerManager>,
+#[derive(Debug, Error)]
+pub enum OpenError {
+    #[error("shard {shard}: store did not open: {reason}")]
+    Store { shard: usize, reason: String },
+    #[error("shard {shard}: {what} could not be loaded: {reason}")]
+    Meta { shard: usize, what: &'static str, reason: String },
+}
+
+/// The host metadata the metadata owner persists: one writer at a time (`lock`), the
+/// read-modify-write of a table and its snapshot all under the guard.
+struct MetaStores<D: crate::store::io::Disk> {
+    lock: Lock,
+    topics: SnapshotStore<D>,
+    groups: SnapshotStore<D>,
+}
+
+/// One core's state. Fields are private: the request handlers in this module and the
+/// methods below are the only way to change them.
+pub struct Shard<R: Runtime> {
+    rt: R,
+    id: usize,
+    count: usize,
+    config: Rc<BrokerConfig>,
+    store: ShardStore<R>,
+    mesh: Rc<Mesh<R>>,
+    topics: RefCell<TopicTable>,
+    offsets: RefCell<ConsumerOffsetTable>,
+    offsets_store: SnapshotStore<R::Disk>,
+    consumers: RefCell<ConsumerManager>,
     /// Queue locks of the consumer groups this shard owns.
-    pub locks: RefCell<locks::LockTable>,
-    pub waiters: Rc<PullWaiters>,
+    locks: RefCell<locks::LockTable>,
+    waiters: Rc<PullWaiters>,
     /// Server-initiated requests (NOTIFY_CONSUMER_IDS_CHANGED) to local connections.
-    pub conns: RefCell<HashMap<u64, Rc<LocalSender<RemotingCommand>>>>,
-    pub store_host: SocketAddr,
-    pub counters: ShardCounters,
-    pub started_ms: i64,
-    /// Where the topic table is persisted: set on the metadata owner only.
-    pub topics_store: RefCell<Option<crate::meta::snapshot::SnapshotStore<DmaDisk>>>,
-    /// Subscription groups and where they persist: the metadata owner only.
-    pub groups: RefCell<crate::meta::groups::GroupTable>,
-    pub groups_store: RefCell<Option<crate::meta::snapshot::SnapshotStore<DmaDisk>>>,
+    conns: RefCell<HashMap<u64, chan::Sender<RemotingCommand>>>,
+    store_host: SocketAddr,
+    counters: ShardCounters,
+    started_ms: i64,
+    /// Subscription groups (authoritative on the metadata owner only).
+    groups: RefCell<GroupTable>,
+    /// Where topic and group tables persist: the metadata owner only.
+    meta: Option<MetaStores<R::Disk>>,
+    /// Set at a clean stop: the store's background tasks end.
+    store_stop: Rc<Cell<bool>>,
 }
 
 /// Header field that carries a send's born host (the producer's address, as Java's
@@ -93,45 +123,169 @@ pub fn error_response(req: &RemotingCommand, code: i32, remark: impl AsRef<str>)
     req.create_response(code, Some(remark.as_ref()))
 }
 
-impl Shard {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        id: usize,
-        count: usize,
-        config: Rc<BrokerConfig>,
-        store: ShardStore,
-        mesh: Rc<Mesh>,
-        topics: TopicTable,
-        offsets: ConsumerOffsetTable,
-        store_host: SocketAddr,
-    ) -> Rc<Self> {
-        Rc::new(Self {
+impl<R: Runtime> Shard<R> {
+    /// Opens shard `id`: recovers its store, loads its consumer offsets and (on the
+    /// metadata owner) the topic and group tables, joins the mesh through `link`, and
+    /// starts its background tasks (store flusher, offsets persistence). The caller
+    /// feeds the mesh's incoming batches to [`Shard::receive_batch`].
+    pub async fn open(rt: R, id: usize, count: usize, config: Rc<BrokerConfig>, link: R::Link, store_host: SocketAddr) -> Result<Rc<Self>, OpenError> {
+        let dir = config.store_root.join(format!("shard-{id}"));
+        let (store, report) = open_store(rt.disk(), rt.clock(), dir.clone(), ShardId(id as u16), config.store.clone())
+            .await
+            .map_err(|e| OpenError::Store { shard: id, reason: e.to_string() })?;
+        tracing::info!(shard = id, unclean = report.unclean, end = report.end_offset, records = report.records_scanned, "store open");
+        let meta_err = |what: &'static str| move |reason: String| OpenError::Meta { shard: id, what, reason };
+        let meta_dir = config.store_root.join("config");
+        let topics_store = SnapshotStore::new(rt.disk(), meta_dir.clone(), "topics");
+        let topics = match topics_store.load().await.map_err(|e| meta_err("topic table")(e.to_string()))? {
+            Some(bytes) => TopicTable::decode(&bytes).map_err(|e| meta_err("topic table")(e.to_string()))?,
+            None => TopicTable::with_defaults(config.default_topic_queue_nums),
+        };
+        let offsets_store = SnapshotStore::new(rt.disk(), dir.join("config"), "consumerOffset");
+        let offsets = match offsets_store.load().await.map_err(|e| meta_err("consumer offsets")(e.to_string()))? {
+            Some(bytes) => ConsumerOffsetTable::decode(&bytes).map_err(|e| meta_err("consumer offsets")(e.to_string()))?,
+            None => ConsumerOffsetTable::default(),
+        };
+        let (groups, meta) = if id == META_OWNER_SHARD {
+            let groups_store = SnapshotStore::new(rt.disk(), meta_dir, "subscriptionGroup");
+            let groups = match groups_store.load().await.map_err(|e| meta_err("subscription groups")(e.to_string()))? {
+                Some(bytes) => GroupTable::decode(&bytes).map_err(|e| meta_err("subscription groups")(e.to_string()))?,
+                None => GroupTable::default(),
+            };
+            (groups, Some(MetaStores { lock: Lock::new(META_WRITERS_WAITING_MAX), topics: topics_store, groups: groups_store }))
+        } else {
+            (GroupTable::default(), None)
+        };
+        let mesh = Mesh::new(rt.clone(), link, config.forward_batch_max);
+        let started_ms = rt.clock().now_ms();
+        let shard = Rc::new(Self {
+            rt: rt.clone(),
             id,
             count,
             config,
-            store,
+            store: store.clone(),
             mesh,
             topics: RefCell::new(topics),
             offsets: RefCell::new(offsets),
+            offsets_store,
             consumers: RefCell::new(ConsumerManager::default()),
             locks: RefCell::new(locks::LockTable::default()),
             waiters: Rc::new(PullWaiters::default()),
             conns: RefCell::new(HashMap::new()),
             store_host,
             counters: ShardCounters::default(),
-            started_ms: SystemClock.now_ms(),
-            topics_store: RefCell::new(None),
-            groups: RefCell::new(crate::meta::groups::GroupTable::default()),
-            groups_store: RefCell::new(None),
-        })
+            started_ms,
+            groups: RefCell::new(groups),
+            meta,
+            store_stop: Rc::new(Cell::new(false)),
+        });
+        crate::store::flusher::spawn_store_tasks(rt.clone(), store, shard.store_stop.clone(), Rc::new(|e: String| crate::fatal::fatal(&e)));
+        let persister = shard.clone();
+        rt.spawn(async move {
+            while !persister.store_stop.get() {
+                persister.rt.sleep(Duration::from_millis(OFFSETS_PERSIST_INTERVAL_MS)).await;
+                persister.persist_offsets().await;
+            }
+        });
+        if id == META_OWNER_SHARD {
+            shard.broadcast_topics();
+        }
+        Ok(shard)
+    }
+
+    pub fn id(&self) -> usize {
+        self.id
+    }
+    pub fn count(&self) -> usize {
+        self.count
+    }
+    pub fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+    pub fn store(&self) -> &ShardStore<R> {
+        &self.store
+    }
+    pub fn store_host(&self) -> SocketAddr {
+        self.store_host
+    }
+    pub fn rt(&self) -> &R {
+        &self.rt
+    }
+    pub fn counters(&self) -> &ShardCounters {
+        &self.counters
+    }
+    pub fn pull_waiters(&self) -> &PullWaiters {
+        &self.waiters
     }
 
     pub fn now_ms(&self) -> i64 {
-        SystemClock.now_ms()
+        self.rt.clock().now_ms()
     }
 
     pub fn topic(&self, name: &str) -> Option<TopicConfig> {
         self.topics.borrow().get(name).cloned()
+    }
+
+    /// A connection on this shard opened: server pushes for it go to `tx`.
+    pub fn register_conn(&self, conn_id: u64, tx: chan::Sender<RemotingCommand>) {
+        self.conns.borrow_mut().insert(conn_id, tx);
+    }
+
+    /// A connection closed: forget it, and its clients leave their groups everywhere.
+    pub fn conn_closed(self: &Rc<Self>, conn_id: u64, client_ids: &[String]) {
+        self.conns.borrow_mut().remove(&conn_id);
+        for client_id in client_ids {
+            let event = ShardEvent::ClientGone { client_id: client_id.clone() };
+            self.mesh.broadcast(event.clone());
+            self.apply_event(event);
+        }
+    }
+
+    /// Connections registered on this shard.
+    pub fn conn_count(&self) -> usize {
+        self.conns.borrow().len()
+    }
+
+    /// Applies one batch that arrived from shard `peer` over the mesh.
+    pub fn receive_batch(self: &Rc<Self>, peer: usize, batch: Batch) {
+        for envelope in batch {
+            match envelope {
+                Envelope::Request { id, cmd } => {
+                    let shard = self.clone();
+                    self.rt.spawn(async move {
+                        let response = shard.handle_forwarded(cmd).await;
+                        shard.mesh.respond(peer, id, response);
+                    });
+                }
+                Envelope::Response { id, cmd } => self.mesh.complete(id, cmd),
+                Envelope::Event(event) => self.apply_event(event),
+            }
+        }
+    }
+
+    /// Persists the consumer offsets of this shard's queues if they changed.
+    pub async fn persist_offsets(&self) {
+        let encoded = {
+            let mut offsets = self.offsets.borrow_mut();
+            if !offsets.take_dirty() {
+                return;
+            }
+            match offsets.encode() {
+                Ok(bytes) => bytes,
+                Err(e) => crate::fatal::fatal(&format!("shard {}: consumer offsets do not encode: {e}", self.id)),
+            }
+        };
+        if let Err(e) = self.offsets_store.save(&encoded).await {
+            crate::fatal::fatal(&format!("shard {}: consumer offsets could not be saved: {e}", self.id));
+        }
+    }
+
+    /// Clean stop: stops the background tasks, persists offsets, flushes and
+    /// checkpoints the store (the abort file is removed).
+    pub async fn close(&self) -> Result<(), String> {
+        self.persist_offsets().await;
+        self.store_stop.set(true);
+        self.store.close().await.map_err(|e| e.to_string())
     }
 
     /// Handles a request that arrived on this shard's socket; `None` for oneway.

@@ -14,6 +14,7 @@ use crate::store::engine::{GetResult, GetStatus, ShardId};
 use ringmq_client::remoting::codes::response_code as rs;
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
+use crate::rt::Runtime;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -41,7 +42,7 @@ fn offset_response(cmd: &RemotingCommand, key: &str, value: i64) -> RemotingComm
     r
 }
 
-impl Shard {
+impl<R: Runtime> Shard<R> {
     pub(super) async fn handle_pull(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
         let header = match cmd.header::<PullMessageRequestHeader>() {
             Ok(h) => h,
@@ -84,11 +85,13 @@ impl Shard {
         } else {
             0
         };
-        let deadline = std::time::Instant::now() + Duration::from_millis(suspend_ms);
+        let deadline_us = self.rt.monotonic_us() + suspend_ms * 1000;
         let offset = header.queue_offset as u64;
         loop {
-            // Registered before looking, so an arrival in between is not missed.
-            let arrival = self.waiters.wait(&header.topic, header.queue_id);
+            // Registered before looking, so an arrival in between is not missed. A pull
+            // that cannot be suspended (a waiter bound is reached) is answered with what
+            // it finds now.
+            let arrival = if suspend_ms > 0 { self.waiters.wait(&header.topic, header.queue_id).ok() } else { None };
             let result = match self
                 .store
                 .get_messages(&header.topic, header.queue_id, offset, max_messages, max_bytes, &|h| subscription.matches(h))
@@ -100,18 +103,18 @@ impl Shard {
             };
             let waiting = matches!(result.status, GetStatus::NoMessageInQueue | GetStatus::OffsetOverflowOne)
                 && (result.status != GetStatus::NoMessageInQueue || offset == 0);
-            let now = std::time::Instant::now();
-            if waiting && now < deadline {
-                let remaining = deadline - now;
-                let woke = futures_lite::future::or(arrival, async {
-                    glommio::timer::sleep(remaining).await;
-                    false
-                })
-                .await;
-                if woke || std::time::Instant::now() < deadline {
-                    continue;
+            let now_us = self.rt.monotonic_us();
+            match arrival {
+                Some(arrival) if waiting && now_us < deadline_us => {
+                    // Every pass of this loop awaits either an arrival or the deadline:
+                    // it never spins.
+                    let remaining = Duration::from_micros(deadline_us - now_us);
+                    if crate::rt::timeout(&self.rt, remaining, arrival).await.is_some() {
+                        continue;
+                    }
+                    // Timed out: answer with what the last look found.
                 }
-                // Timed out: answer with what the last look found.
+                _ => {}
             }
             return self.pull_response(cmd, offset, result);
         }

@@ -35,7 +35,7 @@ pub fn writable(topic: &TopicConfig) -> bool {
     topic.perm & PERM_WRITE != 0
 }
 
-impl Shard {
+impl<R: crate::rt::Runtime> Shard<R> {
     /// The topic's config, creating it when auto-creation is on.
     pub(super) async fn topic_for_send(self: &Rc<Self>, name: &str) -> Result<TopicConfig, (i32, String)> {
         if let Some(topic) = self.topic(name) {

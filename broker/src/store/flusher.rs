@@ -1,4 +1,5 @@
-//! The production driver of a shard's store on glommio: the group-commit loop, the
+//! The driver of a shard's store on the shard's runtime (glommio in production, the
+//! simulator in tests): the group-commit loop, the
 //! segment pre-allocator, the logics (ConsumeQueue/index/checkpoint) flusher, the
 //! disk watcher and retention (`clean_expired` every `CLEAN_INTERVAL_MS`), each a task
 //! on the shard's executor.
@@ -13,8 +14,8 @@
 
 use super::config::FlushMode;
 use super::engine::Store;
-use super::io::dma::DmaDisk;
 use super::io::Clock;
+use crate::rt::Runtime;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -28,21 +29,22 @@ pub const SEGMENT_CHECK_INTERVAL_MS: u64 = 50;
 pub const CLEAN_INTERVAL_MS: u64 = 10_000;
 pub const DISK_CHECK_INTERVAL_MS: u64 = 1000;
 
-/// Starts the store's background tasks on the current glommio executor. They stop when
+/// Starts the store's background tasks on the runtime's executor. They stop when
 /// `stop` is set (the caller then calls `Store::close`) or the store fails.
-pub fn spawn_store_tasks<C: Clock>(store: Store<DmaDisk, C>, stop: Rc<Cell<bool>>, on_fatal: Rc<dyn Fn(String)>) {
+pub fn spawn_store_tasks<R: Runtime, C: Clock>(rt: R, store: Store<R::Disk, C>, stop: Rc<Cell<bool>>, on_fatal: Rc<dyn Fn(String)>) {
     let s = store.clone();
     let st = stop.clone();
     let fatal = on_fatal.clone();
-    glommio::spawn_local(async move {
+    let r = rt.clone();
+    rt.spawn(async move {
         let interval = Duration::from_millis(s.config().flush_interval_ms.max(1));
         while !st.get() {
             match s.config().flush_mode {
                 FlushMode::Sync => {
-                    futures_lite::future::or(s.flush_wanted(), glommio::timer::sleep(Duration::from_millis(100))).await;
+                    futures_lite::future::or(s.flush_wanted(), r.sleep(Duration::from_millis(100))).await;
                 }
                 FlushMode::Async => {
-                    futures_lite::future::or(s.flush_wanted(), glommio::timer::sleep(interval)).await;
+                    futures_lite::future::or(s.flush_wanted(), r.sleep(interval)).await;
                 }
             }
             if let Err(e) = s.flush().await {
@@ -50,16 +52,16 @@ pub fn spawn_store_tasks<C: Clock>(store: Store<DmaDisk, C>, stop: Rc<Cell<bool>
                     fatal(e.to_string());
                     return;
                 }
-                glommio::timer::sleep(Duration::from_millis(100)).await;
+                r.sleep(Duration::from_millis(100)).await;
             }
         }
-    })
-    .detach();
+    });
 
     let s = store.clone();
     let st = stop.clone();
     let fatal = on_fatal.clone();
-    glommio::spawn_local(async move {
+    let r = rt.clone();
+    rt.spawn(async move {
         while !st.get() {
             if s.next_segment_wanted() {
                 if let Err(e) = s.prepare_next_segment().await {
@@ -69,18 +71,18 @@ pub fn spawn_store_tasks<C: Clock>(store: Store<DmaDisk, C>, stop: Rc<Cell<bool>
                     }
                 }
             }
-            glommio::timer::sleep(Duration::from_millis(SEGMENT_CHECK_INTERVAL_MS)).await;
+            r.sleep(Duration::from_millis(SEGMENT_CHECK_INTERVAL_MS)).await;
         }
-    })
-    .detach();
+    });
 
     let s = store.clone();
     let st = stop.clone();
-    glommio::spawn_local(async move {
+    let r = rt.clone();
+    rt.spawn(async move {
         let mut since_disk_check_ms = 0;
         let mut since_clean_ms = 0;
         while !st.get() {
-            glommio::timer::sleep(Duration::from_millis(LOGICS_FLUSH_INTERVAL_MS)).await;
+            r.sleep(Duration::from_millis(LOGICS_FLUSH_INTERVAL_MS)).await;
             if let Err(e) = s.flush_logics().await {
                 if s.failure().is_some() {
                     on_fatal(e.to_string());
@@ -108,6 +110,5 @@ pub fn spawn_store_tasks<C: Clock>(store: Store<DmaDisk, C>, stop: Rc<Cell<bool>
                 }
             }
         }
-    })
-    .detach();
+    });
 }

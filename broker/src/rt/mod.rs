@@ -1,0 +1,101 @@
+//! The runtime seam of the request layer (DESIGN.md §2), as `store::io` is the disk's:
+//! everything a shard, a connection or the mesh needs from an executor — spawning a
+//! task, sleeping, monotonic time, the disk and wall clock its store uses, and the
+//! link to the other shards — goes through [`Runtime`].
+//!
+//! Production is [`Glommio`] (pinned executors, DMA files, glommio's channel mesh).
+//! Tests run the very same shard code on `crate::sim`'s deterministic single-threaded
+//! scheduler with the SimDisk, a simulated clock and simulated timers.
+//!
+//! Architecture Invariant: nothing in `shard/`, `net/conn.rs`, `meta/` or
+//! `store/flusher.rs` calls glommio (or `std::time::Instant`/`SystemTime`) directly;
+//! only `runtime.rs` (process start-up, sockets) and this module's [`Glommio`] do.
+
+pub mod chan;
+
+use crate::shard::mesh::Batch;
+use crate::store::io::dma::DmaDisk;
+use crate::store::io::{Clock, Disk, SystemClock};
+use std::future::Future;
+use std::time::Duration;
+
+/// An executor and the IO a shard runs on. Clones share one runtime.
+pub trait Runtime: Clone + 'static {
+    type Disk: Disk;
+    type Clock: Clock;
+    type Link: MeshLink;
+
+    fn disk(&self) -> Self::Disk;
+    /// Wall-clock time (store timestamps, retention, lock expiry).
+    fn clock(&self) -> Self::Clock;
+    /// Runs `fut` as a task of its own on this shard's executor, detached.
+    fn spawn(&self, fut: impl Future<Output = ()> + 'static);
+    fn sleep(&self, duration: Duration) -> impl Future<Output = ()> + 'static;
+    /// Monotonic time in microseconds (deadlines, latencies); never goes back.
+    fn monotonic_us(&self) -> u64;
+}
+
+/// One shard's end of the bounded channels to every other shard.
+pub trait MeshLink: 'static {
+    /// This shard's id.
+    fn peer_id(&self) -> usize;
+    /// Shards in the mesh, this one included.
+    fn peer_count(&self) -> usize;
+    /// Sends one batch to shard `to`, waiting while its channel is full; `Err` when
+    /// the peer is gone.
+    fn send_to(&self, to: usize, batch: Batch) -> impl Future<Output = Result<(), ()>>;
+}
+
+/// The production runtime: the current thread's glommio executor.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Glommio;
+
+fn process_start() -> std::time::Instant {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *START.get_or_init(std::time::Instant::now)
+}
+
+impl Runtime for Glommio {
+    type Disk = DmaDisk;
+    type Clock = SystemClock;
+    type Link = glommio::channels::channel_mesh::Senders<Batch>;
+
+    fn disk(&self) -> DmaDisk {
+        DmaDisk
+    }
+    fn clock(&self) -> SystemClock {
+        SystemClock
+    }
+    fn spawn(&self, fut: impl Future<Output = ()> + 'static) {
+        glommio::spawn_local(fut).detach();
+    }
+    fn sleep(&self, duration: Duration) -> impl Future<Output = ()> + 'static {
+        async move {
+            glommio::timer::sleep(duration).await;
+        }
+    }
+    fn monotonic_us(&self) -> u64 {
+        process_start().elapsed().as_micros() as u64
+    }
+}
+
+impl MeshLink for glommio::channels::channel_mesh::Senders<Batch> {
+    fn peer_id(&self) -> usize {
+        glommio::channels::channel_mesh::Senders::peer_id(self)
+    }
+    fn peer_count(&self) -> usize {
+        self.nr_consumers()
+    }
+    async fn send_to(&self, to: usize, batch: Batch) -> Result<(), ()> {
+        glommio::channels::channel_mesh::Senders::send_to(self, to, batch).await.map_err(|_| ())
+    }
+}
+
+/// Resolves with `fut`'s output, or `None` once `duration` has passed.
+pub async fn timeout<R: Runtime, T>(rt: &R, duration: Duration, fut: impl Future<Output = T>) -> Option<T> {
+    futures_lite::future::or(async { Some(fut.await) }, async {
+        rt.sleep(duration).await;
+        None
+    })
+    .await
+}
