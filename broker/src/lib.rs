@@ -10,4 +10,5 @@ pub mod routing;
 pub mod rt;
 pub mod runtime;
 pub mod shard;
+pub mod sim;
 pub mod store;

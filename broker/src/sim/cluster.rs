@@ -1,0 +1,263 @@
+//! A simulated broker process: its shards on one [`SimExecutor`], its store on one
+//! SimDisk, connections over in-memory pipes served by the production `net::conn`,
+//! and a crash that drops every task of the process at once (SIGKILL) and loses what
+//! the disk had not synced — then a restart that recovers, as the real process does.
+//!
+//! And [`SimClient`]: a raw remoting client over a pipe that pairs every response
+//! with its request by opaque and reports a response nobody waits for (answered twice,
+//! or never asked) as a violation.
+
+use super::executor::{GroupId, SimExecutor, CLIENT_GROUP};
+use super::pipe::{duplex, PipeEnd};
+use super::runtime::{sim_mesh, SimRt};
+use crate::config::BrokerConfig;
+use crate::net::conn;
+use crate::rt::chan::{self, OneshotSender};
+use crate::rt::Runtime;
+use crate::shard::Shard;
+use crate::store::io::sim::SimDisk;
+use bytes::BytesMut;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use ringmq_client::remoting::command::RemotingCommand;
+use ringmq_client::remoting::frame::FrameLimits;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Bytes buffered per direction of a simulated socket.
+pub const PIPE_CAPACITY_BYTES: usize = 256 * 1024;
+/// Frames a simulated client queues for writing.
+pub const CLIENT_WRITE_QUEUE_MAX: usize = 4096;
+
+pub struct SimBroker {
+    pub ex: SimExecutor,
+    pub disk: SimDisk,
+    pub clock_jump_ms: Rc<Cell<i64>>,
+    pub config: Rc<BrokerConfig>,
+    group: Cell<GroupId>,
+    shards: RefCell<Vec<Rc<Shard<SimRt>>>>,
+    next_conn: Cell<u64>,
+    /// Incarnations started (1 after the first start).
+    incarnation: Cell<u64>,
+}
+
+impl SimBroker {
+    pub fn new(ex: SimExecutor, disk: SimDisk, config: BrokerConfig) -> Rc<Self> {
+        Rc::new(Self {
+            ex,
+            disk,
+            clock_jump_ms: Rc::new(Cell::new(0)),
+            config: Rc::new(config),
+            group: Cell::new(CLIENT_GROUP),
+            shards: RefCell::new(Vec::new()),
+            next_conn: Cell::new(0),
+            incarnation: Cell::new(0),
+        })
+    }
+
+    pub fn is_up(&self) -> bool {
+        !self.shards.borrow().is_empty()
+    }
+
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation.get()
+    }
+
+    pub fn shards(&self) -> Vec<Rc<Shard<SimRt>>> {
+        self.shards.borrow().clone()
+    }
+
+    pub fn store_host(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 10911))
+    }
+
+    /// Starts (or restarts) the process: recovery of every shard, then the mesh.
+    pub async fn start(self: &Rc<Self>) -> Result<(), String> {
+        assert!(!self.is_up(), "start of a broker that is running");
+        let incarnation = self.incarnation.get() + 1;
+        self.incarnation.set(incarnation);
+        let group = incarnation as GroupId;
+        self.group.set(group);
+        let (done_tx, done_rx) = chan::oneshot();
+        let me = self.clone();
+        self.ex.spawn_in(Some(group), async move {
+            let count = me.config.shard_count;
+            let (links, receivers) = sim_mesh(count);
+            let mut shards = Vec::new();
+            for (id, link) in links.into_iter().enumerate() {
+                let rt = SimRt::new(me.ex.clone(), me.disk.clone(), me.clock_jump_ms.clone());
+                match Shard::open(rt, id, count, me.config.clone(), link, me.store_host()).await {
+                    Ok(s) => shards.push(s),
+                    Err(e) => {
+                        done_tx.send(Err(e.to_string()));
+                        return;
+                    }
+                }
+            }
+            for (shard, incoming) in shards.iter().zip(receivers) {
+                for (peer, rx) in incoming {
+                    let shard = shard.clone();
+                    shard.rt().clone().spawn(async move {
+                        while let Some(batch) = rx.recv().await {
+                            shard.receive_batch(peer, batch);
+                        }
+                    });
+                }
+            }
+            *me.shards.borrow_mut() = shards;
+            done_tx.send(Ok(()));
+        });
+        done_rx.await.unwrap_or_else(|| Err("broker start was abandoned".into()))
+    }
+
+    /// SIGKILL and power cut: every task of the process is dropped, every open
+    /// connection closes, unsynced writes are dropped, kept or torn.
+    pub fn crash(&self) {
+        self.ex.kill_group(self.group.get());
+        self.shards.borrow_mut().clear();
+        self.disk.crash();
+    }
+
+    /// A clean stop: offsets persisted, stores flushed and checkpointed, then every
+    /// task of the process is dropped.
+    pub async fn stop(&self) -> Result<(), String> {
+        let shards = self.shards();
+        for s in &shards {
+            s.close().await?;
+        }
+        self.ex.kill_group(self.group.get());
+        self.shards.borrow_mut().clear();
+        Ok(())
+    }
+
+    /// Opens a connection to `shard` (as SO_REUSEPORT would place it).
+    pub fn connect(&self, shard: usize) -> Option<PipeEnd> {
+        let target = self.shards.borrow().get(shard).cloned()?;
+        let (client, server) = duplex(PIPE_CAPACITY_BYTES);
+        let conn_id = ((shard as u64) << 48) | (self.next_conn.get() + 1);
+        self.next_conn.set(self.next_conn.get() + 1);
+        let remote = SocketAddr::from(([10, 0, 0, 1], 40_000 + (conn_id % 20_000) as u16));
+        self.ex.spawn_in(Some(self.group.get()), async move {
+            conn::serve(target, server, Some(remote), conn_id).await;
+        });
+        Some(client)
+    }
+}
+
+/// Why a request got no response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestError {
+    /// The connection closed first (the broker crashed or closed it).
+    Lost,
+    /// No response within the timeout on a live connection.
+    Timeout,
+}
+
+/// A raw remoting client on one simulated connection.
+pub struct SimClient {
+    ex: SimExecutor,
+    out: chan::Sender<Vec<u8>>,
+    pending: Rc<RefCell<BTreeMap<i32, OneshotSender<RemotingCommand>>>>,
+    next_opaque: Cell<i32>,
+    closed: Rc<Cell<bool>>,
+    /// Responses nobody waited for, as text: each one is a broken invariant.
+    pub violations: Rc<RefCell<Vec<String>>>,
+}
+
+impl SimClient {
+    pub fn new(ex: SimExecutor, end: PipeEnd) -> Self {
+        let (mut reader, mut writer) = futures_lite::io::split(end);
+        let (out, out_rx) = chan::bounded::<Vec<u8>>(CLIENT_WRITE_QUEUE_MAX);
+        ex.spawn_in(Some(CLIENT_GROUP), async move {
+            while let Some(frame) = out_rx.recv().await {
+                if writer.write_all(&frame).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let pending: Rc<RefCell<BTreeMap<i32, OneshotSender<RemotingCommand>>>> = Rc::default();
+        let closed = Rc::new(Cell::new(false));
+        let violations: Rc<RefCell<Vec<String>>> = Rc::default();
+        let (p, c, v) = (pending.clone(), closed.clone(), violations.clone());
+        ex.spawn_in(Some(CLIENT_GROUP), async move {
+            let limits = FrameLimits::default();
+            let mut buf = BytesMut::new();
+            let mut chunk = vec![0u8; 64 * 1024];
+            'read: loop {
+                loop {
+                    match RemotingCommand::decode(&mut buf, &limits) {
+                        Ok(Some(cmd)) if cmd.is_response() => {
+                            let waiter = p.borrow_mut().remove(&cmd.opaque);
+                            match waiter {
+                                Some(tx) => tx.send(cmd),
+                                None => v.borrow_mut().push(format!("response to opaque {} that no request waits for (code {}, remark {:?})", cmd.opaque, cmd.code, cmd.remark)),
+                            }
+                        }
+                        Ok(Some(_push)) => {} // NOTIFY_CONSUMER_IDS_CHANGED and such
+                        Ok(None) => break,
+                        Err(e) => {
+                            v.borrow_mut().push(format!("undecodable frame from the broker: {e}"));
+                            break 'read;
+                        }
+                    }
+                }
+                match reader.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            c.set(true);
+            // Every request still waiting learns that its connection is gone.
+            p.borrow_mut().clear();
+        });
+        Self { ex, out, pending, next_opaque: Cell::new(1), closed, violations }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.get()
+    }
+
+    /// Sends `cmd` (its opaque replaced) and waits at most `timeout` for the answer.
+    pub async fn request(&self, mut cmd: RemotingCommand, timeout: Duration) -> Result<RemotingCommand, RequestError> {
+        if self.closed.get() {
+            return Err(RequestError::Lost);
+        }
+        let opaque = self.next_opaque.get();
+        self.next_opaque.set(opaque.wrapping_add(1).max(1));
+        cmd.opaque = opaque;
+        let mut frame = BytesMut::new();
+        cmd.encode(&mut frame).expect("the simulator's requests encode");
+        let (tx, rx) = chan::oneshot();
+        self.pending.borrow_mut().insert(opaque, tx);
+        if self.out.send(frame.to_vec()).await.is_err() {
+            self.pending.borrow_mut().remove(&opaque);
+            return Err(RequestError::Lost);
+        }
+        let rt_sleep = self.ex.sleep(timeout);
+        let answer = futures_lite::future::or(async { Some(rx.await) }, async {
+            rt_sleep.await;
+            None
+        })
+        .await;
+        match answer {
+            Some(Some(r)) => Ok(r),
+            Some(None) => Err(RequestError::Lost),
+            None => {
+                self.pending.borrow_mut().remove(&opaque);
+                Err(if self.closed.get() { RequestError::Lost } else { RequestError::Timeout })
+            }
+        }
+    }
+
+    /// Sends a oneway request (no answer expected).
+    pub async fn oneway(&self, mut cmd: RemotingCommand) {
+        let opaque = self.next_opaque.get();
+        self.next_opaque.set(opaque.wrapping_add(1).max(1));
+        cmd.opaque = opaque;
+        let mut frame = BytesMut::new();
+        cmd.encode(&mut frame).expect("the simulator's requests encode");
+        let _ = self.out.send(frame.to_vec()).await;
+    }
+}
