@@ -183,6 +183,38 @@ impl<R: crate::rt::Runtime> Shard<R> {
         cmd.create_response(rs::SUCCESS, None)
     }
 
+    /// GET_ALL_SUBSCRIPTIONGROUP_CONFIG (metadata owner): RocketMQ's
+    /// `SubscriptionGroupWrapper` JSON, as `mqadmin` reads it.
+    pub(super) fn handle_all_group_config(&self, cmd: &RemotingCommand) -> RemotingCommand {
+        let groups = self.groups.borrow();
+        let table: serde_json::Map<String, serde_json::Value> = groups
+            .groups
+            .values()
+            .map(|g| {
+                let v = serde_json::json!({
+                    "groupName": g.group_name,
+                    "consumeEnable": g.consume_enable,
+                    "consumeFromMinEnable": true,
+                    "consumeBroadcastEnable": g.consume_broadcast_enable,
+                    "retryQueueNums": g.retry_queue_nums,
+                    "retryMaxTimes": g.retry_max_times,
+                    "brokerId": g.broker_id,
+                    "whichBrokerWhenConsumeSlowly": g.which_broker_when_consume_slowly,
+                    "notifyConsumerIdsChangedEnable": g.notify_consumer_ids_changed_enable,
+                });
+                (g.group_name.clone(), v)
+            })
+            .collect();
+        let version = groups.version();
+        let body = serde_json::json!({
+            "subscriptionGroupTable": table,
+            "dataVersion": { "counter": version.counter, "timestamp": version.timestamp_ms },
+        });
+        let mut r = cmd.create_response(rs::SUCCESS, None);
+        r.body = body.to_string().into_bytes().into();
+        r
+    }
+
     /// Sends this shard's topic table to every other shard.
     pub fn broadcast_topics(self: &Rc<Self>) {
         let (version, encoded) = {

@@ -339,7 +339,10 @@ impl<R: Runtime> Shard<R> {
                 let offset: u64 = cmd.ext("offset")?.trim().parse().ok()?;
                 Some(crate::store::engine::ShardId::of_phys(offset).0 as usize).filter(|&s| s < self.count)
             }
-            rq::UPDATE_AND_CREATE_TOPIC | rq::DELETE_TOPIC_IN_BROKER | rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => Some(META_OWNER_SHARD),
+            rq::UPDATE_AND_CREATE_TOPIC
+            | rq::DELETE_TOPIC_IN_BROKER
+            | rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
+            | rq::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => Some(META_OWNER_SHARD),
             rq::LOCK_BATCH_MQ | rq::UNLOCK_BATCH_MQ => locks::lock_request_group(&cmd.body).map(|g| crate::routing::group_owner(&g, self.count)),
             _ => None,
         }
@@ -367,6 +370,7 @@ impl<R: Runtime> Shard<R> {
             rq::UPDATE_AND_CREATE_TOPIC => self.handle_create_topic(&cmd).await,
             rq::DELETE_TOPIC_IN_BROKER => self.handle_delete_topic(&cmd).await,
             rq::GET_ALL_TOPIC_CONFIG => self.handle_all_topic_config(&cmd),
+            rq::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => self.handle_all_group_config(&cmd),
             rq::GET_BROKER_RUNTIME_INFO => self.handle_runtime_info(&cmd).await,
             code => error_response(&cmd, rs::REQUEST_CODE_NOT_SUPPORTED, format!("request code {code} not supported")),
         }
