@@ -157,7 +157,6 @@ pub struct BrokerConfig {
     pub max_message_bytes: u64,
     pub register_interval_ms: u64,
     pub idle_connection_timeout_ms: u64,
-    pub connection_scan_interval_ms: u64,
     pub pull_suspend_max_ms: u64,
     pub connections_per_shard_max: usize,
     /// Most requests one shard forwards to another in one cross-core batch.
@@ -184,7 +183,6 @@ impl Default for BrokerConfig {
             max_message_bytes: 4 * 1024 * KIB,
             register_interval_ms: 30_000,
             idle_connection_timeout_ms: 120_000,
-            connection_scan_interval_ms: 10_000,
             pull_suspend_max_ms: 30_000,
             connections_per_shard_max: 10_000,
             forward_batch_max: 256,
@@ -649,7 +647,6 @@ impl BrokerConfig {
         let positive = [
             ("register_interval_ms", self.register_interval_ms),
             ("idle_connection_timeout_ms", self.idle_connection_timeout_ms),
-            ("connection_scan_interval_ms", self.connection_scan_interval_ms),
             ("pull_suspend_max_ms", self.pull_suspend_max_ms),
             ("connections_per_shard_max", self.connections_per_shard_max as u64),
             ("forward_batch_max", self.forward_batch_max as u64),
@@ -657,12 +654,6 @@ impl BrokerConfig {
         ];
         if let Some((field, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return fail(format!("{field} must be positive"));
-        }
-        if self.connection_scan_interval_ms > self.idle_connection_timeout_ms {
-            return fail(format!(
-                "connection_scan_interval_ms {} exceeds idle_connection_timeout_ms {}",
-                self.connection_scan_interval_ms, self.idle_connection_timeout_ms
-            ));
         }
         self.store.validate()?;
         Ok(())
@@ -763,8 +754,8 @@ mod tests {
         assert_eq!((c.shard_count, c.cpu_list.clone(), c.auto_create_topic), (0, None, false));
         assert_eq!((c.default_topic_queue_nums, c.max_message_bytes), (8, 4 << 20));
         assert_eq!(
-            (c.register_interval_ms, c.idle_connection_timeout_ms, c.connection_scan_interval_ms),
-            (30_000, 120_000, 10_000)
+            (c.register_interval_ms, c.idle_connection_timeout_ms),
+            (30_000, 120_000)
         );
         assert_eq!((c.pull_suspend_max_ms, c.connections_per_shard_max, c.forward_batch_max), (30_000, 10_000, 256));
         assert_eq!(c.store, StoreConfig::default(), "4 MiB messages give the store's default record bound");
@@ -794,7 +785,6 @@ mod tests {
             max_message_bytes = 1048576
             register_interval_ms = 1000
             idle_connection_timeout_ms = 5000
-            connection_scan_interval_ms = 500
             pull_suspend_max_ms = 15000
             connections_per_shard_max = 100
             forward_batch_max = 64
@@ -830,7 +820,6 @@ mod tests {
             c.max_message_bytes = 1 << 20;
             c.register_interval_ms = 1000;
             c.idle_connection_timeout_ms = 5000;
-            c.connection_scan_interval_ms = 500;
             c.pull_suspend_max_ms = 15000;
             c.connections_per_shard_max = 100;
             c.forward_batch_max = 64;
@@ -1046,7 +1035,6 @@ mod tests {
             (with(|c| c.connections_per_shard_max = 0), Some("connections_per_shard_max")),
             (with(|c| c.forward_batch_max = 0), Some("forward_batch_max")),
             (with(|c| c.store.flush_interval_ms = 0), Some("flush_interval_ms")),
-            (with(|c| c.connection_scan_interval_ms = 200_000), Some("connection_scan_interval_ms")),
             (with(|c| c.store.disk_warn_ratio = 0.95), Some("disk ratios")),
             (with(|c| c.store.segment_bytes = 4096), Some("segment_bytes")),
             (with(|c| c.store.segment_bytes = (1 << 20) + 1), Some("multiple of 4096")),

@@ -35,12 +35,45 @@ impl<R: crate::rt::Runtime> Shard<R> {
             Ok(d) => d,
             Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, format!("bad heartbeat body: {e}")),
         };
-        if !data.consumer_data_set.is_empty() {
-            let event = ShardEvent::Heartbeat { client_id: data.client_id.clone(), data, conn_shard: self.id, conn_id: ctx.conn_id };
+        if !data.consumer_data_set.is_empty() || !data.producer_data_set.is_empty() {
+            let origin = super::consumers::HeartbeatOrigin {
+                conn_shard: self.id,
+                conn_id: ctx.conn_id,
+                remote: ctx.remote,
+                language: cmd.language.clone(),
+                version: cmd.version,
+                at_ms: self.now_ms(),
+            };
+            let event = ShardEvent::Heartbeat { client_id: data.client_id.clone(), data, origin };
             self.mesh.broadcast(event.clone());
             self.apply_event(event);
         }
         cmd.create_response(rs::SUCCESS, None)
+    }
+
+    /// GET_PRODUCER_CONNECTION_LIST: RocketMQ's `ProducerConnection` JSON for a group.
+    pub(super) fn handle_producer_connections(&self, cmd: &RemotingCommand) -> RemotingCommand {
+        let Some(group) = cmd.ext("producerGroup") else {
+            return error_response(cmd, rs::INVALID_PARAMETER, "missing header field producerGroup");
+        };
+        let conns = self.consumers.borrow().producer_conns(group);
+        if conns.is_empty() {
+            return error_response(cmd, rs::SYSTEM_ERROR, format!("the producer group[{group}] not exist"));
+        }
+        let set: Vec<serde_json::Value> = conns
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "clientId": c.client_id,
+                    "clientAddr": c.remote.map(|a| a.to_string()).unwrap_or_default(),
+                    "language": c.language,
+                    "version": c.version,
+                })
+            })
+            .collect();
+        let mut r = cmd.create_response(rs::SUCCESS, None);
+        r.body = serde_json::json!({ "connectionSet": set }).to_string().into_bytes().into();
+        r
     }
 
     pub(super) fn handle_unregister_client(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
@@ -290,6 +323,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         table.insert("forwardedOut", c.forwarded_out.get().to_string());
         table.insert("forwardedIn", c.forwarded_in.get().to_string());
         table.insert("consumerGroups", self.consumers.borrow().group_count().to_string());
+        table.insert("producerGroups", self.consumers.borrow().producer_group_count().to_string());
         table.insert("flushDiskType", format!("{:?}", self.config.store.flush_mode));
         table.insert("refusingWrites", self.store.refusing_writes().to_string());
         table.insert("suspendedPulls", self.waiters.suspended().to_string());

@@ -1,4 +1,6 @@
-//! Consumer groups: who is in each group and what they subscribe to.
+//! Consumer groups (who is in each group and what they subscribe to) and producer
+//! groups (which clients, on which connection: what the transaction check-back and
+//! GET_PRODUCER_CONNECTION_LIST need).
 //!
 //! Every shard keeps a full replica, fed by `ShardEvent::Heartbeat` / `ClientGone`
 //! broadcasts from the shard holding each client's connection, so a pull on any shard
@@ -44,10 +46,38 @@ pub struct ClientInfo {
     pub groups: BTreeSet<String>,
 }
 
+/// A producer client as its heartbeat described it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducerConn {
+    pub client_id: String,
+    pub conn_shard: usize,
+    pub conn_id: u64,
+    /// The client's address (`None` if unknown).
+    pub remote: Option<std::net::SocketAddr>,
+    pub language: String,
+    pub version: i32,
+    pub last_heartbeat_ms: i64,
+}
+
+/// Where a heartbeat came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatOrigin {
+    pub conn_shard: usize,
+    pub conn_id: u64,
+    pub remote: Option<std::net::SocketAddr>,
+    pub language: String,
+    pub version: i32,
+    pub at_ms: i64,
+}
+
 #[derive(Debug, Default)]
 pub struct ConsumerManager {
     groups: HashMap<String, GroupInfo>,
     clients: HashMap<String, ClientInfo>,
+    /// Producer group -> client id -> connection.
+    producers: BTreeMap<String, BTreeMap<String, ProducerConn>>,
+    /// Client id -> its producer groups (to forget them when it goes).
+    producer_groups_of: HashMap<String, BTreeSet<String>>,
 }
 
 pub fn subscription_of(sub_string: &str, expression_type: &str, sub_version: i64) -> Subscription {
@@ -86,8 +116,69 @@ impl ConsumerManager {
         changed
     }
 
-    /// Removes a client from every group; returns the groups that changed.
+    /// Records the producer groups of a heartbeat (bounded like consumers: a client past
+    /// `CLIENTS_MAX` or a group past `GROUPS_MAX` is ignored).
+    pub fn apply_producers(&mut self, client_id: &str, data: &HeartbeatData, origin: &HeartbeatOrigin) {
+        let now: BTreeSet<String> = data.producer_data_set.iter().map(|p| p.group_name.clone()).collect();
+        let known = self.producer_groups_of.contains_key(client_id);
+        if now.is_empty() && !known {
+            return;
+        }
+        if !known && self.producer_groups_of.len() >= CLIENTS_MAX {
+            tracing::warn!(client_id, "producer table full: heartbeat ignored");
+            return;
+        }
+        let before = self.producer_groups_of.remove(client_id).unwrap_or_default();
+        for gone in before.difference(&now) {
+            self.forget_producer(gone, client_id);
+        }
+        let mut kept = BTreeSet::new();
+        for group in now {
+            if !self.producers.contains_key(&group) && self.producers.len() >= GROUPS_MAX {
+                continue;
+            }
+            let conn = ProducerConn {
+                client_id: client_id.to_string(),
+                conn_shard: origin.conn_shard,
+                conn_id: origin.conn_id,
+                remote: origin.remote,
+                language: origin.language.clone(),
+                version: origin.version,
+                last_heartbeat_ms: origin.at_ms,
+            };
+            self.producers.entry(group.clone()).or_default().insert(client_id.to_string(), conn);
+            kept.insert(group);
+        }
+        if !kept.is_empty() {
+            self.producer_groups_of.insert(client_id.to_string(), kept);
+        }
+    }
+
+    fn forget_producer(&mut self, group: &str, client_id: &str) {
+        if let Some(members) = self.producers.get_mut(group) {
+            members.remove(client_id);
+            if members.is_empty() {
+                self.producers.remove(group);
+            }
+        }
+    }
+
+    /// The connections of a producer group, by client id.
+    pub fn producer_conns(&self, group: &str) -> Vec<ProducerConn> {
+        self.producers.get(group).map(|m| m.values().cloned().collect()).unwrap_or_default()
+    }
+
+    pub fn producer_group_count(&self) -> usize {
+        self.producers.len()
+    }
+
+    /// Removes a client from every group; returns the consumer groups that changed.
     pub fn remove_client(&mut self, client_id: &str) -> Vec<String> {
+        if let Some(groups) = self.producer_groups_of.remove(client_id) {
+            for g in groups {
+                self.forget_producer(&g, client_id);
+            }
+        }
         let Some(info) = self.clients.remove(client_id) else { return Vec::new() };
         let mut changed = Vec::new();
         for name in info.groups {
@@ -141,6 +232,7 @@ fn apply_subscriptions(group: &mut GroupInfo, consumer: &ConsumerData) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ringmq_client::remoting::heartbeat::ProducerData;
 
     fn heartbeat(client: &str, groups: &[(&str, &str, &str)]) -> HeartbeatData {
         let consumers: Vec<serde_json::Value> = groups
@@ -173,6 +265,42 @@ mod tests {
         check(&[("c1", &[("g", "t", "*")]), ("c2", &[("g", "t", "*")]), ("c1", &[])], "g", &["c2"]);
         check(&[("c1", &[("g", "t", "*")]), ("c1", &[("h", "t", "*")])], "g", &[]);
         check(&[("c1", &[("g", "t", "*"), ("h", "t", "*")])], "h", &["c1"]);
+    }
+
+    /// Steps of (client, producer groups; empty = the client's connection closed), then
+    /// the expected members of group "P".
+    fn check_producers(steps: &[(&str, &[&str])], expected: &[&str]) {
+        let mut m = ConsumerManager::default();
+        for (i, (client, groups)) in steps.iter().enumerate() {
+            if groups.is_empty() {
+                m.remove_client(client);
+                continue;
+            }
+            let data = HeartbeatData {
+                client_id: client.to_string(),
+                consumer_data_set: vec![],
+                producer_data_set: groups.iter().map(|g| ProducerData { group_name: g.to_string() }).collect(),
+            };
+            let origin = HeartbeatOrigin { conn_shard: 1, conn_id: i as u64, remote: None, language: "JAVA".into(), version: 401, at_ms: i as i64 };
+            m.apply_producers(client, &data, &origin);
+        }
+        let got: Vec<String> = m.producer_conns("P").into_iter().map(|c| c.client_id).collect();
+        assert_eq!(got, expected.iter().map(|s| s.to_string()).collect::<Vec<_>>(), "{steps:?}");
+    }
+
+    #[test]
+    fn producer_groups_follow_heartbeats_and_connections() {
+        check_producers(&[("p1", &["P"])], &["p1"]);
+        check_producers(&[("p1", &["P"]), ("p2", &["P", "Q"])], &["p1", "p2"]);
+        check_producers(&[("p1", &["P"]), ("p2", &["P"]), ("p1", &[])], &["p2"]);
+        check_producers(&[("p1", &["P"]), ("p1", &["Q"])], &[]);
+        check_producers(&[("p1", &["Q"])], &[]);
+        let mut m = ConsumerManager::default();
+        let data = HeartbeatData { client_id: "p".into(), consumer_data_set: vec![], producer_data_set: vec![ProducerData { group_name: "P".into() }] };
+        let origin = HeartbeatOrigin { conn_shard: 2, conn_id: 9, remote: Some("10.0.0.2:5000".parse().unwrap()), language: "CPP".into(), version: 7, at_ms: 5 };
+        m.apply_producers("p", &data, &origin);
+        let c = &m.producer_conns("P")[0];
+        assert_eq!((c.conn_shard, c.conn_id, c.remote, c.language.as_str(), c.version), (2, 9, origin.remote, "CPP", 7));
     }
 
     #[test]

@@ -364,6 +364,7 @@ impl<R: Runtime> Shard<R> {
             rq::HEART_BEAT => self.handle_heartbeat(&cmd, ctx),
             rq::UNREGISTER_CLIENT => self.handle_unregister_client(&cmd),
             rq::GET_CONSUMER_LIST_BY_GROUP => self.handle_consumer_list(&cmd),
+            rq::GET_PRODUCER_CONNECTION_LIST => self.handle_producer_connections(&cmd),
             rq::LOCK_BATCH_MQ => self.handle_lock_batch(&cmd),
             rq::UNLOCK_BATCH_MQ => self.handle_unlock_batch(&cmd),
             rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => self.handle_create_group(&cmd).await,
@@ -387,8 +388,16 @@ impl<R: Runtime> Shard<R> {
                 }
                 Err(e) => crate::fatal::fatal(&format!("topic table replica (version {version}) does not decode: {e}")),
             },
-            ShardEvent::Heartbeat { client_id, data, conn_shard, conn_id } => {
-                let changed = self.consumers.borrow_mut().apply_heartbeat(&client_id, &data, conn_shard, conn_id);
+            ShardEvent::Heartbeat { client_id, data, origin } => {
+                let changed = {
+                    let mut consumers = self.consumers.borrow_mut();
+                    consumers.apply_producers(&client_id, &data, &origin);
+                    if data.consumer_data_set.is_empty() {
+                        Vec::new()
+                    } else {
+                        consumers.apply_heartbeat(&client_id, &data, origin.conn_shard, origin.conn_id)
+                    }
+                };
                 self.notify_groups_changed(&changed);
             }
             ShardEvent::ClientGone { client_id } => {

@@ -132,13 +132,20 @@ pub struct StoreStats {
 
 type QueueKey = (String, i32);
 
+/// Index keys held while the index service is out for a flush or query (about 100
+/// bytes each): past this `put` answers `IndexBusy` and the producer retries.
+pub const INDEX_PENDING_KEYS_MAX: usize = 262_144;
+
 struct Inner<D: Disk> {
     commitlog: SegmentedLog<D>,
     queues: HashMap<QueueKey, ConsumeQueue<D>>,
     /// Taken out while a flush or query of the index is in flight; puts made meanwhile
-    /// wait in `index_pending` (bounded by `dirty_bytes_max` through `put`).
+    /// wait in `index_pending` (at most `INDEX_PENDING_KEYS_MAX` keys plus one message's:
+    /// past that `put` answers `Busy`), and tasks that need the index wait in
+    /// `index_waiters` until it is returned.
     index: Option<IndexService<D>>,
     index_pending: Vec<(String, u64, i64)>,
+    index_waiters: Vec<std::task::Waker>,
     scratch: Vec<u8>,
     failed: Option<String>,
     /// Appends refused because the disk passed its refuse watermark or ran out.
@@ -282,6 +289,9 @@ impl<D: Disk, C: Clock> Store<D, C> {
         let dirty = inner.commitlog.dirty_bytes();
         if dirty + size > self.config.dirty_bytes_max {
             return Err(StoreError::Busy { dirty_bytes: dirty, max_bytes: self.config.dirty_bytes_max });
+        }
+        if inner.index.is_none() && inner.index_pending.len() >= INDEX_PENDING_KEYS_MAX {
+            return Err(StoreError::IndexBusy { pending_keys: inner.index_pending.len(), max_keys: INDEX_PENDING_KEYS_MAX });
         }
         let key = QueueRef(msg.topic, msg.queue_id);
         if !inner.queues.contains_key(&key) {
@@ -591,21 +601,32 @@ impl<D: Disk, C: Clock> Store<D, C> {
         Ok(())
     }
 
+    /// Takes the index service out, waiting (registered, not spinning) while another
+    /// task holds it.
     async fn take_index(&self) -> IndexService<D> {
-        loop {
-            if let Some(index) = self.inner.borrow_mut().index.take() {
-                return index;
+        std::future::poll_fn(|cx| {
+            let mut inner = self.inner.borrow_mut();
+            match inner.index.take() {
+                Some(index) => std::task::Poll::Ready(index),
+                None => {
+                    inner.index_waiters.push(cx.waker().clone());
+                    std::task::Poll::Pending
+                }
             }
-            futures_lite::future::yield_now().await;
-        }
+        })
+        .await
     }
 
     fn return_index(&self, mut index: IndexService<D>) {
-        let mut inner = self.inner.borrow_mut();
-        for (key, phys, ts) in inner.index_pending.drain(..) {
-            index.put(&key, phys, ts);
-        }
-        inner.index = Some(index);
+        let waiters = {
+            let mut inner = self.inner.borrow_mut();
+            for (key, phys, ts) in inner.index_pending.drain(..) {
+                index.put(&key, phys, ts);
+            }
+            inner.index = Some(index);
+            std::mem::take(&mut inner.index_waiters)
+        };
+        waiters.into_iter().for_each(std::task::Waker::wake);
     }
 
     // ---- retention ----

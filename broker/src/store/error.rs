@@ -19,6 +19,9 @@ pub enum StoreError {
     Illegal(String),
     #[error("store busy: {dirty_bytes} bytes waiting for flush (max {max_bytes})")]
     Busy { dirty_bytes: u64, max_bytes: u64 },
+    /// Index keys waiting while the index is flushed reached their bound.
+    #[error("{pending_keys} index keys wait for the index flush (max {max_keys})")]
+    IndexBusy { pending_keys: usize, max_keys: usize },
     #[error("disk full: {used_percent}% used, writes refused above {refuse_percent}%")]
     DiskFull { used_percent: u32, refuse_percent: u32 },
     #[error("no space left on device while writing; free space and restart")]

@@ -204,6 +204,7 @@ pub async fn open_store<D: Disk, C: Clock>(
             queues,
             index: Some(index),
             index_pending: Vec::new(),
+            index_waiters: Vec::new(),
             scratch: Vec::new(),
             failed: None,
             disk_full: None,

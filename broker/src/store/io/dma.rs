@@ -8,9 +8,11 @@
 //! wrongly enabled, and later O_DIRECT reads fail with EOPNOTSUPP or their completions
 //! are never reaped. `probe_device` therefore opens a one-block file of our own first.
 //!
-//! Directory operations (list, mkdir, remove, statvfs) are rare — start-up, segment
-//! roll, retention — and use std's blocking calls; every data read, write and sync goes
-//! through the shard's io_uring ring.
+//! Directory operations (list, mkdir, remove, directory fsync, statvfs) have no
+//! io_uring form glommio exposes: they run on the executor's blocking thread pool
+//! (`spawn_blocking`), so a slow mkdir + directory fsync when a new ConsumeQueue or
+//! index file is created never stalls the shard's requests. Every data read, write
+//! and sync goes through the shard's io_uring ring.
 //!
 //! Invariant: only used from inside a glommio executor (DMA buffers come from it).
 
@@ -22,6 +24,11 @@ use std::rc::Rc;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DmaDisk;
+
+/// Runs a blocking filesystem call on the executor's blocking thread pool.
+async fn off_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    glommio::executor().spawn_blocking(f).await
+}
 
 /// A DMA buffer. Shared (`Rc`) only while a write of it is in flight, so that the
 /// group commit's 1 MiB buffers can go back to `POOL` instead of being unmapped and
@@ -96,27 +103,39 @@ impl Disk for DmaDisk {
     }
 
     async fn list(&self, dir: &Path) -> Result<Vec<String>, IoError> {
-        let entries = match std::fs::read_dir(dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(IoError::from_std("list", dir, &e)),
-        };
-        let mut names = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| IoError::from_std("list", dir, &e))?;
-            names.push(entry.file_name().to_string_lossy().into_owned());
-        }
-        names.sort();
-        Ok(names)
+        let dir = dir.to_path_buf();
+        off_thread(move || {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+                Err(e) => return Err(IoError::from_std("list", &dir, &e)),
+            };
+            let mut names = Vec::new();
+            for entry in entries {
+                let entry = entry.map_err(|e| IoError::from_std("list", &dir, &e))?;
+                names.push(entry.file_name().to_string_lossy().into_owned());
+            }
+            names.sort();
+            Ok(names)
+        })
+        .await
     }
 
     async fn create_dir_all(&self, dir: &Path) -> Result<(), IoError> {
-        std::fs::create_dir_all(dir).map_err(|e| IoError::from_std("mkdir", dir, &e))
+        if dir.is_dir() {
+            return Ok(()); // the common case: one stat, no thread hop
+        }
+        let dir = dir.to_path_buf();
+        off_thread(move || std::fs::create_dir_all(&dir).map_err(|e| IoError::from_std("mkdir", &dir, &e))).await
     }
 
     async fn remove(&self, path: &Path) -> Result<(), IoError> {
-        let result = if path.is_dir() { std::fs::remove_dir(path) } else { std::fs::remove_file(path) };
-        result.map_err(|e| IoError::from_std("remove", path, &e))
+        let path = path.to_path_buf();
+        off_thread(move || {
+            let result = if path.is_dir() { std::fs::remove_dir(&path) } else { std::fs::remove_file(&path) };
+            result.map_err(|e| IoError::from_std("remove", &path, &e))
+        })
+        .await
     }
 
     async fn exists(&self, path: &Path) -> Result<bool, IoError> {
@@ -124,8 +143,12 @@ impl Disk for DmaDisk {
     }
 
     async fn sync_dir(&self, dir: &Path) -> Result<(), IoError> {
-        let handle = std::fs::File::open(dir).map_err(|e| IoError::from_std("open dir", dir, &e))?;
-        handle.sync_all().map_err(|e| IoError::from_std("sync dir", dir, &e))
+        let dir = dir.to_path_buf();
+        off_thread(move || {
+            let handle = std::fs::File::open(&dir).map_err(|e| IoError::from_std("open dir", &dir, &e))?;
+            handle.sync_all().map_err(|e| IoError::from_std("sync dir", &dir, &e))
+        })
+        .await
     }
 
     async fn space(&self, path: &Path) -> Result<DiskSpace, IoError> {
