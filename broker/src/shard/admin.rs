@@ -19,7 +19,8 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// Runtime-info counters that are summed over shards.
-const SUMMED_COUNTERS: [&str; 5] = ["putMessageTimesTotal", "getMessageTransferedMsgCount", "requestsTotal", "forwardedOut", "forwardedIn"];
+const SUMMED_COUNTERS: [&str; 6] =
+    ["putMessageTimesTotal", "getMessageTransferedMsgCount", "requestsTotal", "forwardedOut", "forwardedIn", "readErrorsTotal"];
 
 /// RocketMQ's limit on queues per topic.
 pub const TOPIC_QUEUE_NUMS_MAX: u32 = 1024;
@@ -256,6 +257,7 @@ impl Shard {
         table.insert("consumerGroups", self.consumers.borrow().group_count().to_string());
         table.insert("flushDiskType", format!("{:?}", self.config.store.flush_mode));
         table.insert("refusingWrites", self.store.refusing_writes().to_string());
+        table.insert("readErrorsTotal", self.store.stats().read_errors.to_string());
         table
     }
 }
