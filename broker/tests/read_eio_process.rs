@@ -7,17 +7,21 @@
 //!
 //! There is no device-mapper on CI hosts, so the EIO comes from the DMA backend's
 //! test-only failure probe (`RINGMQ_FAILPOINTS="read_eio=<path substring>"`, see
-//! `store/io/dma.rs`). The broker runs as a child process (1 shard, 1 MiB segments):
+//! `store/io/dma.rs`). The broker runs as a child process (2 shards, 1 MiB segments):
 //! the first run writes about 2.4 MB to one queue, so its oldest records lie in sealed
-//! segment 0, and stops cleanly; the second run starts with the probe armed for
-//! `commitlog/00000000000000000000`. After a restart the in-memory tail holds nothing
-//! older than the last block, so those reads really go to the segment file.
+//! segment 0 of the queue's shard, and stops cleanly; the second run starts with the
+//! probe armed for that segment (`shard-<i>/commitlog/<its 20-digit name>`). After a
+//! restart the in-memory tail holds nothing older than the last block, so those reads
+//! really go to the segment file. Key queries are asked on several connections, so
+//! that some arrive on the other shard and the owner's error must travel back.
 //!
 //! Prints one `read_eio_process summary:` line.
 
 mod common;
 
 use common::{phys_of_msg_id, pull, runtime_info, send, send_with, temp_dir, ChildBroker, ChildConfig, Conn, MIB};
+use ringmq_broker::routing::queue_owner;
+use ringmq_broker::store::engine::{local_of, SHARD_SHIFT};
 use ringmq_client::message::stored::StoredMessageView;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
@@ -29,6 +33,7 @@ use std::time::{Duration, Instant};
 const TOPIC_BAD: &str = "REIO";
 /// A queue whose records lie elsewhere.
 const TOPIC_OK: &str = "ROK";
+const SHARDS: usize = 2;
 const SEGMENT_BYTES: u64 = MIB as u64;
 const BODY_BYTES: usize = 4000;
 /// About 2.4 MB: segments 0 and 1 sealed, 2 active.
@@ -38,10 +43,13 @@ const MESSAGES: u64 = 600;
 const SEND_WINDOW_MAX: usize = 32;
 /// Times the failing pull is repeated: a consumer re-pulls; the broker must not mind.
 const REPULLS: usize = 3;
+/// Connections the key query is asked on: each lands on either shard (SO_REUSEPORT),
+/// so some all but surely arrive on the shard that does not own the data.
+const QUERY_CONNECTIONS: usize = 8;
 
 fn child_config(failpoint: Option<&str>) -> ChildConfig {
     ChildConfig {
-        shard_count: 1,
+        shard_count: SHARDS,
         top: "max_message_bytes = 65536".into(),
         store: format!("segment_bytes = {SEGMENT_BYTES}\nflush = \"sync\"\ndirty_bytes_max = 262144\ncq_entries_per_file = 1024"),
         env: failpoint.map(|f| vec![("RINGMQ_FAILPOINTS".to_string(), format!("read_eio={f}"))]).unwrap_or_default(),
@@ -61,7 +69,7 @@ fn send_keyed(topic: &str, id: u64, opaque: i32) -> RemotingCommand {
 }
 
 /// Sends `MESSAGES` to `TOPIC_BAD` queue 0 with a window of `SEND_WINDOW_MAX`; returns
-/// the physical offset of each queue offset.
+/// the physical offset (shard bits included) of each queue offset.
 fn fill(c: &mut Conn) -> Vec<u64> {
     let mut phys = vec![u64::MAX; MESSAGES as usize];
     let mut in_flight: HashMap<i32, u64> = HashMap::new();
@@ -117,24 +125,30 @@ fn read_eio_on_a_sealed_segment_answers_system_error_and_the_broker_keeps_servin
     drop(c);
     broker.stop();
 
-    // Queue offset 10 lies inside segment 0 (not at its start); the first record of
-    // segment 1 is a sealed-segment read that must keep working.
+    // Queue offset 10 lies inside segment 0 of its shard (not at its start); the first
+    // record of segment 1 is a sealed-segment read that must keep working.
+    let owner = queue_owner(TOPIC_BAD, 0, SHARDS);
+    assert!(phys.iter().all(|&p| p >> SHARD_SHIFT == owner as u64), "the queue's records are on shard {owner}");
     let victim = 10u64;
     let victim_phys = phys[victim as usize];
-    assert!(victim_phys > 0 && victim_phys < SEGMENT_BYTES, "offset {victim} at {victim_phys} is inside segment 0");
-    let in_seg1 = phys.iter().position(|&p| p >= SEGMENT_BYTES && p < 2 * SEGMENT_BYTES).expect("a record in segment 1") as u64;
-    assert!(ok_phys >= 2 * SEGMENT_BYTES, "{TOPIC_OK}'s message lies past the sealed segments");
+    let victim_local = local_of(victim_phys);
+    assert!(victim_local > 0 && victim_local < SEGMENT_BYTES, "offset {victim} at {victim_local} is inside segment 0");
+    let in_seg1 = phys.iter().position(|&p| (SEGMENT_BYTES..2 * SEGMENT_BYTES).contains(&local_of(p))).expect("a record in segment 1") as u64;
+    if ok_phys >> SHARD_SHIFT == owner as u64 {
+        assert!(local_of(ok_phys) >= 2 * SEGMENT_BYTES, "{TOPIC_OK}'s message lies past the sealed segments");
+    }
 
-    // Run 2: the probe makes every read of segment 0 fail with EIO.
-    let segment0 = "commitlog/00000000000000000000";
-    let mut broker = ChildBroker::start_up(dir.path(), &store, &child_config(Some(segment0)));
+    // Run 2: the probe makes every read of that segment fail with EIO. A segment is
+    // named by its physical start offset, shard bits included.
+    let segment0 = format!("shard-{owner}/commitlog/{:020}", (owner as u64) << SHARD_SHIFT);
+    let mut broker = ChildBroker::start_up(dir.path(), &store, &child_config(Some(&segment0)));
     assert!(broker.stdout().contains("RINGMQ_FAILPOINTS armed"), "the probe is armed");
     let mut c = Conn::open(broker.addr);
     assert_eq!(runtime_info(&mut c)["readErrorsTotal"], "0", "start-up read nothing from segment 0");
 
-    // The pull of a record in segment 0: SYSTEM_ERROR naming the file and the offset
-    // (shard 0: a segment's file offset is the physical offset), again on each re-pull.
-    let expected = format!("{segment0} at offset {victim_phys}");
+    // The pull of a record in segment 0: SYSTEM_ERROR naming the file and the offset in
+    // it, again on each re-pull.
+    let expected = format!("{segment0} at offset {victim_local}");
     let mut failed_reads = 0u64;
     let mut remark = String::new();
     for i in 0..=REPULLS {
@@ -147,19 +161,21 @@ fn read_eio_on_a_sealed_segment_answers_system_error_and_the_broker_keeps_servin
     // VIEW_MESSAGE by physical offset and QUERY_MESSAGE by key read the same record.
     let r = c.call(RemotingCommand::request(rq::VIEW_MESSAGE_BY_ID).with_ext("offset", victim_phys.to_string()).with_opaque(30));
     assert_eq!(r.code, rs::SYSTEM_ERROR, "view: {:?}", r.remark);
-    assert!(r.remark.as_deref().unwrap_or("").contains(segment0), "view names the file: {:?}", r.remark);
+    assert!(r.remark.as_deref().unwrap_or("").contains(&expected), "view names file and offset: {:?}", r.remark);
     failed_reads += 1;
-    let query = RemotingCommand::request(rq::QUERY_MESSAGE)
-        .with_ext("topic", TOPIC_BAD)
-        .with_ext("key", format!("key{victim}"))
-        .with_ext("maxNum", "4")
-        .with_ext("beginTimestamp", "0")
-        .with_ext("endTimestamp", i64::MAX.to_string())
-        .with_opaque(31);
-    let r = c.call(query);
-    assert_eq!(r.code, rs::SYSTEM_ERROR, "query by key: {:?}", r.remark);
-    assert!(r.remark.as_deref().unwrap_or("").contains(segment0), "query names the file: {:?}", r.remark);
-    failed_reads += 1;
+    for i in 0..QUERY_CONNECTIONS {
+        let query = RemotingCommand::request(rq::QUERY_MESSAGE)
+            .with_ext("topic", TOPIC_BAD)
+            .with_ext("key", format!("key{victim}"))
+            .with_ext("maxNum", "4")
+            .with_ext("beginTimestamp", "0")
+            .with_ext("endTimestamp", i64::MAX.to_string())
+            .with_opaque(31 + i as i32);
+        let r = Conn::open(broker.addr).call(query);
+        assert_eq!(r.code, rs::SYSTEM_ERROR, "query by key on connection {i}: {:?}", r.remark);
+        assert!(r.remark.as_deref().unwrap_or("").contains(&expected), "query names file and offset: {:?}", r.remark);
+        failed_reads += 1;
+    }
 
     // Everything else is served: the same queue past segment 0, the other topic (read
     // from its segment file), new sends to both, and they read back.
@@ -184,9 +200,9 @@ fn read_eio_on_a_sealed_segment_answers_system_error_and_the_broker_keeps_servin
     let counted: u64 = info["readErrorsTotal"].as_str().and_then(|v| v.parse().ok()).expect("readErrorsTotal");
     assert!(counted >= failed_reads, "readErrorsTotal {counted} counts the {failed_reads} failed reads");
     let log = broker.stdout();
-    assert!(log.contains("read failed") && log.contains(segment0), "the broker logs the failed read naming the file");
+    assert!(log.contains("read failed") && log.contains(&segment0), "the broker logs the failed read naming the file");
     eprintln!(
-        "read_eio_process summary: {MESSAGES} messages of {BODY_BYTES} B, victim offset {victim} at phys {victim_phys}, \
+        "read_eio_process summary: {MESSAGES} messages of {BODY_BYTES} B, victim offset {victim} at {segment0} offset {victim_local}, \
          {failed_reads} failed requests answered SYSTEM_ERROR, readErrorsTotal={counted}, broker alive, remark: {remark:?}, {:.1?}",
         started.elapsed()
     );

@@ -272,10 +272,14 @@ impl Shard {
                 scoped.ext_fields.insert("ringmqLocalOnly".into(), "1".into());
                 scoped.ext_fields.insert("maxNum".into(), (max - found).to_string());
                 let r = self.mesh.call(shard, scoped).await;
-                if r.code == rs::SUCCESS {
-                    found += r.ext("ringmqCount").and_then(|c| c.parse::<usize>().ok()).unwrap_or(0);
-                    body.extend_from_slice(&r.body);
+                if r.code != rs::SUCCESS {
+                    // A scoped query answers SUCCESS even when it finds nothing, so this
+                    // is that shard's error (a read error names file and offset): pass it
+                    // on as the local one would be, rather than answer with a partial set.
+                    return error_response(cmd, r.code, r.remark.unwrap_or_default());
                 }
+                found += r.ext("ringmqCount").and_then(|c| c.parse::<usize>().ok()).unwrap_or(0);
+                body.extend_from_slice(&r.body);
             }
         }
         if found == 0 && cmd.ext("ringmqLocalOnly").is_none() {
