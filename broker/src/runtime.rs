@@ -40,6 +40,8 @@ pub enum StartError {
     Thread { shard: usize, reason: String },
     #[error("no free port for the listener: {0}")]
     Port(std::io::Error),
+    #[error(transparent)]
+    Failpoints(#[from] crate::store::io::dma::FailpointError),
 }
 
 pub struct BrokerHandle {
@@ -89,6 +91,7 @@ fn lock_store_root(root: &std::path::Path) -> Result<std::fs::File, StartError> 
 /// Starts the broker; returns once every shard's thread is running.
 pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
     config.validate().map_err(|e| StartError::Config(e.to_string()))?;
+    crate::store::io::dma::init_failpoints()?;
     let lock = lock_store_root(&config.store_root)?;
     let shard_count = if config.shard_count == 0 {
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)

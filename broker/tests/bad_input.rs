@@ -3,9 +3,11 @@
 //! pipelined frames, half frames, seeded random and mutated frames, and thousands of
 //! idle connections next to a steady load. After every case the broker must have
 //! answered with the documented error or closed that connection (never anything else),
-//! and a fresh connection must still SEND_MESSAGE_V2 and PULL the message back. The
-//! idle-connection test also checks that file descriptors return to their baseline and
-//! that RSS growth stays bounded, and prints one `bad_input summary:` line.
+//! and a fresh connection must still SEND_MESSAGE_V2 and PULL the message back. Both
+//! tests check that sockets return to their baseline. The idle-connection test lives in
+//! `idle_connections.rs`: it measures this process's fds and RSS, so it runs in a
+//! process of its own (it failed here when the other tests' stores opened files
+//! meanwhile). Shared helpers: `common/mod.rs`.
 //!
 //! Documented behaviour (broker/src/net/conn.rs, client/src/remoting/frame.rs):
 //! - a frame refused from its prefix (length < 4 or negative, frame over 16 MiB, header
@@ -18,26 +20,21 @@
 //!
 //! Environment: `RINGMQ_SEED` replays a random run (the seed is printed, and repeated on
 //! failure), `RINGMQ_BAD_INPUT_ITERS` sets the random and the mutated frame counts
-//! (default 2500 each), `RINGMQ_IDLE_CONNS` the idle connections (default 10 000, or what
-//! RLIMIT_NOFILE allows).
+//! (default 2500 each).
+
+mod common;
 
 use bytes::BytesMut;
+use common::{encode, fds_settle, get_max_offset, pull, rss_bytes, send, settled_fds, Broker, Conn, Got, MIB};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use ringmq_broker::config::BrokerConfig;
 use ringmq_broker::net::conn::FRAME_SLACK_BYTES;
-use ringmq_broker::runtime::{self, BrokerHandle};
-use ringmq_broker::store::config::FlushMode;
-use ringmq_client::message::stored::StoredMessageView;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::{encode_binary_header, RemotingCommand, FLAG_ONEWAY, FLAG_RESPONSE};
 use ringmq_client::remoting::frame::{FrameLimits, SerializeType, FRAME_LEN_MAX_BYTES};
-use ringmq_client::remoting::headers::{PullMessageRequestHeader, SendMessageRequestHeaderV2};
 use std::collections::HashMap;
-use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::net::SocketAddr;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The probe topic; bad input never names it on purpose.
@@ -46,226 +43,28 @@ const TOPIC: &str = "BAD";
 const MUT_TOPIC: &str = "MUT";
 const QUEUES: i32 = 4;
 const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
-const MIB: usize = 1024 * 1024;
 
-/// The three tests share the process's fd table and RSS: run them one at a time.
+/// The two tests share the process's fd table and RSS: run them one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-// ---------------------------------------------------------------- broker and client
-
-struct Broker {
-    handle: Option<BrokerHandle>,
-    addr: SocketAddr,
-    _root: tempfile::TempDir,
+/// A 2-shard broker in this process with the probe topic and the mutation topic.
+fn start_broker() -> Broker {
+    Broker::start(
+        |config| {
+            common::sync_small_segments(config);
+            assert_eq!(config.max_message_bytes as usize, MAX_MESSAGE_BYTES, "the cases assume the default limit");
+        },
+        &[(TOPIC, QUEUES), (MUT_TOPIC, QUEUES)],
+    )
 }
 
-impl Broker {
-    fn start() -> Self {
-        let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let mut config = BrokerConfig {
-            store_root: root.path().to_path_buf(),
-            listen_port: 0,
-            shard_count: 2,
-            broker_ip: Some("127.0.0.1".into()),
-            ..BrokerConfig::default()
-        };
-        config.store.flush_mode = FlushMode::Sync;
-        config.store.segment_bytes = 8 * 1024 * 1024;
-        config.store.record_bytes_max = config.max_message_bytes + 64 * 1024;
-        config.store.dirty_bytes_max = 8 * 1024 * 1024;
-        assert_eq!(config.max_message_bytes as usize, MAX_MESSAGE_BYTES, "the cases assume the default limit");
-        let handle = runtime::start(config).expect("broker starts");
-        let addr = SocketAddr::from(([127, 0, 0, 1], handle.addr.port()));
-        let broker = Self { handle: Some(handle), addr, _root: root };
-        for topic in [TOPIC, MUT_TOPIC] {
-            let r = Conn::open(addr).call(create_topic(topic));
-            assert_eq!(r.code, rs::SUCCESS, "create {topic}: {:?}", r.remark);
-        }
-        broker
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        if let Some(h) = self.handle.take() {
-            h.stop();
-            h.join();
-        }
-    }
-}
-
-/// What reading from the broker gave.
-#[derive(Debug)]
-enum Got {
-    Cmd(RemotingCommand),
-    /// EOF or reset: the broker closed the connection.
-    Closed,
-    Timeout,
-}
-
-struct Conn {
-    s: TcpStream,
-    buf: BytesMut,
-}
-
-/// Responses can carry pulled records: accept any frame the protocol allows.
-const RESPONSE_LIMITS: FrameLimits = FrameLimits { frame_len_max_bytes: FRAME_LEN_MAX_BYTES, body_len_max_bytes: FRAME_LEN_MAX_BYTES };
-
-impl Conn {
-    fn open(addr: SocketAddr) -> Self {
-        let s = TcpStream::connect(addr).expect("connect");
-        s.set_nodelay(true).unwrap();
-        Self { s, buf: BytesMut::new() }
-    }
-
-    /// Writes `bytes` in pieces of `chunk` bytes (0: one write). A write refused because
-    /// the broker already closed is not an error here: reading will tell.
-    fn write(&mut self, bytes: &[u8], chunk: usize) {
-        let chunk = if chunk == 0 { bytes.len().max(1) } else { chunk };
-        for piece in bytes.chunks(chunk) {
-            if let Err(e) = self.s.write_all(piece) {
-                assert!(matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted), "write failed: {e}");
-                return;
-            }
-        }
-    }
-
-    fn read(&mut self, deadline: Instant) -> Got {
-        let mut chunk = vec![0u8; 64 * 1024];
-        loop {
-            match RemotingCommand::decode(&mut self.buf, &RESPONSE_LIMITS) {
-                // The broker's own oneway push to consumers of a group whose membership
-                // changed (a heartbeat, possibly a mutated one, joined this connection).
-                Ok(Some(cmd)) if !cmd.is_response() && cmd.code == rq::NOTIFY_CONSUMER_IDS_CHANGED => continue,
-                Ok(Some(cmd)) => return Got::Cmd(cmd),
-                Ok(None) => {}
-                Err(e) => panic!("the broker sent a frame we cannot decode: {e}"),
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Got::Timeout;
-            }
-            self.s.set_read_timeout(Some(left)).unwrap();
-            match self.s.read(&mut chunk) {
-                Ok(0) => return Got::Closed,
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => return Got::Timeout,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return Got::Closed,
-            }
-        }
-    }
-
-    /// Reads until the broker closes, ignoring whatever responses come first.
-    fn closed_within(&mut self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            match self.read(deadline) {
-                Got::Cmd(_) => {}
-                Got::Closed => return true,
-                Got::Timeout => return false,
-            }
-        }
-    }
-
-    fn call(&mut self, cmd: RemotingCommand) -> RemotingCommand {
-        let opaque = cmd.opaque;
-        self.write(&encode(&cmd), 0);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match self.read(deadline) {
-                Got::Cmd(r) if r.is_response() && r.opaque == opaque => return r,
-                Got::Cmd(_) => {}
-                other => panic!("no response to code {} (opaque {opaque}): {other:?}", cmd.code),
-            }
-        }
-    }
-}
-
-fn encode(cmd: &RemotingCommand) -> Vec<u8> {
-    let mut out = BytesMut::new();
-    cmd.encode(&mut out).expect("encodable");
-    out.to_vec()
-}
-
-fn create_topic(topic: &str) -> RemotingCommand {
-    RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)
-        .with_opaque(1)
-        .with_ext("topic", topic)
-        .with_ext("defaultTopic", "TBW102")
-        .with_ext("readQueueNums", QUEUES.to_string())
-        .with_ext("writeQueueNums", QUEUES.to_string())
-        .with_ext("perm", "6")
-        .with_ext("topicFilterType", "SINGLE_TAG")
-}
-
-fn send_header(topic: &str, queue_id: i32) -> SendMessageRequestHeaderV2 {
-    SendMessageRequestHeaderV2 {
-        a: "PG".into(),
-        b: topic.into(),
-        c: "TBW102".into(),
-        d: QUEUES,
-        e: queue_id,
-        f: 0,
-        g: 1_700_000_000_000,
-        h: 0,
-        i: Some("TAGS\u{1}bad\u{2}KEYS\u{1}k\u{2}".into()),
-        j: Some(0),
-        k: false,
-        l: None,
-        m: false,
-        n: None,
-    }
-}
-
-fn send(topic: &str, queue_id: i32, body: &[u8], opaque: i32, st: SerializeType) -> RemotingCommand {
-    RemotingCommand::request(rq::SEND_MESSAGE_V2)
-        .with_header(&send_header(topic, queue_id))
-        .with_body(body.to_vec())
-        .with_opaque(opaque)
-        .with_serialize_type(st)
-}
-
-fn pull(topic: &str, queue_id: i32, offset: i64, opaque: i32, st: SerializeType) -> RemotingCommand {
-    let h = PullMessageRequestHeader {
-        consumer_group: "CG".into(),
-        topic: topic.into(),
-        queue_id,
-        queue_offset: offset,
-        max_msg_nums: 1,
-        sys_flag: 0,
-        commit_offset: 0,
-        suspend_timeout_millis: 0,
-        subscription: None,
-        sub_version: 0,
-        expression_type: None,
-        max_msg_bytes: None,
-    };
-    RemotingCommand::request(rq::PULL_MESSAGE).with_header(&h).with_opaque(opaque).with_serialize_type(st)
-}
-
-fn get_max_offset(opaque: i32) -> RemotingCommand {
-    RemotingCommand::request(rq::GET_MAX_OFFSET).with_ext("topic", TOPIC).with_ext("queueId", "0").with_opaque(opaque)
-}
-
-/// The liveness check after every case: a fresh connection sends a message and pulls
-/// exactly that message back.
+/// The liveness check after every case (see `common::probe`).
 fn probe(addr: SocketAddr, n: u64) {
-    let st = if n & 1 == 0 { SerializeType::Json } else { SerializeType::RocketMq };
-    let queue_id = (n % QUEUES as u64) as i32;
-    let body = format!("probe {n}").into_bytes();
-    let mut c = Conn::open(addr);
-    let r = c.call(send(TOPIC, queue_id, &body, 7, st));
-    assert_eq!(r.code, rs::SUCCESS, "probe {n}: send: {:?}", r.remark);
-    let offset: i64 = r.ext("queueOffset").and_then(|o| o.parse().ok()).expect("queueOffset in the send response");
-    let r = c.call(pull(TOPIC, queue_id, offset, 8, st));
-    assert_eq!(r.code, rs::SUCCESS, "probe {n}: pull: {:?}", r.remark);
-    let record = StoredMessageView::parse_verified(&r.body).expect("a stored record");
-    assert_eq!((record.body(), record.queue_offset()), (&body[..], offset), "probe {n}: pulled back");
+    common::probe(addr, TOPIC, n);
 }
 
 // ---------------------------------------------------------------- frame builders
@@ -372,7 +171,7 @@ fn check(addr: SocketAddr, probes: &mut u64, case: &Case, expected: &Expect) {
                 }
             } else {
                 // The connection goes on.
-                let r = c.call(get_max_offset(424_242));
+                let r = c.call(get_max_offset(TOPIC, 424_242));
                 assert_eq!(r.code, rs::SUCCESS, "case {:?}: the connection does not go on: {:?}", case.name, r.remark);
             }
         }
@@ -380,80 +179,6 @@ fn check(addr: SocketAddr, probes: &mut u64, case: &Case, expected: &Expect) {
     drop(c);
     *probes += 1;
     probe(addr, *probes);
-}
-
-/// Open file descriptors of this process (the broker runs in it): all, and sockets.
-/// The store opens segment files as it grows, so connection leaks are judged on sockets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Fds {
-    all: usize,
-    sockets: usize,
-}
-
-/// Open fds of this process, not counting files of broker stores under the test
-/// directory: an earlier test's broker may still be closing its store while this one
-/// measures, and store files have nothing to do with connections.
-fn fds() -> Fds {
-    let mut f = Fds { all: 0, sockets: 0 };
-    let store_dir = env!("CARGO_TARGET_TMPDIR");
-    for entry in std::fs::read_dir("/proc/self/fd").into_iter().flatten().flatten() {
-        let target = std::fs::read_link(entry.path()).map(|t| t.to_string_lossy().to_string()).unwrap_or_default();
-        if target.starts_with(store_dir) {
-            continue;
-        }
-        f.all += 1;
-        if target.starts_with("socket:") {
-            f.sockets += 1;
-        }
-    }
-    f
-}
-
-/// Open fds by link target kind ("socket", "anon_inode:[io_uring]", a path...), for
-/// failure messages.
-fn fd_kinds() -> std::collections::BTreeMap<String, usize> {
-    let mut kinds = std::collections::BTreeMap::new();
-    for entry in std::fs::read_dir("/proc/self/fd").into_iter().flatten().flatten() {
-        let target = std::fs::read_link(entry.path()).map(|t| t.to_string_lossy().to_string()).unwrap_or_else(|_| "?".into());
-        let kind = target.split(':').next().unwrap_or("?").to_string();
-        let kind = if kind.starts_with("anon_inode") { target } else { kind };
-        *kinds.entry(kind).or_insert(0) += 1;
-    }
-    kinds
-}
-
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64
-}
-
-/// The fd counts once they stop moving (a connection just closed by a client is still
-/// open on the broker's side for a moment).
-fn settled_fds() -> Fds {
-    let mut last = fds();
-    for _ in 0..50 {
-        std::thread::sleep(Duration::from_millis(100));
-        let now = fds();
-        if now == last {
-            return now;
-        }
-        last = now;
-    }
-    last
-}
-
-/// Waits until at most `sockets` sockets are open; returns the last count.
-fn fds_settle(sockets: usize, within: Duration) -> Fds {
-    let deadline = Instant::now() + within;
-    loop {
-        let f = fds();
-        if f.sockets <= sockets || Instant::now() >= deadline {
-            return f;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 // ---------------------------------------------------------------- the named cases
@@ -688,7 +413,7 @@ fn named_cases() -> Vec<(Case, Expect)> {
         json("{oops"),
         encode(&RemotingCommand::request(9999).with_opaque(141).with_serialize_type(SerializeType::RocketMq)),
         frame(1, &h[..7], b""),
-        encode(&get_max_offset(142)),
+        encode(&get_max_offset(TOPIC, 142)),
         encode(&send(TOPIC, 3, &vec![b'x'; MAX_MESSAGE_BYTES + 1], 143, SerializeType::RocketMq)),
         encode(&send(TOPIC, 3, b"pipelined 2", 144, SerializeType::RocketMq)),
     ]
@@ -721,7 +446,7 @@ fn named_cases() -> Vec<(Case, Expect)> {
 #[test]
 fn malformed_frames_get_an_error_or_a_closed_connection() {
     let _serial = serial();
-    let broker = Broker::start();
+    let broker = start_broker();
     let started = Instant::now();
     let fds_before = settled_fds();
     let rss_before = rss_bytes();
@@ -1005,7 +730,7 @@ fn mutate(rng: &mut ChaCha8Rng, src: &[u8]) -> Vec<u8> {
 #[test]
 fn random_and_mutated_frames_never_stop_the_broker() {
     let _serial = serial();
-    let broker = Broker::start();
+    let broker = start_broker();
     let started = Instant::now();
     let seed = seed();
     let iters = iterations();
@@ -1059,146 +784,4 @@ fn random_and_mutated_frames_never_stop_the_broker() {
         rss_bytes() as f64 / MIB as f64,
         started.elapsed()
     );
-}
-
-// ---------------------------------------------------------------- idle connections under load
-
-/// Raises the soft RLIMIT_NOFILE to the hard limit; returns the new soft limit.
-fn raise_nofile() -> u64 {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: plain syscalls on a valid struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 1024;
-        }
-        let wanted = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) == 0 {
-            lim = wanted;
-        }
-    }
-    lim.rlim_cur
-}
-
-/// RSS the idle-connection test allows: a fixed part plus a per-connection part. Measured
-/// on the 2-core VM: about 23 KiB per idle connection (the broker's per-connection read,
-/// write and response-queue buffers are reserved up front; only their first pages are
-/// touched), so 10 000 connections stay well under 256 MiB + 64 MiB.
-const RSS_FIXED_MAX_BYTES: u64 = 64 * MIB as u64;
-const RSS_PER_IDLE_CONN_MAX_BYTES: u64 = 32 * 1024;
-
-#[test]
-fn idle_connections_alongside_load_release_fds_and_memory() {
-    const FD_MARGIN: usize = 16;
-    const HEADROOM_FDS: u64 = 512;
-    let _serial = serial();
-    let started = Instant::now();
-    let nofile = raise_nofile();
-    let broker = Broker::start();
-    let addr = broker.addr;
-
-    // Steady load on its own connection: every send must succeed.
-    let stop = Arc::new(AtomicBool::new(false));
-    let sends_ok = Arc::new(AtomicU64::new(0));
-    let load = {
-        let (stop, sends_ok) = (stop.clone(), sends_ok.clone());
-        std::thread::spawn(move || {
-            let mut c = Conn::open(addr);
-            let mut opaque = 1000;
-            let mut slowest = Duration::ZERO;
-            while !stop.load(Ordering::Relaxed) {
-                opaque += 1;
-                let t = Instant::now();
-                let r = c.call(send(TOPIC, 0, format!("load {opaque}").as_bytes(), opaque, SerializeType::Json));
-                slowest = slowest.max(t.elapsed());
-                assert_eq!(r.code, rs::SUCCESS, "a send under load failed: {:?}", r.remark);
-                sends_ok.fetch_add(1, Ordering::Relaxed);
-            }
-            slowest
-        })
-    };
-    while sends_ok.load(Ordering::Relaxed) < 10 {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    probe(addr, 0);
-    let fds_base = settled_fds();
-    let rss_base = rss_bytes();
-
-    // Two fds per idle connection: ours and the broker's.
-    let allowed = (nofile.saturating_sub(fds_base.all as u64 + HEADROOM_FDS) / 2) as usize;
-    let wanted = std::env::var("RINGMQ_IDLE_CONNS").ok().and_then(|s| s.trim().parse().ok());
-    let n = wanted.unwrap_or(10_000usize.min(allowed));
-    eprintln!("bad_input idle: RLIMIT_NOFILE {nofile}, {n} idle connections (10 000 wanted, {allowed} allowed by the limit)");
-    let mut idle = Vec::with_capacity(n);
-    for i in 0..n {
-        match TcpStream::connect(addr) {
-            Ok(s) => idle.push(s),
-            Err(e) => panic!("idle connection {i} of {n}: {e}"),
-        }
-    }
-    // Wait until the broker holds its end of each (two sockets per connection).
-    let sockets_all = fds_base.sockets + 2 * n;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut fds_peak = fds();
-    while fds_peak.sockets < sockets_all && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-        fds_peak = fds_peak.max(fds());
-    }
-    assert!(fds_peak.sockets >= sockets_all, "the broker did not accept every connection: {fds_peak:?}, expected {sockets_all} sockets");
-    let accepted_in = started.elapsed();
-    // Idle for a while next to the load; a sample of the idle connections still serves.
-    std::thread::sleep(Duration::from_secs(2));
-    for (i, s) in idle.iter().enumerate().step_by((n / 20).max(1)) {
-        let mut c = Conn { s: s.try_clone().unwrap(), buf: BytesMut::new() };
-        let r = c.call(get_max_offset(i as i32));
-        assert_eq!(r.code, rs::SUCCESS, "idle connection {i}: {:?}", r.remark);
-    }
-    probe(addr, 1);
-    let rss_peak = rss_bytes();
-    fds_peak = fds_peak.max(fds());
-
-    drop(idle);
-    let closed_at = Instant::now();
-    let fds_after = fds_settle(fds_base.sockets, Duration::from_secs(10));
-    let released_in = closed_at.elapsed();
-    probe(addr, 2);
-    stop.store(true, Ordering::Relaxed);
-    let slowest = load.join().expect("the load thread");
-    let sends = sends_ok.load(Ordering::Relaxed);
-    // Every acknowledged load message is in the queue (with the probes on queue 0).
-    let r = Conn::open(addr).call(get_max_offset(5));
-    let max_offset: u64 = r.ext("offset").and_then(|o| o.parse().ok()).expect("offset");
-    let rss_after = rss_bytes();
-    let growth = rss_peak.saturating_sub(rss_base);
-    let bound = RSS_FIXED_MAX_BYTES + RSS_PER_IDLE_CONN_MAX_BYTES * n as u64;
-    let mib = |b: u64| b as f64 / MIB as f64;
-    eprintln!(
-        "bad_input summary: idle_conns={n} nofile={nofile} fds baseline={} peak={} after={} (sockets {}/{}/{}, released in {:.2}s) \
-         rss_mib baseline={:.1} peak={:.1} after={:.1} growth={:.1} ({:.1} KiB/conn, bound {:.0} MiB) \
-         sends_ok={sends} sends_failed=0 slowest_send_ms={} accepted_in={:.2}s total={:.1}s",
-        fds_base.all,
-        fds_peak.all,
-        fds_after.all,
-        fds_base.sockets,
-        fds_peak.sockets,
-        fds_after.sockets,
-        released_in.as_secs_f64(),
-        mib(rss_base),
-        mib(rss_peak),
-        mib(rss_after),
-        mib(growth),
-        growth as f64 / 1024.0 / n.max(1) as f64,
-        mib(bound),
-        slowest.as_millis(),
-        accepted_in.as_secs_f64(),
-        started.elapsed().as_secs_f64(),
-    );
-    assert!(max_offset >= sends, "queue 0 holds {max_offset} messages, {sends} were acknowledged");
-    assert!(sends > 0, "no send succeeded during the idle-connection test");
-    assert!(fds_after.sockets <= fds_base.sockets, "sockets did not return to baseline: {fds_base:?} before, {fds_after:?} after");
-    assert!(
-        fds_after.all <= fds_base.all + FD_MARGIN,
-        "file descriptors did not return to baseline: {fds_base:?} before, {fds_after:?} after; open now: {:?}",
-        fd_kinds()
-    );
-    assert!(growth < bound, "RSS grew by {:.1} MiB with {n} idle connections (bound {:.0} MiB)", mib(growth), mib(bound));
 }

@@ -635,3 +635,138 @@ fn clean_reopen_after_records_without_keys() {
         assert_eq!(block_on(store.query_by_key(TOPIC, "first", 4, 0, i64::MAX)).unwrap().len(), 1);
     }
 }
+
+/// Puts one message and returns its physical offset, flushing first when the store is
+/// busy (the window is small in `for_tests`).
+fn put_at(store: &SimStore, queue_id: i32, seq: u64, len: usize, props: &str) -> u64 {
+    let body = body_for(seq, len);
+    let msg = MessageToStore {
+        topic: TOPIC,
+        queue_id,
+        flag: 0,
+        body: &body,
+        properties: props,
+        sys_flag: 0,
+        born_timestamp_ms: 1,
+        born_host: "127.0.0.1:5000".parse().unwrap(),
+        store_host: "127.0.0.1:10911".parse().unwrap(),
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+    };
+    match store.put(&msg) {
+        Ok(r) => r.phys_offset,
+        Err(StoreError::Busy { .. }) => {
+            block_on(store.flush()).unwrap();
+            store.put(&msg).expect("put after a flush").phys_offset
+        }
+        Err(e) => panic!("put {seq}: {e}"),
+    }
+}
+
+/// Every read fails (EIO) while the returned guard lives; writes and syncs do not.
+fn reads_fail(disk: &SimDisk) -> impl Drop + '_ {
+    struct Restore<'a>(&'a SimDisk);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            self.0.set_faults(FaultConfig::default());
+        }
+    }
+    disk.set_faults(FaultConfig { read_eio_per_million: 1_000_000, ..FaultConfig::default() });
+    Restore(disk)
+}
+
+/// The `Read` error's file and offset, or a panic naming what came instead.
+fn read_error<T: std::fmt::Debug>(what: &str, result: Result<T, StoreError>) -> (PathBuf, u64) {
+    match result {
+        Err(StoreError::Read { file, offset, source }) => {
+            assert!(!StoreError::Read { file: file.clone(), offset, source }.is_fatal(), "{what}: a read error is not fatal");
+            (file, offset)
+        }
+        other => panic!("{what}: expected StoreError::Read, got {other:?}"),
+    }
+}
+
+#[test]
+fn read_eio_is_not_fatal_names_file_and_offset_and_is_counted() {
+    // About 1.4 MB: the CommitLog's tail keeps whole 1 MiB chunks, so only past the
+    // first MiB are the oldest records served from the segment files alone.
+    const MESSAGES: u64 = 1600;
+    for seed in seeds(4) {
+        let _guard = SeedGuard(seed);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let disk = SimDisk::new(seed);
+        let clock = ManualClock::new(1_700_000_000_000);
+        let config = StoreConfig::for_tests();
+        let (store, _) = open(&disk, &clock, &config).unwrap();
+        let mut phys = Vec::new();
+        for seq in 0..MESSAGES {
+            let props = format!("KEYS\u{1}k{seq}\u{2}");
+            phys.push(put_at(&store, (seq % 2) as i32, seq, rng.gen_range(500..1200), &props));
+            clock.advance_ms(10);
+        }
+        // The CommitLog is on disk and its first MiB is out of the tail; the
+        // ConsumeQueues are not flushed yet, so their entries are all in memory and a
+        // queue read touches only CommitLog segments.
+        block_on(store.flush_all()).unwrap();
+        let seg0 = root().join("commitlog").join(format!("{:020}", 0));
+        // Queue 0's message at queue offset 4 (seq 8) lies inside the first segment.
+        assert!(phys[8] > 0 && phys[8] < config.segment_bytes, "seq 8 at {} is in segment 0", phys[8]);
+
+        // 1. A pull-style read of a sealed segment.
+        let (file, offset) = {
+            let _eio = reads_fail(&disk);
+            read_error("get_messages", block_on(store.get_messages(TOPIC, 0, 4, 1, 1 << 20, &|_| true)))
+        };
+        assert_eq!((file.as_path(), offset), (seg0.as_path(), phys[8]), "names the segment and the record's offset in it");
+        assert_eq!(store.failure(), None, "a read error does not fail the store");
+        assert_eq!(store.stats().read_errors, 1);
+
+        // The same read works once the device does, and so does everything else.
+        let got = block_on(store.get_messages(TOPIC, 0, 4, 1, 1 << 20, &|_| true)).unwrap();
+        assert_eq!(got.status, GetStatus::Found);
+        assert_eq!(StoredMessageView::parse_verified(&got.records).unwrap().body()[..8], 8u64.to_be_bytes());
+        assert_eq!(read_all(&store).len(), MESSAGES as usize);
+
+        // 2. Appends and group commits go on while reads fail (no read on the write
+        // path), and what they stored reads back afterwards.
+        {
+            let _eio = reads_fail(&disk);
+            for seq in MESSAGES..MESSAGES + 20 {
+                put_at(&store, 1, seq, 300, "");
+            }
+            block_on(store.flush_all()).expect("a flush while reads fail");
+            // The newest records are still in the tail: served without the device.
+            let tail = block_on(store.get_messages(TOPIC, 1, store.max_offset(TOPIC, 1) - 1, 1, 1 << 20, &|_| true)).unwrap();
+            assert_eq!(tail.status, GetStatus::Found);
+        }
+        block_on(store.flush_logics()).expect("queues, index and checkpoint are written");
+        assert_eq!(read_all(&store).len(), MESSAGES as usize + 20);
+        assert_eq!(store.failure(), None);
+
+        // 3. Every other read path: ConsumeQueue files (flushed now), single records,
+        // time searches, key queries.
+        let before = store.stats().read_errors;
+        {
+            let _eio = reads_fail(&disk);
+            let (file, offset) = read_error("cq read", block_on(store.get_messages(TOPIC, 1, 2, 1, 1 << 20, &|_| true)));
+            assert_eq!(file, root().join("consumequeue").join(TOPIC).join("1").join(format!("{:020}", 0)), "names the ConsumeQueue file");
+            assert_eq!(offset, 2 * 20, "names the entry's offset");
+            let (file, offset) = read_error("read_record", block_on(store.read_record(phys[8], None)));
+            assert_eq!((file.as_path(), offset), (seg0.as_path(), phys[8]));
+            read_error("earliest_store_time", block_on(store.earliest_store_time(TOPIC, 0)));
+            read_error("search_offset_by_time", block_on(store.search_offset_by_time(TOPIC, 0, 1_700_000_000_050)));
+            let (file, _) = read_error("query_by_key", block_on(store.query_by_key(TOPIC, "k8", 4, 0, i64::MAX)));
+            assert!(file.starts_with(root()), "names a file of the store: {}", file.display());
+        }
+        assert_eq!(store.stats().read_errors, before + 5, "each failed read is counted once");
+        assert_eq!(store.failure(), None);
+        assert_eq!(block_on(store.query_by_key(TOPIC, "k8", 4, 0, i64::MAX)).unwrap().len(), 1);
+        assert_eq!(block_on(store.earliest_store_time(TOPIC, 0)).unwrap(), Some(1_700_000_000_000));
+
+        // Writes stay fatal (fsyncgate): this change is about reads only.
+        put_at(&store, 0, MESSAGES + 20, 100, "");
+        disk.set_faults(FaultConfig { sync_eio_per_million: 1_000_000, ..FaultConfig::default() });
+        assert!(block_on(store.flush()).unwrap_err().is_fatal());
+        assert!(store.failure().is_some());
+    }
+}

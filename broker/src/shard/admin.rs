@@ -23,8 +23,16 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// Runtime-info counters that are summed over shards.
-const SUMMED_COUNTERS: [&str; 7] =
-    ["putMessageTimesTotal", "getMessageTransferedMsgCount", "requestsTotal", "forwardedOut", "forwardedIn", "suspendedPulls", "suspendedPullsRefusedTotal"];
+const SUMMED_COUNTERS: [&str; 8] = [
+    "putMessageTimesTotal",
+    "getMessageTransferedMsgCount",
+    "requestsTotal",
+    "forwardedOut",
+    "forwardedIn",
+    "suspendedPulls",
+    "suspendedPullsRefusedTotal",
+    "readErrorsTotal",
+];
 
 /// RocketMQ's limit on queues per topic.
 pub const TOPIC_QUEUE_NUMS_MAX: u32 = 1024;
@@ -328,6 +336,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         table.insert("refusingWrites", self.store.refusing_writes().to_string());
         table.insert("suspendedPulls", self.waiters.suspended().to_string());
         table.insert("suspendedPullsRefusedTotal", self.waiters.refused_total().to_string());
+        table.insert("readErrorsTotal", self.store.stats().read_errors.to_string());
         table
     }
 }

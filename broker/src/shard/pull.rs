@@ -6,6 +6,11 @@
 //! pull_suspend_max_ms)` and answered as soon as a message arrives for its queue;
 //! a pull response body is the stored records as they are (no re-encoding); at most
 //! `PULL_BODY_BYTES_MAX` per response.
+//! Invariant: a store error on a read path (pull, view, query, time search) is answered
+//! SYSTEM_ERROR with the error's text (a device read error names file and offset) and
+//! never stops the process: reads do not fail the store, and a consumer re-pulls, so
+//! exiting would turn one bad sector into a crash loop. Write and sync failures stop
+//! the process from the send path and the flusher instead.
 
 use super::consumers::{subscription_of, Subscription};
 use super::send::{decode_offset_msg_id, readable};
@@ -98,7 +103,6 @@ impl<R: Runtime> Shard<R> {
                 .await
             {
                 Ok(r) => r,
-                Err(e) if e.is_fatal() => crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.id)),
                 Err(e) => return error_response(cmd, rs::SYSTEM_ERROR, e.to_string()),
             };
             let waiting = matches!(result.status, GetStatus::NoMessageInQueue | GetStatus::OffsetOverflowOne)
@@ -271,10 +275,14 @@ impl<R: Runtime> Shard<R> {
                 scoped.ext_fields.insert("ringmqLocalOnly".into(), "1".into());
                 scoped.ext_fields.insert("maxNum".into(), (max - found).to_string());
                 let r = self.mesh.call(shard, scoped).await;
-                if r.code == rs::SUCCESS {
-                    found += r.ext("ringmqCount").and_then(|c| c.parse::<usize>().ok()).unwrap_or(0);
-                    body.extend_from_slice(&r.body);
+                if r.code != rs::SUCCESS {
+                    // A scoped query answers SUCCESS even when it finds nothing, so this
+                    // is that shard's error (a read error names file and offset): pass it
+                    // on as the local one would be, rather than answer with a partial set.
+                    return error_response(cmd, r.code, r.remark.unwrap_or_default());
                 }
+                found += r.ext("ringmqCount").and_then(|c| c.parse::<usize>().ok()).unwrap_or(0);
+                body.extend_from_slice(&r.body);
             }
         }
         if found == 0 && cmd.ext("ringmqLocalOnly").is_none() {

@@ -9,15 +9,19 @@
 //!
 //! Architecture Invariant: a `put` acknowledged under sync flush (its `wait_durable`
 //! resolved `Ok`) survives any crash: its bytes were written and fdatasynced.
-//! Architecture Invariant: after any IO error the store is failed: every later call
-//! returns `StoreError::Failed` and every waiter wakes with an error (fsyncgate).
+//! Architecture Invariant: after an IO error on a write or sync the store is failed:
+//! every later call returns `StoreError::Failed` and every waiter wakes with an error
+//! (fsyncgate). A failed *read* (`get_messages`, `read_record`, `query_by_key`, the
+//! time searches, ConsumeQueue reads, retention's lookups) is `StoreError::Read`
+//! naming the file and offset: the store is not failed, the error is counted in
+//! `StoreStats::read_errors`, and every other read and append goes on.
 //! Architecture Invariant: `Inner` is borrowed only between awaits, never across one.
 
 use super::checkpoint::Checkpoint;
 use super::config::{FlushMode, StoreConfig};
 use super::consumequeue::{ConsumeQueue, CqEntry, ENTRY_BYTES};
 use super::error::StoreError;
-use super::index::IndexService;
+use super::index::{IndexError, IndexService};
 use super::io::{align_down, align_up, Clock, Disk, DiskFile, IoError, IoErrorKind, BLOCK_BYTES};
 use super::segmented::{ensure_segment, flush_log, log_accessor, read_log, FlushDone, SegmentedLog};
 use ringmq_client::hash::tag_hash_code;
@@ -128,6 +132,8 @@ pub struct StoreStats {
     pub flushes: u64,
     pub flushed_bytes: u64,
     pub records_put: u64,
+    /// Reads the device failed (each answered with `StoreError::Read`).
+    pub read_errors: u64,
 }
 
 type QueueKey = (String, i32);
@@ -238,6 +244,16 @@ impl<D: Disk, C: Clock> Store<D, C> {
     }
     fn cq_dir(&self, topic: &str, queue_id: i32) -> PathBuf {
         self.dir.join("consumequeue").join(topic).join(queue_id.to_string())
+    }
+
+    /// Counts and logs a failed read on its way to the caller; other results pass.
+    /// Every read path returns through here, so `read_errors` counts each once.
+    fn note_read<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        if let Err(e @ StoreError::Read { .. }) = &result {
+            self.inner.borrow_mut().stats.read_errors += 1;
+            tracing::warn!(shard = self.shard.0, error = %e, "read failed; the store goes on serving other data");
+        }
+        result
     }
 
     fn check_alive(&self) -> Result<(), StoreError> {
@@ -694,7 +710,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
             };
             while lo < hi {
                 let mid = lo + (hi - lo) / 2;
-                let bytes = read_log(&*self.inner, &get, mid * ENTRY_BYTES, ENTRY_BYTES as usize).await?;
+                let bytes = self.note_read(read_log(&*self.inner, &get, mid * ENTRY_BYTES, ENTRY_BYTES as usize).await)?;
                 if bytes.len() == ENTRY_BYTES as usize && CqEntry::decode(&bytes).phys_offset < min_phys {
                     lo = mid + 1;
                 } else {
@@ -764,13 +780,13 @@ impl<D: Disk, C: Clock> Store<D, C> {
         }
         // The queue exists (checked above) and queues are never removed.
         let get = log_accessor(|inner: &mut Inner<D>| &mut inner.queues.get_mut(&key).expect("queues are never removed").log);
-        let bytes = read_log(&*self.inner, &get, from * ENTRY_BYTES, ((to - from) * ENTRY_BYTES) as usize).await?;
+        let bytes = self.note_read(read_log(&*self.inner, &get, from * ENTRY_BYTES, ((to - from) * ENTRY_BYTES) as usize).await)?;
         Ok(bytes.chunks_exact(ENTRY_BYTES as usize).map(CqEntry::decode).collect())
     }
 
     /// Reads `len` CommitLog bytes at a physical offset of this shard.
     async fn read_commitlog(&self, phys: u64, len: usize) -> Result<Vec<u8>, StoreError> {
-        Ok(read_log(&*self.inner, &commitlog_of, local_of(phys), len).await?)
+        self.note_read(read_log(&*self.inner, &commitlog_of, local_of(phys), len).await)
     }
 
     fn commitlog_min(&self) -> u64 {
@@ -956,7 +972,10 @@ impl<D: Disk, C: Clock> Store<D, C> {
             let index = self.take_index().await;
             let found = index.query(&index_key, max_results.max(1) * 2, begin_ms, end_ms).await;
             self.return_index(index);
-            found?
+            self.note_read(found.map_err(|e| match e {
+                IndexError::Read { file, offset, source } => StoreError::Read { file, offset, source },
+                other => StoreError::Index(other),
+            }))?
         };
         let mut out = Vec::new();
         let mut seen = std::collections::HashSet::new();

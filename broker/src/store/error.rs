@@ -1,5 +1,10 @@
 //! Store errors. `Io` and `Failed` are fatal for the shard's store (fsyncgate: never
 //! retry a failed write or sync and pretend); the rest are answers to a caller.
+//!
+//! Invariant: a failed *read* is `Read`, never `Io`: it names the file and the offset
+//! in it, leaves the store serving (the bytes on disk are unchanged, and a consumer
+//! re-pulls, so exiting would only turn one bad sector into a crash loop), and is
+//! counted in `StoreStats::read_errors`. Only writes and syncs stop the store.
 
 use super::io::IoError;
 use std::path::PathBuf;
@@ -9,6 +14,8 @@ use thiserror::Error;
 pub enum StoreError {
     #[error("I/O failure, store stopped: {0}")]
     Io(#[from] IoError),
+    #[error("read error in {} at offset {offset}: {source}", .file.display())]
+    Read { file: PathBuf, offset: u64, source: IoError },
     #[error("store stopped after an earlier failure: {0}")]
     Failed(String),
     #[error("corrupt record in {file} at offset {offset}: {reason}")]

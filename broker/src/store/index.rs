@@ -114,6 +114,10 @@ impl IndexConfig {
 pub enum IndexError {
     #[error("index: {0}")]
     Io(#[from] IoError),
+    /// A sealed file's read failed during a query: the store answers it as
+    /// `StoreError::Read` (not fatal) with this file and offset.
+    #[error("index read error in {} at offset {offset}: {source}", .file.display())]
+    Read { file: PathBuf, offset: u64, source: IoError },
     #[error("index file {}: corrupt header: {reason}", .path.display())]
     CorruptHeader { path: PathBuf, reason: String },
     #[error("index config: {0}")]
@@ -390,11 +394,14 @@ enum Source<'a, F> {
 impl<F: DiskFile> Source<'_, F> {
     /// `None` when the bytes lie past the end: a short file ends the walk, it is not an
     /// error.
-    async fn read<const N: usize>(&self, pos: u64) -> Result<Option<[u8; N]>, IoError> {
+    async fn read<const N: usize>(&self, pos: u64) -> Result<Option<[u8; N]>, IndexError> {
         match self {
             Source::Mem(bytes) => Ok(bytes.get(pos as usize..pos as usize + N).map(arr::<N>)),
             Source::Disk(file) => {
-                let got = file.read_at(pos, N).await?;
+                let got = file
+                    .read_at(pos, N)
+                    .await
+                    .map_err(|source| IndexError::Read { file: file.path().to_path_buf(), offset: pos, source })?;
                 Ok((got.len() == N).then(|| arr::<N>(&got)))
             }
         }
@@ -421,7 +428,7 @@ impl QueryState {
         config: &IndexConfig,
         header: &Header,
         source: Source<'_, F>,
-    ) -> Result<(), IoError> {
+    ) -> Result<(), IndexError> {
         if self.done() || !header.has_entries() || header.end_ts < self.begin_ms || header.begin_ts > self.end_ms {
             return Ok(());
         }

@@ -15,6 +15,7 @@
 
 use super::io::{align_down, align_up, Disk, DiskFile, IoError, BLOCK_BYTES};
 use super::config::Preallocate;
+use super::error::StoreError;
 use super::tail::TailBuffer;
 use futures_util::future::try_join_all;
 use std::cell::RefCell;
@@ -304,13 +305,14 @@ where
 }
 
 /// Reads `[pos, pos + len)` from the tail where it holds it and from the segment files
-/// otherwise. Short only where the files end.
+/// otherwise. Short only where the files end. A failed read is `StoreError::Read`
+/// naming the segment file and the offset in it (never fatal: see `error.rs`).
 pub async fn read_log<D: Disk, O, G>(
     cell: &RefCell<O>,
     get: &G,
     pos: u64,
     len: usize,
-) -> Result<Vec<u8>, IoError>
+) -> Result<Vec<u8>, StoreError>
 where
     G: for<'a> Fn(&'a mut O) -> &'a mut SegmentedLog<D>,
 {
@@ -339,7 +341,10 @@ where
             }
         };
         let piece_end = end.min(seg_end).min(tail_base);
-        let bytes = file.read_at(at - seg_start, (piece_end - at) as usize).await?;
+        let bytes = file
+            .read_at(at - seg_start, (piece_end - at) as usize)
+            .await
+            .map_err(|source| StoreError::Read { file: file.path().to_path_buf(), offset: at - seg_start, source })?;
         let got = bytes.len() as u64;
         out.extend_from_slice(&bytes);
         if got < piece_end - at {

@@ -458,7 +458,7 @@ async fn extend_truncated_tail<D: Disk>(log: &SegmentedLog<D>, sizes: &mut BTree
     Ok(())
 }
 
-async fn cut_queue<D: Disk>(disk: &D, cq: &mut ConsumeQueue<D>, cut_phys: u64) -> Result<(), IoError> {
+async fn cut_queue<D: Disk>(disk: &D, cq: &mut ConsumeQueue<D>, cut_phys: u64) -> Result<(), StoreError> {
     // Entries are in CommitLog order within a queue: binary search the first entry at
     // or past the cut.
     let cell = RefCell::new(std::mem::replace(cq, ConsumeQueue::new(cq.log.dir.clone(), &cq.topic, cq.queue_id, cq.log.segment_bytes / ENTRY_BYTES, 0)));

@@ -14,6 +14,15 @@
 //! index file is created never stalls the shard's requests. Every data read, write
 //! and sync goes through the shard's io_uring ring.
 //!
+//! Test-only failure probe: `RINGMQ_FAILPOINTS="read_eio=<path substring>[,...]"` makes
+//! every `read_at` on a file whose path contains the substring fail with EIO, as a bad
+//! sector would (there is no device-mapper on CI hosts to make a real one). The
+//! variable is parsed once, at broker start-up (`init_failpoints`), into a read-only
+//! static; whether a file matches is decided when it is opened, so a read costs one
+//! branch on a bool when the probe is unset. An unknown probe name is a start-up error.
+//! Match on a path fragment such as `commitlog/00000000000000000000`: a ConsumeQueue's
+//! first file has the same 20-digit name as shard 0's first segment.
+//!
 //! Invariant: only used from inside a glommio executor (DMA buffers come from it).
 
 use super::{Disk, DiskFile, DiskSpace, IoBuf, IoError, BLOCK_BYTES};
@@ -60,6 +69,8 @@ impl IoBuf for DmaBuf {}
 pub struct DmaDiskFile {
     file: DmaFile,
     path: PathBuf,
+    /// The `read_eio` failure probe matched this file when it was opened.
+    fail_reads: bool,
     /// A zeroed buffer of `ZERO_CHUNK_BYTES`, made on first use and shared by every
     /// `write_zeros` (glommio's `write_rc_at` does not consume it).
     zeros: std::cell::OnceCell<Rc<DmaBuffer>>,
@@ -99,7 +110,8 @@ impl Disk for DmaDisk {
             .dma_open(path)
             .await
             .map_err(|e| glommio_err("open", path, e))?;
-        Ok(DmaDiskFile { file, path: path.to_path_buf(), zeros: std::cell::OnceCell::new() })
+        let fail_reads = failpoints().read_eio.iter().any(|fragment| path.to_string_lossy().contains(fragment.as_str()));
+        Ok(DmaDiskFile { file, path: path.to_path_buf(), fail_reads, zeros: std::cell::OnceCell::new() })
     }
 
     async fn list(&self, dir: &Path) -> Result<Vec<String>, IoError> {
@@ -154,6 +166,60 @@ impl Disk for DmaDisk {
     async fn space(&self, path: &Path) -> Result<DiskSpace, IoError> {
         statvfs(path)
     }
+}
+
+/// The environment variable holding the failure probes.
+pub const FAILPOINTS_ENV: &str = "RINGMQ_FAILPOINTS";
+
+/// The armed failure probes (test-only; see the module comment).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Failpoints {
+    /// Path fragments: reads of a file whose path contains one fail with EIO.
+    pub read_eio: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{FAILPOINTS_ENV}: {0} (expected read_eio=<path substring>[,read_eio=...])")]
+pub struct FailpointError(String);
+
+impl Failpoints {
+    /// Parses `name=value` items separated by commas; blanks are ignored.
+    pub fn parse(spec: &str) -> Result<Self, FailpointError> {
+        let mut out = Failpoints::default();
+        for item in spec.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            match item.split_once('=') {
+                Some(("read_eio", fragment)) if !fragment.is_empty() => out.read_eio.push(fragment.to_string()),
+                Some(("read_eio", _)) => return Err(FailpointError("read_eio needs a non-empty path substring".into())),
+                _ => return Err(FailpointError(format!("unknown failure probe {item:?}"))),
+            }
+        }
+        Ok(out)
+    }
+}
+
+static FAILPOINTS: std::sync::OnceLock<Failpoints> = std::sync::OnceLock::new();
+
+/// Reads `RINGMQ_FAILPOINTS` once (later calls return the first result). Called at
+/// start-up so that a bad value stops the broker before it serves anything.
+pub fn init_failpoints() -> Result<&'static Failpoints, FailpointError> {
+    if let Some(parsed) = FAILPOINTS.get() {
+        return Ok(parsed);
+    }
+    let parsed = match std::env::var(FAILPOINTS_ENV) {
+        Ok(spec) => Failpoints::parse(&spec)?,
+        Err(_) => Failpoints::default(),
+    };
+    if !parsed.read_eio.is_empty() {
+        tracing::warn!(read_eio = ?parsed.read_eio, "{FAILPOINTS_ENV} armed: reads of matching files fail with EIO (test-only probe)");
+    }
+    Ok(FAILPOINTS.get_or_init(|| parsed))
+}
+
+/// The armed probes; none if `init_failpoints` never ran or the variable is unset or
+/// invalid (start-up refuses an invalid one, so it never gets here).
+fn failpoints() -> &'static Failpoints {
+    static NONE: Failpoints = Failpoints { read_eio: Vec::new() };
+    FAILPOINTS.get().unwrap_or(&NONE)
 }
 
 thread_local! {
@@ -223,6 +289,12 @@ impl DiskFile for DmaDiskFile {
     }
 
     async fn read_at(&self, pos: u64, len: usize) -> Result<Vec<u8>, IoError> {
+        if self.fail_reads {
+            let eio = std::io::Error::from_raw_os_error(libc::EIO);
+            let mut error = IoError::from_std("read", &self.path, &eio);
+            error.detail = format!("{} (failure probe {FAILPOINTS_ENV} read_eio)", error.detail);
+            return Err(error);
+        }
         let result = self.file.read_at(pos, len).await.map_err(|e| glommio_err("read", &self.path, e))?;
         Ok(result.to_vec())
     }
@@ -308,5 +380,21 @@ impl DiskFile for DmaDiskFile {
 
     async fn size(&self) -> Result<u64, IoError> {
         self.file.file_size().await.map_err(|e| glommio_err("size", &self.path, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failpoints_parse_names_and_refuse_unknown_ones() {
+        assert_eq!(Failpoints::parse("").unwrap(), Failpoints::default());
+        let parsed = Failpoints::parse(" read_eio=commitlog/00000000000000000000 , read_eio=index ").unwrap();
+        assert_eq!(parsed.read_eio, vec!["commitlog/00000000000000000000".to_string(), "index".to_string()]);
+        let unknown = Failpoints::parse("write_eio=x").unwrap_err().to_string();
+        assert!(unknown.contains("unknown failure probe \"write_eio=x\""), "{unknown}");
+        assert!(Failpoints::parse("read_eio=").is_err());
+        assert!(Failpoints::parse("read_eio").is_err());
     }
 }
