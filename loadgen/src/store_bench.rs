@@ -550,6 +550,7 @@ fn delta(a: StoreStats, b: StoreStats) -> StoreStats {
         flushes: b.flushes - a.flushes,
         flushed_bytes: b.flushed_bytes - a.flushed_bytes,
         records_put: b.records_put - a.records_put,
+        read_errors: b.read_errors - a.read_errors,
     }
 }
 
