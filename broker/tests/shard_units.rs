@@ -7,8 +7,8 @@
 //! of 1, 2 and 3 shards and through every arrival shard, so forwarding over the mesh
 //! must give the same answers as a local request.
 //!
-//! Cases that show a broker bug stay asserting the correct behaviour in `#[ignore]`d
-//! tests named `bug_*` (run them with `--include-ignored`).
+//! Tests named `bug_*` pin bugs these tests found (fixed since): creates and heartbeats
+//! were answered before the other shards applied them.
 
 use bytes::{Bytes, BytesMut};
 use futures_lite::io::{ReadHalf, WriteHalf};
@@ -1160,7 +1160,6 @@ fn failing_seeds(seeds: u64, probe: fn(SimExecutor, Rc<SimBroker>, usize) -> std
 /// acknowledgement (a send or pull of the new topic) is answered TOPIC_NOT_EXIST.
 /// RocketMQ's broker makes the topic visible to every connection before answering.
 #[test]
-#[ignore = "bug: topic create acknowledged before the other shards apply it"]
 fn bug_topic_create_is_acknowledged_before_other_shards_apply_it() {
     let failures = failing_seeds(20, |ex, broker, shards| {
         Box::pin(async move {
@@ -1201,7 +1200,6 @@ fn bug_topic_create_is_acknowledged_before_other_shards_apply_it() {
 /// (Consumers told by NOTIFY_CONSUMER_IDS_CHANGED ask the shard that notified them,
 /// which has applied it, so a rebalance driven by the notification is not affected.)
 #[test]
-#[ignore = "bug: heartbeat acknowledged before the other shards apply it"]
 fn bug_heartbeat_is_acknowledged_before_other_shards_apply_it() {
     let failures = failing_seeds(40, |ex, broker, shards| {
         Box::pin(async move {

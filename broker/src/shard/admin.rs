@@ -38,7 +38,9 @@ const SUMMED_COUNTERS: [&str; 8] = [
 pub const TOPIC_QUEUE_NUMS_MAX: u32 = 1024;
 
 impl<R: crate::rt::Runtime> Shard<R> {
-    pub(super) fn handle_heartbeat(self: &Rc<Self>, cmd: &RemotingCommand, ctx: ConnCtx) -> RemotingCommand {
+    /// HEART_BEAT: answered once every shard has applied it, so a consumer list or pull
+    /// asked right after, on any shard, sees the client.
+    pub(super) async fn handle_heartbeat(self: &Rc<Self>, cmd: &RemotingCommand, ctx: ConnCtx) -> RemotingCommand {
         let data = match HeartbeatData::decode(&cmd.body) {
             Ok(d) => d,
             Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, format!("bad heartbeat body: {e}")),
@@ -53,8 +55,8 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 at_ms: self.now_ms(),
             };
             let event = ShardEvent::Heartbeat { client_id: data.client_id.clone(), data, origin };
-            self.mesh.broadcast(event.clone());
-            self.apply_event(event);
+            self.apply_event(event.clone());
+            self.mesh.broadcast_and_wait(event).await;
         }
         cmd.create_response(rs::SUCCESS, None)
     }
@@ -84,13 +86,13 @@ impl<R: crate::rt::Runtime> Shard<R> {
         r
     }
 
-    pub(super) fn handle_unregister_client(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
+    pub(super) async fn handle_unregister_client(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
         let Some(client_id) = cmd.ext("clientID") else {
             return error_response(cmd, rs::INVALID_PARAMETER, "missing header field clientID");
         };
         let event = ShardEvent::ClientGone { client_id: client_id.to_string() };
-        self.mesh.broadcast(event.clone());
-        self.apply_event(event);
+        self.apply_event(event.clone());
+        self.mesh.broadcast_and_wait(event).await;
         cmd.create_response(rs::SUCCESS, None)
     }
 
@@ -170,7 +172,10 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let encoded = table.encode().map_err(|e| (rs::SYSTEM_ERROR, e.to_string()))?;
         meta.topics.save(&encoded).await.map_err(|e| (rs::SYSTEM_ERROR, format!("topic table could not be saved: {e}")))?;
         *self.topics.borrow_mut() = table;
-        self.broadcast_topics();
+        // Answered only once every shard holds the new table: a client that created a
+        // topic can send to it through any shard at once (read-your-writes).
+        let event = self.topics_event();
+        self.mesh.broadcast_and_wait(event).await;
         Ok(())
     }
 
@@ -256,16 +261,18 @@ impl<R: crate::rt::Runtime> Shard<R> {
         r
     }
 
-    /// Sends this shard's topic table to every other shard.
-    pub fn broadcast_topics(self: &Rc<Self>) {
-        let (version, encoded) = {
-            let table = self.topics.borrow();
-            (table.version(), table.encode())
-        };
-        match encoded {
-            Ok(encoded) => self.mesh.broadcast(ShardEvent::Topics { version: version.counter, encoded }),
+    fn topics_event(&self) -> ShardEvent {
+        let table = self.topics.borrow();
+        match table.encode() {
+            Ok(encoded) => ShardEvent::Topics { version: table.version().counter, encoded },
             Err(e) => crate::fatal::fatal(&format!("topic table does not encode: {e}")),
         }
+    }
+
+    /// Sends this shard's topic table to every other shard (at start-up).
+    pub fn broadcast_topics(self: &Rc<Self>) {
+        let event = self.topics_event();
+        self.mesh.broadcast(event);
     }
 
     /// The topic table in RocketMQ's wire form (GET_ALL_TOPIC_CONFIG, REGISTER_BROKER).

@@ -43,6 +43,8 @@ pub enum Envelope {
     Request { id: u64, cmd: RemotingCommand },
     Response { id: u64, cmd: RemotingCommand },
     Event(ShardEvent),
+    /// An event the sender waits on: the receiver applies it, then answers `id`.
+    SyncEvent { id: u64, event: ShardEvent },
 }
 
 pub type Batch = Vec<Envelope>;
@@ -128,6 +130,26 @@ impl<R: Runtime> Mesh<R> {
         match sender {
             Some(tx) => tx.send(cmd),
             None => tracing::warn!(id, "response for an unknown cross-shard request"),
+        }
+    }
+
+    /// Sends `event` to every other shard and waits until each has applied it: what a
+    /// client was told succeeded is then visible on every shard (read-your-writes for
+    /// topic creates and heartbeats).
+    pub async fn broadcast_and_wait(self: &Rc<Self>, event: ShardEvent) {
+        let mut acks = Vec::new();
+        for to in (0..self.shard_count()).filter(|&to| to != self.self_id) {
+            let id = self.next_id.get();
+            self.next_id.set(id + 1);
+            let (tx, rx) = chan::oneshot();
+            self.pending.borrow_mut().insert(id, tx);
+            self.enqueue(to, Envelope::SyncEvent { id, event: event.clone() });
+            acks.push(rx);
+        }
+        for ack in acks {
+            if ack.await.is_none() {
+                crate::fatal::fatal("mesh acknowledgement channel closed");
+            }
         }
     }
 

@@ -259,6 +259,10 @@ impl<R: Runtime> Shard<R> {
                 }
                 Envelope::Response { id, cmd } => self.mesh.complete(id, cmd),
                 Envelope::Event(event) => self.apply_event(event),
+                Envelope::SyncEvent { id, event } => {
+                    self.apply_event(event);
+                    self.mesh.respond(peer, id, RemotingCommand::request(0).create_response(rs::SUCCESS, None));
+                }
             }
         }
     }
@@ -361,8 +365,8 @@ impl<R: Runtime> Shard<R> {
             rq::SEARCH_OFFSET_BY_TIMESTAMP => self.handle_search_offset(&cmd).await,
             rq::VIEW_MESSAGE_BY_ID => self.handle_view_message(&cmd).await,
             rq::QUERY_MESSAGE => self.handle_query_message(&cmd).await,
-            rq::HEART_BEAT => self.handle_heartbeat(&cmd, ctx),
-            rq::UNREGISTER_CLIENT => self.handle_unregister_client(&cmd),
+            rq::HEART_BEAT => self.handle_heartbeat(&cmd, ctx).await,
+            rq::UNREGISTER_CLIENT => self.handle_unregister_client(&cmd).await,
             rq::GET_CONSUMER_LIST_BY_GROUP => self.handle_consumer_list(&cmd),
             rq::GET_PRODUCER_CONNECTION_LIST => self.handle_producer_connections(&cmd),
             rq::LOCK_BATCH_MQ => self.handle_lock_batch(&cmd),
