@@ -290,7 +290,9 @@ async fn producer(w: Rc<World>, actor: usize) {
                     m.acked.insert((topic.clone(), queue_id, h.queue_offset + i as i64), (b, t));
                 }
             }
-            Ok(r) if matches!(r.code, rs::SYSTEM_BUSY | rs::SERVICE_NOT_AVAILABLE | rs::TOPIC_NOT_EXIST) => {}
+            Ok(r) if matches!(r.code, rs::SYSTEM_BUSY | rs::SERVICE_NOT_AVAILABLE) => {}
+            // A topic whose create was acknowledged exists on every shard at once.
+            Ok(r) if r.code == rs::TOPIC_NOT_EXIST && auto_topic(&topic) => {}
             Ok(r) => w.violation(format!("send refused unexpectedly: code {} {:?}", r.code, r.remark)),
             Err(_) => w.model.borrow_mut().maybe.extend(messages.into_iter().map(|(b, _)| b)),
         }
@@ -423,7 +425,6 @@ async fn consumer(w: Rc<World>, actor: usize) {
                                 offsets.insert((topic, queue_id), next);
                             }
                         }
-                        rs::TOPIC_NOT_EXIST => {}
                         code => w.violation(format!("pull answered {code} {:?}", r.remark)),
                     }
                 }
