@@ -138,13 +138,18 @@ pub struct StoreStats {
 
 type QueueKey = (String, i32);
 
+/// The queues of a shard. A fixed hasher, so iteration order (the order ConsumeQueues
+/// are flushed and recovered in) is the same in every run: a simulated run replays
+/// exactly. Keys are topic names the broker accepted, not attacker-chosen at will.
+pub(crate) type QueueMap<D> = HashMap<QueueKey, ConsumeQueue<D>, foldhash::fast::FixedState>;
+
 /// Index keys held while the index service is out for a flush or query (about 100
 /// bytes each): past this `put` answers `IndexBusy` and the producer retries.
 pub const INDEX_PENDING_KEYS_MAX: usize = 262_144;
 
 struct Inner<D: Disk> {
     commitlog: SegmentedLog<D>,
-    queues: HashMap<QueueKey, ConsumeQueue<D>>,
+    queues: QueueMap<D>,
     /// Taken out while a flush or query of the index is in flight; puts made meanwhile
     /// wait in `index_pending` (at most `INDEX_PENDING_KEYS_MAX` keys plus one message's:
     /// past that `put` answers `Busy`), and tasks that need the index wait in

@@ -23,7 +23,8 @@
 
 use super::*;
 use ringmq_client::message::stored::{record_head, RecordHead};
-use std::collections::HashSet;
+// Ordered sets: which queues are rebuilt, in which order, is the same in every run.
+use std::collections::BTreeSet;
 
 /// Bytes read per piece while scanning.
 const SCAN_READ_BYTES: u64 = 4 * 1024 * 1024;
@@ -140,7 +141,7 @@ pub async fn open_store<D: Disk, C: Clock>(
     };
     let index_from = index_from.max(first_segment);
     let index_scan_from = index_scan_from.max(first_segment);
-    let mut queues: HashMap<QueueKey, ConsumeQueue<D>> = HashMap::new();
+    let mut queues: super::QueueMap<D> = super::QueueMap::default();
     let cq_root = dir.join("consumequeue");
     for topic in disk.list(&cq_root).await? {
         for qid_name in disk.list(&cq_root.join(&topic)).await? {
@@ -171,7 +172,7 @@ pub async fn open_store<D: Disk, C: Clock>(
     }
     // Entries kept from before the replay point must be plausible; a queue with a bad
     // one (garbage written over it, a damaged file) is rebuilt after the scan.
-    let mut damaged: HashSet<QueueKey> = HashSet::new();
+    let mut damaged: BTreeSet<QueueKey> = BTreeSet::new();
     for (key, cq) in &queues {
         if let Some(why) = queue_damage(cq, shard.phys(0), shard.phys(cut_phys), config.record_bytes_max).await? {
             tracing::warn!(topic = %key.0, queue = key.1, reason = %why, "consume queue entry is damaged: the queue will be rebuilt");
@@ -228,7 +229,7 @@ pub async fn open_store<D: Disk, C: Clock>(
     // Scan.
     let files = store.inner.borrow().commitlog.files.clone();
     let mut scanner = Scanner { files, segment_bytes: store.config.segment_bytes, buf: Vec::new(), buf_start: 0 };
-    let mut rebuild: HashSet<QueueKey> = damaged;
+    let mut rebuild: BTreeSet<QueueKey> = damaged;
     let (end, how) = scan(&store, &mut scanner, scan_from, &sizes, &mut |store, pos, view| {
         dispatch(store, pos, view, cq_from, index_from, &mut rebuild, None);
     })
@@ -321,7 +322,7 @@ pub async fn open_store<D: Disk, C: Clock>(
         let total: u64 = store.inner.borrow().queues.iter().filter(|(k, _)| !rebuild.contains(*k)).map(|(_, q)| q.max_offset()).sum();
         let mut fresh_scanner = Scanner { files: scanner.files.clone(), segment_bytes: store.config.segment_bytes, buf: Vec::new(), buf_start: 0 };
         let only = rebuild.clone();
-        let mut ignored = HashSet::new();
+        let mut ignored = BTreeSet::new();
         scan(&store, &mut fresh_scanner, first_segment, &sizes, &mut |store, pos, view| {
             dispatch(store, pos, view, 0, u64::MAX, &mut ignored, Some(&only));
         })
@@ -576,8 +577,8 @@ fn dispatch<D: Disk, C: Clock>(
     view: &StoredMessageView<'_>,
     cq_from: u64,
     index_from: u64,
-    rebuild: &mut HashSet<QueueKey>,
-    only: Option<&HashSet<QueueKey>>,
+    rebuild: &mut BTreeSet<QueueKey>,
+    only: Option<&BTreeSet<QueueKey>>,
 ) {
     let Ok(topic) = view.topic() else { return };
     let key = (topic.to_string(), view.queue_id());
