@@ -450,14 +450,13 @@ async fn admin(w: Rc<World>) {
         for i in 0..burst {
             let w2 = w.clone();
             let name = if round == 0 { format!("T{i}") } else { format!("T{}", w.ex.random(0..8)) };
-            let queues = 1 + w.ex.random(0..4) as u32;
             let group = format!("G{}", w.ex.random(0..6));
             let (tx, rx) = ringmq_broker::rt::chan::oneshot();
             w.ex.spawn_in(None, async move {
                 let c = w2.connect().await;
-                // A topic that exists keeps its queue count (the model's checks use it).
-                let known = w2.model.borrow().topics.get(&name).copied();
-                let queues = known.unwrap_or(queues);
+                // A topic's queue count follows from its name, so concurrent creates of
+                // one topic agree (the model's checks use it).
+                let queues = 1 + name.bytes().map(u32::from).sum::<u32>() % 4;
                 if let Ok(r) = w2.call(&c, create_topic(&name, queues), 0).await {
                     if r.code == rs::SUCCESS {
                         w2.model.borrow_mut().topics.insert(name, queues);
