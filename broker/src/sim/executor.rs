@@ -168,6 +168,21 @@ impl SimExecutor {
         drop(doomed);
     }
 
+    /// Drops every task and timer: the end of a run. Tasks hold the runtime that holds
+    /// them (a shard's background loops, its connections), so without this a finished
+    /// run would keep its whole simulated disk alive.
+    pub fn shutdown(&self) {
+        let all: Vec<TaskSlot> = std::mem::take(&mut *self.exec.tasks.borrow_mut()).into_values().collect();
+        drop(all);
+        // Destructors may have spawned; drop those too.
+        let again: Vec<TaskSlot> = std::mem::take(&mut *self.exec.tasks.borrow_mut()).into_values().collect();
+        drop(again);
+        self.exec.timers.borrow_mut().clear();
+        let mut q = self.exec.ready.lock().expect("single-threaded");
+        q.order.clear();
+        q.queued.clear();
+    }
+
     /// Sleeps for `duration` of simulated time.
     pub fn sleep(&self, duration: Duration) -> SimSleep {
         SimSleep { exec: self.exec.clone(), deadline_us: self.now_us() + duration.as_micros() as u64, key: None }
