@@ -29,6 +29,8 @@
 //! Every test prints one `recovery_files summary:` line with its figures (quoted in
 //! results/reliability.md). Tests run one at a time (`SERIAL`): 2 CI cores.
 
+mod common;
+
 use bytes::BytesMut;
 use ringmq_client::message::stored::StoredMessageView;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
@@ -36,7 +38,7 @@ use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::frame::{FrameLimits, SerializeType};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
@@ -317,16 +319,7 @@ fn acked_from(id: u64, r: &RemotingCommand, body_len: fn(u64) -> usize) -> Acked
 // ---------------------------------------------------------------------------------
 // The broker as a child process.
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("probe port").local_addr().expect("address").port()
-}
 
-struct ChildBroker {
-    child: std::process::Child,
-    addr: SocketAddr,
-    /// stdout and stderr files, shown when a test panics while the broker is held.
-    logs: [PathBuf; 2],
-}
 
 /// How a start ended.
 enum Started {
@@ -334,111 +327,40 @@ enum Started {
     Exited { code: Option<i32>, stdout: String, stderr: String },
 }
 
-impl ChildBroker {
-    /// Starts `ringmq-broker -c <dir>/broker-<n>.toml` on `store_root`; waits until it
-    /// listens or exits. `extra_store` is appended to the `[store]` table.
-    fn start(dir: &Path, store_root: &Path, extra_store: &str) -> Started {
-        static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let port = free_port();
-        let config_path = dir.join(format!("broker-{n}.toml"));
-        let config = format!(
-            "listen_port = {port}\nbroker_ip = \"127.0.0.1\"\nbroker_name = \"broker-rf\"\nshard_count = 1\n\
-             store_root = \"{}\"\nmax_message_bytes = {MAX_MESSAGE_BYTES}\n\n[store]\nsegment_bytes = {SEGMENT_BYTES}\n\
-             flush = \"sync\"\ndirty_bytes_max = {DIRTY_BYTES_MAX}\ntail_cache_bytes = 262144\ncq_entries_per_file = 1024\n{extra_store}\n",
-            store_root.display()
-        );
-        std::fs::write(&config_path, config).expect("config");
-        let stdout_path = dir.join(format!("broker-{n}.stdout"));
-        let stderr_path = dir.join(format!("broker-{n}.stderr"));
-        let started = Instant::now();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq-broker"))
-            .arg("-c")
-            .arg(&config_path)
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdout(std::fs::File::create(&stdout_path).expect("stdout file"))
-            .stderr(std::fs::File::create(&stderr_path).expect("stderr file"))
-            .spawn()
-            .expect("broker process starts");
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        loop {
-            if let Some(status) = child.try_wait().expect("wait") {
-                return Started::Exited { code: status.code(), stdout: read_log(&stdout_path), stderr: read_log(&stderr_path) };
-            }
-            if TcpStream::connect(addr).is_ok() {
-                let logs = [stdout_path.clone(), stderr_path.clone()];
-                return Started::Up { broker: ChildBroker { child, addr, logs }, took: started.elapsed(), stdout: stdout_path };
-            }
-            if started.elapsed() > WAIT {
-                let _ = child.kill();
-                panic!("broker neither listened nor exited within {WAIT:?}; stdout:\n{}", read_log(&stdout_path));
-            }
-            std::thread::sleep(Duration::from_millis(10));
+/// Starts `ringmq-broker -c <dir>/broker-<n>.toml` on `store_root`; waits until it
+/// listens or exits. `extra_store` is appended to the `[store]` table.
+fn start_child(dir: &Path, store_root: &Path, extra_store: &str) -> Started {
+    // The shared child-broker starter: port 0, the port read back from the log.
+    let config = common::ChildConfig {
+        shard_count: 1,
+        top: format!("max_message_bytes = {MAX_MESSAGE_BYTES}"),
+        store: format!(
+            "segment_bytes = {SEGMENT_BYTES}\nflush = \"sync\"\ndirty_bytes_max = {DIRTY_BYTES_MAX}\ntail_cache_bytes = 262144\ncq_entries_per_file = 1024\n{extra_store}"
+        ),
+        env: Vec::new(),
+    };
+    let started = Instant::now();
+    match common::ChildBroker::start(dir, store_root, &config) {
+        common::Started::Up(b) => {
+            let stdout = b.logs[0].clone();
+            Started::Up { broker: b, took: started.elapsed(), stdout }
         }
-    }
-
-    fn start_up(dir: &Path, store_root: &Path, extra_store: &str) -> (ChildBroker, Duration, PathBuf) {
-        match Self::start(dir, store_root, extra_store) {
-            Started::Up { broker, took, stdout } => (broker, took, stdout),
-            Started::Exited { code, stdout, stderr } => panic!("broker exited at start-up with {code:?}\nstderr:\n{stderr}\nstdout:\n{stdout}"),
-        }
-    }
-
-    /// SIGKILL: no flush, no checkpoint, the abort file stays.
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// SIGTERM: a clean stop (flush, checkpoint, abort file removed).
-    fn stop(mut self) {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                assert!(status.success(), "clean stop exited with {status}");
-                return;
-            }
-            assert!(Instant::now() < deadline, "broker did not stop on SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        common::Started::Exited { code, stdout, stderr } => Started::Exited { code, stdout, stderr },
     }
 }
 
-impl Drop for ChildBroker {
-    fn drop(&mut self) {
-        self.kill();
-        if std::thread::panicking() {
-            for path in &self.logs {
-                let log = read_log(path);
-                let tail: Vec<&str> = log.lines().rev().take(40).collect();
-                eprintln!("--- {} (last {} lines)", path.display(), tail.len());
-                tail.iter().rev().for_each(|l| eprintln!("{l}"));
-            }
-        }
+fn start_child_up(dir: &Path, store_root: &Path, extra_store: &str) -> (ChildBroker, Duration, PathBuf) {
+    match start_child(dir, store_root, extra_store) {
+        Started::Up { broker, took, stdout } => (broker, took, stdout),
+        Started::Exited { code, stdout, stderr } => panic!("broker exited at start-up with {code:?}\nstderr:\n{stderr}\nstdout:\n{stdout}"),
     }
 }
+
+/// SIGKILL: no flush, no checkpoint, the abort file stays.
+
 
 /// A log file with ANSI escapes removed (in case colours are forced on).
-fn read_log(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for d in chars.by_ref() {
-                if d.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
+use common::{read_log, ChildBroker};
 
 // ---------------------------------------------------------------------------------
 // Files.
@@ -569,7 +491,7 @@ fn make_template() -> Option<Template> {
     let dir = temp_dir();
     let store = dir.path().join("store");
     let started = Instant::now();
-    let (mut broker, _, _) = ChildBroker::start_up(dir.path(), &store, "");
+    let (mut broker, _, _) = start_child_up(dir.path(), &store, "");
     let mut c = Client::connect(broker.addr);
     c.create_topic();
     let mut acked: Vec<Acked> =
@@ -668,7 +590,7 @@ fn copy_template(before: Before) -> (tempfile::TempDir, PathBuf) {
     let store = dir.path().join("store");
     copy_store(&t.store, &store);
     if before == Before::CleanStop {
-        let (broker, _, _) = ChildBroker::start_up(dir.path(), &store, "");
+        let (broker, _, _) = start_child_up(dir.path(), &store, "");
         broker.stop();
         assert!(!shard_dir(&store).join("abort").exists(), "a clean stop removes the abort file");
     }
@@ -684,7 +606,7 @@ fn check(case: &str, before: Before, extra_store: &str, damage: impl FnOnce(&Pat
     let (dir, store) = copy_template(before);
     let what = damage(&store);
     let snapshot = matches!(expected, Expect::Refused { .. }).then(|| commitlog_snapshot(&store));
-    match (ChildBroker::start(dir.path(), &store, extra_store), expected) {
+    match (start_child(dir.path(), &store, extra_store), expected) {
         (Started::Exited { code, stderr, .. }, Expect::Refused { file, offset }) => {
             assert_eq!(code, Some(FATAL_EXIT_CODE), "{case}: exit status; stderr:\n{stderr}");
             let file_text = store.join(&file).display().to_string();
@@ -706,7 +628,7 @@ fn check(case: &str, before: Before, extra_store: &str, damage: impl FnOnce(&Pat
             broker.kill();
             // Once more: recovery must have left a store that recovers.
             expected.extend(new);
-            let (again, took_again, _) = ChildBroker::start_up(dir.path(), &store, "");
+            let (again, took_again, _) = start_child_up(dir.path(), &store, "");
             verify(&format!("{case}, restarted"), again.addr, &expected, 9_100_000);
             drop(again);
             println!(
@@ -944,7 +866,7 @@ fn bit_flip_outside_the_body_crc_is_not_detected_known_gap() {
     let victim = sealed_victim(t);
     let (dir, store) = copy_template(Before::Killed);
     let what = flip_bit(&store, victim.phys + BORN_TIMESTAMP_AT + 7);
-    let (broker, took, _) = ChildBroker::start_up(dir.path(), &store, "");
+    let (broker, took, _) = start_child_up(dir.path(), &store, "");
     let mut c = Client::connect(broker.addr);
     verify_queues("bit flip in a header field", &mut c, &t.acked);
     let pulled = c.pull_range(victim.queue, victim.queue_offset, victim.queue_offset + 1, 1).expect("pull");
@@ -989,7 +911,7 @@ fn garbage_in_a_consumequeue_entry_is_detected_and_the_queue_rebuilt() {
         let (dir, store) = copy_template(before);
         let path = shard_dir(&store).join("consumequeue").join(TOPIC).join("0").join(format!("{:020}", 0));
         write_at(&path, DAMAGED * 20, &garbage(20, 11));
-        let (broker, took, _) = ChildBroker::start_up(dir.path(), &store, "");
+        let (broker, took, _) = start_child_up(dir.path(), &store, "");
         let mut c = Client::connect(broker.addr);
         let others: Vec<Acked> = t.acked.iter().filter(|a| a.queue != 0).cloned().collect();
         for q in 1..QUEUES {
@@ -1061,7 +983,7 @@ fn sigkill_then_restart_twice_loses_nothing_acknowledged() {
     let mut acked = template().acked.clone();
     let mut times = Vec::new();
     for round in 0..3 {
-        let (mut broker, took, _) = ChildBroker::start_up(dir.path(), &store, "");
+        let (mut broker, took, _) = start_child_up(dir.path(), &store, "");
         times.push(took.as_millis());
         let mut c = Client::connect(broker.addr);
         verify_queues(&format!("restart {round}"), &mut c, &acked);
@@ -1220,7 +1142,7 @@ fn full_disk_refuses_sends_clearly_and_resumes_after_space_is_freed() {
     // Round 1, the watermark: the disk is filled to 86 % by another file; the broker
     // refuses appends once its disk check (every second) sees 90 % or more, or once
     // pre-allocating the next segment finds no space, whichever comes first.
-    let (mut broker, _, stdout) = ChildBroker::start_up(dir.path(), &store, "");
+    let (mut broker, _, stdout) = start_child_up(dir.path(), &store, "");
     let mut c = Client::connect(broker.addr);
     c.create_topic();
     let mut acked: Vec<Acked> = c.send_many(0..16, large_body_len, 8).iter().map(|(id, r)| acked_from(*id, r, large_body_len)).collect();
@@ -1238,7 +1160,7 @@ fn full_disk_refuses_sends_clearly_and_resumes_after_space_is_freed() {
     // Round 2, ENOSPC at pre-allocation: no watermark (disk_refuse_ratio = 1.0) and
     // 300 KB left, less than one segment: pre-allocating the next segment fails, which
     // must refuse appends (not stop the store) until space is freed.
-    let (mut broker, took, stdout) = ChildBroker::start_up(dir.path(), &store, "disk_refuse_ratio = 1.0");
+    let (mut broker, took, stdout) = start_child_up(dir.path(), &store, "disk_refuse_ratio = 1.0");
     let mut c = Client::connect(broker.addr);
     verify_queues("full disk, restarted", &mut c, &acked);
     let filler = fill_disk(&mnt, 300 * 1024);
@@ -1251,7 +1173,7 @@ fn full_disk_refuses_sends_clearly_and_resumes_after_space_is_freed() {
     broker.kill();
 
     // Nothing acknowledged is lost through a crash either.
-    let (again, took_last, _) = ChildBroker::start_up(dir.path(), &store, "");
+    let (again, took_last, _) = start_child_up(dir.path(), &store, "");
     let mut c = Client::connect(again.addr);
     verify_queues("full disk, restarted again", &mut c, &acked);
     drop(c);
