@@ -12,6 +12,9 @@
 //! Tests run one at a time (`SERIAL`): each starts several executors and the 2-core CI
 //! machine gives more stable timings that way. Every wait is bounded by `WAIT`.
 
+mod common;
+
+use common::ChildBroker;
 use ringmq_broker::config::BrokerConfig;
 use ringmq_broker::runtime::{self, BrokerHandle};
 use ringmq_broker::store::config::FlushMode;
@@ -25,7 +28,6 @@ use ringmq_client::{ClientConfig, ClientError, ClientInstance, Message, MessageE
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
-use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Mutex;
@@ -43,9 +45,6 @@ fn init_logging() {
     });
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("probe port").local_addr().expect("address").port()
-}
 
 fn start_namesrv() -> namesrv::server::ServerHandle {
     let mut config = namesrv::config::ServerConfig::default();
@@ -56,7 +55,7 @@ fn start_namesrv() -> namesrv::server::ServerHandle {
 fn broker_config(name: &str, namesrvs: &[String], root: &Path) -> BrokerConfig {
     let mut config = BrokerConfig::default();
     config.store_root = root.to_path_buf();
-    config.listen_port = free_port();
+    config.listen_port = 0; // the broker picks a free port; its handle says which
     config.shard_count = 1;
     config.broker_ip = Some("127.0.0.1".into());
     config.broker_name = name.into();
@@ -503,50 +502,17 @@ fn tag_filters_deliver_exactly_the_matching_messages() {
     });
 }
 
-/// A broker in a child process, so it can be SIGKILLed.
-struct ChildBroker {
-    child: std::process::Child,
-    addr: SocketAddr,
-}
-
-impl ChildBroker {
-    fn start(name: &str, namesrvs: &[String], root: &Path) -> Self {
-        let port = free_port();
-        std::fs::create_dir_all(root).expect("store dir");
-        let config_path = root.join("broker.toml");
-        let config = format!(
-            "listen_port = {port}\nnamesrv_addrs = {namesrvs:?}\nbroker_ip = \"127.0.0.1\"\nbroker_name = \"{name}\"\nshard_count = 1\n\
-             store_root = \"{}\"\nregister_interval_ms = 1000\n\n[store]\nsegment_bytes = 8388608\nflush = \"async\"\ndirty_bytes_max = 8388608\n",
-            root.join("store").display()
-        );
-        std::fs::write(&config_path, config).expect("config");
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_ringmq-broker"))
-            .arg("-c")
-            .arg(&config_path)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("broker process starts");
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + WAIT;
-        while std::net::TcpStream::connect(addr).is_err() {
-            assert!(Instant::now() < deadline, "child broker never listened");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Self { child, addr }
-    }
-
-    fn kill(&mut self) {
-        // SIGKILL: no flush, no unregister, connections reset.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for ChildBroker {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// A broker in a child process, so it can be SIGKILLed (the shared starter: port 0,
+/// read back from its log).
+fn start_child(name: &str, namesrvs: &[String], root: &Path) -> ChildBroker {
+    std::fs::create_dir_all(root).expect("store dir");
+    let config = common::ChildConfig {
+        shard_count: 1,
+        top: format!("namesrv_addrs = {namesrvs:?}\nbroker_name = \"{name}\"\nregister_interval_ms = 1000"),
+        store: "segment_bytes = 8388608\nflush = \"async\"\ndirty_bytes_max = 8388608".into(),
+        env: Vec::new(),
+    };
+    ChildBroker::start_up(root, &root.join("store"), &config)
 }
 
 #[test]
@@ -554,7 +520,7 @@ fn a_producer_routes_around_a_killed_broker_within_its_retry_budget() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let cluster = Cluster::start(1, &["broker-a"]);
     let client = cluster.client_config();
-    let mut child = ChildBroker::start("broker-b", &cluster.namesrv_addrs(), &cluster.root.path().join("broker-b"));
+    let mut child = start_child("broker-b", &cluster.namesrv_addrs(), &cluster.root.path().join("broker-b"));
     let child_addr = child.addr;
     let (killed_tx, killed_rx) = std::sync::mpsc::channel::<()>();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();

@@ -425,8 +425,10 @@ impl ChildBroker {
         static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let config_path = dir.join(format!("broker-{n}.toml"));
+        // `top` may name the broker (a cluster test routes by name); otherwise a default.
+        let name = if config.top.contains("broker_name") { "" } else { "broker_name = \"broker-test\"\n" };
         let text = format!(
-            "listen_port = 0\nbroker_ip = \"127.0.0.1\"\nbroker_name = \"broker-test\"\nshard_count = {}\nstore_root = \"{}\"\n{}\n\n[store]\n{}\n",
+            "listen_port = 0\nbroker_ip = \"127.0.0.1\"\n{name}shard_count = {}\nstore_root = \"{}\"\n{}\n\n[store]\n{}\n",
             config.shard_count.max(1),
             store_root.display(),
             config.top,
