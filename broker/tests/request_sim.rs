@@ -1,7 +1,8 @@
 //! Deterministic simulation of the request layer (issue 10): the production shard,
 //! connection, mesh, metadata and store code on the simulator (`ringmq_broker::sim`),
 //! driven by seeded random workloads — sends (single, batch, oneway; tags and keys),
-//! pulls with long polling and tag filters, consumers joining and leaving, queue
+//! pulls with long polling and tag filters, consumers joining and leaving (checked
+//! at once on another shard), queue
 //! locks, offset commits, parallel topic and group creates (auto-create too), wall
 //! clock jumps, segment rolls (64 KiB segments) and retention, crashes at random
 //! points with restart.
@@ -17,7 +18,7 @@
 //! - suspended pulls, connections and tasks stay within their bounds; no task spins
 //!   (the scheduler's own per-poll checks).
 //!
-//! `RINGMQ_SIM_SEEDS=N` runs N seeds (default 120); `RINGMQ_SIM_SEED=S` replays one;
+//! `RINGMQ_SIM_SEEDS=N` runs N seeds (default 300); `RINGMQ_SIM_SEED=S` replays one;
 //! `scripts/sim-long.sh` runs many in release mode. A failure prints its seed.
 
 use bytes::{Bytes, BytesMut};
@@ -371,7 +372,28 @@ async fn consumer(w: Rc<World>, actor: usize) {
         let queue_id = w.ex.random(0..queues as u64) as i32;
         match w.ex.random(0..10) {
             0 => {
-                let _ = w.call(&client, heartbeat(&client_id, &group, &topic), 0).await;
+                // Join (heartbeat) or leave (unregister); then any shard must agree at
+                // once (read-your-writes across shards).
+                let leave = w.ex.chance(250_000);
+                let epoch = w.epoch.get();
+                let cmd = if leave {
+                    RemotingCommand::request(rq::UNREGISTER_CLIENT).with_ext("clientID", client_id.as_str()).with_ext("consumerGroup", group.as_str())
+                } else {
+                    heartbeat(&client_id, &group, &topic)
+                };
+                if let Ok(r) = w.call(&client, cmd, 0).await {
+                    if r.code != rs::SUCCESS {
+                        w.violation(format!("heartbeat/unregister refused: {} {:?}", r.code, r.remark));
+                    }
+                    let other = w.connect().await;
+                    let list = RemotingCommand::request(rq::GET_CONSUMER_LIST_BY_GROUP).with_ext("consumerGroup", group.as_str());
+                    if let Ok(r) = w.call(&other, list, 0).await {
+                        let listed = r.code == rs::SUCCESS && String::from_utf8_lossy(&r.body).contains(&format!("\"{client_id}\""));
+                        if w.epoch.get() == epoch && listed == leave && !client.is_closed() {
+                            w.violation(format!("{client_id} {} but another shard {} it", if leave { "left" } else { "joined" }, if listed { "still lists" } else { "does not list" }));
+                        }
+                    }
+                }
             }
             1 => {
                 let qs: Vec<i32> = (0..queues as i32).filter(|_| w.ex.chance(500_000)).collect();
@@ -751,7 +773,7 @@ fn seeded_workloads_keep_every_invariant() {
         check_seed(seed);
         return;
     }
-    let seeds: u64 = std::env::var("RINGMQ_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(120);
+    let seeds: u64 = std::env::var("RINGMQ_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
     let base: u64 = std::env::var("RINGMQ_SIM_BASE").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
     let started = std::time::Instant::now();
     for seed in base..base + seeds {
