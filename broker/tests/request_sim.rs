@@ -55,6 +55,9 @@ struct SimPlan {
     crashes: usize,
     /// Rounds of this many concurrent suspended pulls on an idle queue (0: none).
     idle_flood: usize,
+    /// Read EIO per million reads while the workload runs (off for crash, restart and
+    /// verification): a read error must be answered, never crash the broker.
+    read_eio_per_million: u32,
 }
 
 impl SimPlan {
@@ -69,6 +72,7 @@ impl SimPlan {
             ops_per_actor: 50 + ex.random(0..150) as usize,
             crashes: ex.random(0..3) as usize,
             idle_flood: if ex.chance(100_000) { [500, 4300][ex.random(0..2) as usize] } else { 0 },
+            read_eio_per_million: if ex.chance(200_000) { 200_000 } else { 0 },
         }
     }
 }
@@ -92,6 +96,7 @@ struct Model {
     violations: Vec<String>,
     requests: u64,
     pulls_suspended: u64,
+    read_errors_answered: u64,
     crashes: u64,
 }
 
@@ -451,6 +456,9 @@ async fn consumer(w: Rc<World>, actor: usize) {
                                 offsets.insert((topic, queue_id), next);
                             }
                         }
+                        rs::SYSTEM_ERROR if w.plan.read_eio_per_million > 0 && r.remark.as_deref().is_some_and(|m| m.contains("read error")) => {
+                            w.model.borrow_mut().read_errors_answered += 1;
+                        }
                         code => w.violation(format!("pull answered {code} {:?}", r.remark)),
                     }
                 }
@@ -559,6 +567,7 @@ async fn chaos(w: Rc<World>) {
             break;
         }
         w.epoch.set(w.epoch.get() + 1);
+        set_read_faults(&w, false);
         w.broker.crash();
         w.model.borrow_mut().crashes += 1;
         w.trace("crash".into());
@@ -568,7 +577,15 @@ async fn chaos(w: Rc<World>) {
             return;
         }
         verify_after_crash(&w).await;
+        set_read_faults(&w, true);
     }
+}
+
+/// Turns the plan's read EIO on or off (off while the broker recovers and while the
+/// checks read everything back).
+fn set_read_faults(w: &World, on: bool) {
+    let per_million = if on { w.plan.read_eio_per_million } else { 0 };
+    w.broker.disk.set_faults(ringmq_broker::store::io::sim::FaultConfig { read_eio_per_million: per_million, ..Default::default() });
 }
 
 /// Bounds checked every simulated millisecond while the run lasts.
@@ -692,6 +709,7 @@ fn run_seed(seed: u64) -> (Vec<String>, u64, String) {
     ex.block_on(async move {
         let w = w2;
         w.broker.start().await.expect("first start");
+        set_read_faults(&w, true);
         let mut actors: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>> = vec![Box::pin(admin(w.clone()))];
         for p in 0..w.plan.producers {
             actors.push(Box::pin(producer(w.clone(), p)));
@@ -727,6 +745,7 @@ fn run_seed(seed: u64) -> (Vec<String>, u64, String) {
         crx.await;
         // The final check: a crash now must keep everything acknowledged.
         w.epoch.set(w.epoch.get() + 1);
+        set_read_faults(&w, false);
         w.broker.crash();
         w.broker.start().await.expect("restart after the run");
         verify_after_crash(&w).await;
@@ -736,10 +755,11 @@ fn run_seed(seed: u64) -> (Vec<String>, u64, String) {
     let m = w.model.borrow();
     let digest = m.trace.iter().fold(0xcbf29ce484222325u64, |h, line| line.bytes().fold(h, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3)));
     let summary = format!(
-        "{plan:?}: {} requests, {} acked, {} suspended pulls, {} crashes, {} sim steps, t={} ms",
+        "{plan:?}: {} requests, {} acked, {} suspended pulls, {} read errors answered, {} crashes, {} sim steps, t={} ms",
         m.requests,
         m.acked.len(),
         m.pulls_suspended,
+        m.read_errors_answered,
         m.crashes + 1,
         ex.steps(),
         ex.now_us() / 1000
