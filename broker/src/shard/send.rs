@@ -35,6 +35,29 @@ pub fn writable(topic: &TopicConfig) -> bool {
     topic.perm & PERM_WRITE != 0
 }
 
+/// sysFlag bits of a transactional message (RocketMQ's `MessageSysFlag`).
+const TRANSACTION_TYPE_MASK: i32 = 0x0C;
+const TRANSACTION_PREPARED_TYPE: i32 = 0x04;
+
+/// Why a message asks for something this broker does not do yet, if it does: delayed
+/// and timed delivery, transactional half messages. Refused with a clear error rather
+/// than delivered at once (which would do the wrong thing without a word).
+fn unsupported(sys_flag: i32, properties: &str) -> Option<String> {
+    if properties::find(properties, keys::DELAY).is_some_and(|l| l.trim().parse::<i32>().map_or(true, |l| l > 0)) {
+        return Some("delayed messages (property DELAY) are not supported by this broker yet; send without a delay level".into());
+    }
+    for timer in ["TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS"] {
+        if properties::find(properties, timer).is_some() {
+            return Some(format!("timer messages (property {timer}) are not supported by this broker yet"));
+        }
+    }
+    let prepared = sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE;
+    if prepared || properties::find(properties, keys::TRAN_MSG).is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+        return Some("transactional messages are not supported by this broker yet".into());
+    }
+    None
+}
+
 impl<R: crate::rt::Runtime> Shard<R> {
     /// The topic's config, creating it when auto-creation is on.
     pub(super) async fn topic_for_send(self: &Rc<Self>, name: &str) -> Result<TopicConfig, (i32, String)> {
@@ -102,6 +125,9 @@ impl<R: crate::rt::Runtime> Shard<R> {
             prepared_transaction_offset: 0,
         };
         let properties = header.properties.clone().unwrap_or_default();
+        if let Some(reason) = unsupported(header.sys_flag, &properties) {
+            return error_response(cmd, rs::MESSAGE_ILLEGAL, reason);
+        }
         let mut results: Vec<PutResult> = Vec::new();
         if cmd.code == rq::SEND_BATCH_MESSAGE || header.batch {
             let messages = match batch::decode(&cmd.body) {
@@ -114,6 +140,11 @@ impl<R: crate::rt::Runtime> Shard<R> {
             for m in &messages {
                 if m.body.len() as u64 > max_bytes {
                     return error_response(cmd, rs::MESSAGE_ILLEGAL, format!("message body size {} exceeds the maximum {max_bytes}", m.body.len()));
+                }
+            }
+            for m in &messages {
+                if let Some(reason) = unsupported(0, &String::from_utf8_lossy(&m.properties)) {
+                    return error_response(cmd, rs::MESSAGE_ILLEGAL, reason);
                 }
             }
             for m in &messages {
@@ -178,6 +209,31 @@ mod tests {
         let addr: SocketAddr = host.parse().unwrap();
         assert_eq!(offset_msg_id(&addr, phys), expected);
         assert_eq!(decode_offset_msg_id(expected), Some((addr, phys)));
+    }
+
+    fn check_unsupported(sys_flag: i32, properties: &str, refused: Option<&str>) {
+        let got = unsupported(sys_flag, properties);
+        match refused {
+            Some(word) => assert!(got.as_deref().is_some_and(|r| r.contains(word)), "{properties:?} (sysFlag {sys_flag}): {got:?}"),
+            None => assert_eq!(got, None, "{properties:?} (sysFlag {sys_flag})"),
+        }
+    }
+
+    #[test]
+    fn messages_asking_for_what_is_not_built_are_refused() {
+        check_unsupported(0, "", None);
+        check_unsupported(0, "TAGS\u{1}a\u{2}KEYS\u{1}k\u{2}", None);
+        check_unsupported(0, "DELAY\u{1}3\u{2}", Some("DELAY"));
+        check_unsupported(0, "DELAY\u{1}0\u{2}", None);
+        check_unsupported(0, "DELAY\u{1}x\u{2}", Some("DELAY"));
+        check_unsupported(0, "TIMER_DELIVER_MS\u{1}1700000000000\u{2}", Some("TIMER_DELIVER_MS"));
+        check_unsupported(0, "TIMER_DELAY_SEC\u{1}5\u{2}", Some("TIMER_DELAY_SEC"));
+        check_unsupported(0, "TIMER_DELAY_MS\u{1}5\u{2}", Some("TIMER_DELAY_MS"));
+        check_unsupported(0, "TRAN_MSG\u{1}true\u{2}PGROUP\u{1}pg\u{2}", Some("transactional"));
+        check_unsupported(0x04, "", Some("transactional"));
+        // Commit (0x08) and rollback (0x0C) types are not half messages.
+        check_unsupported(0x08, "", None);
+        check_unsupported(0x02, "", None);
     }
 
     #[test]
