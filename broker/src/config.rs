@@ -55,6 +55,7 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "maxMessageSize",
     "autoCreateTopicEnable",
     "defaultTopicQueueNums",
+    "messageDelayLevel",
 ];
 
 #[derive(Debug, Error)]
@@ -161,6 +162,8 @@ pub struct BrokerConfig {
     pub connections_per_shard_max: usize,
     /// Most requests one shard forwards to another in one cross-core batch.
     pub forward_batch_max: usize,
+    /// Delay levels, RocketMQ's `messageDelayLevel` syntax (`1s 5s ... 2h`).
+    pub message_delay_level: String,
     #[serde(deserialize_with = "de_store")]
     pub store: StoreConfig,
 }
@@ -186,6 +189,7 @@ impl Default for BrokerConfig {
             pull_suspend_max_ms: 30_000,
             connections_per_shard_max: 10_000,
             forward_batch_max: 256,
+            message_delay_level: crate::schedule::DEFAULT_DELAY_LEVELS.to_string(),
             store: StoreConfig::default(),
         };
         config.derive_bounds();
@@ -384,6 +388,7 @@ fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) -> Result<C
         "namesrvAddr" => config.namesrv_addrs = split_addrs(value),
         "brokerClusterName" => config.cluster_name = value.to_string(),
         "brokerName" => config.broker_name = value.to_string(),
+        "messageDelayLevel" => config.message_delay_level = value.to_string(),
         "brokerId" => config.broker_id = parse_number(value)?,
         "brokerIP1" => config.broker_ip = Some(value.to_string()),
         "brokerRole" => {
@@ -655,6 +660,9 @@ impl BrokerConfig {
         if let Some((field, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return fail(format!("{field} must be positive"));
         }
+        if let Err(e) = crate::schedule::DelayLevels::parse(&self.message_delay_level) {
+            return fail(e.to_string());
+        }
         self.store.validate()?;
         Ok(())
     }
@@ -902,6 +910,7 @@ mod tests {
         maxMessageSize=2097152
         autoCreateTopicEnable=TRUE
         defaultTopicQueueNums=4
+        messageDelayLevel=1s 2s 1m 2h
     ";
 
     #[test]
@@ -925,6 +934,7 @@ mod tests {
             c.max_message_bytes = 2 << 20;
             c.auto_create_topic = true;
             c.default_topic_queue_nums = 4;
+            c.message_delay_level = "1s 2s 1m 2h".into();
         });
         expected.validate().unwrap();
         check(Conf(EVERY_CONF_KEY), Ok(expected));

@@ -9,6 +9,7 @@ pub mod net;
 pub mod routing;
 pub mod rt;
 pub mod runtime;
+pub mod schedule;
 pub mod shard;
 pub mod sim;
 pub mod store;

@@ -43,6 +43,8 @@ const PULL_SLACK_MS: u64 = 500;
 /// A request on a live connection must be answered within this (suspend time aside).
 const REQUEST_DEADLINE_MS: u64 = 20_000;
 const TAGS: [&str; 3] = ["TagA", "TagB", "TagC"];
+/// The simulated broker's `messageDelayLevel` ("1s 2s 5s"), in ms.
+const DELAY_LEVELS_MS: [i64; 3] = [1_000, 2_000, 5_000];
 
 #[derive(Debug, Clone)]
 struct SimPlan {
@@ -89,6 +91,9 @@ struct Model {
     acked: BTreeMap<(String, i32, i64), (Vec<u8>, u64)>,
     /// Bodies sent whose answer did not arrive (may or may not be stored).
     maybe: BTreeSet<Vec<u8>>,
+    /// Acknowledged delayed messages: body -> (topic, queue, wall-clock ms it is due
+    /// at the earliest, crash epoch of the acknowledgement).
+    delayed: BTreeMap<Vec<u8>, (String, i32, i64, u64)>,
     /// Every body ever sent, to recognise what a pull returns.
     sent: BTreeMap<Vec<u8>, (String, i32, String)>,
     /// Acknowledged messages lost to retention: below this offset nothing is checked.
@@ -97,6 +102,7 @@ struct Model {
     requests: u64,
     pulls_suspended: u64,
     read_errors_answered: u64,
+    clock_jumped: bool,
     crashes: u64,
 }
 
@@ -112,6 +118,11 @@ struct World {
 }
 
 impl World {
+    /// The broker's wall clock now (simulated time plus any jumps).
+    fn wall_ms(&self) -> i64 {
+        ringmq_broker::sim::executor::SIM_EPOCH_MS + (self.ex.now_us() / 1000) as i64 + self.broker.clock_jump_ms.get()
+    }
+
     fn violation(&self, what: String) {
         self.model.borrow_mut().violations.push(format!("t={}ms: {what}", self.ex.now_us() / 1000));
     }
@@ -178,7 +189,7 @@ fn properties(tag: &str, key: &str) -> String {
     format!("TAGS\u{1}{tag}\u{2}KEYS\u{1}{key}\u{2}")
 }
 
-fn send_cmd(topic: &str, queue_id: i32, queues: u32, body: &[u8], tag: &str, batch_of: Option<&[(Vec<u8>, String)]>) -> RemotingCommand {
+fn send_cmd(topic: &str, queue_id: i32, queues: u32, body: &[u8], tag: &str, batch_of: Option<&[(Vec<u8>, String)]>, delay_level: Option<usize>) -> RemotingCommand {
     let header = SendMessageRequestHeaderV2 {
         a: "PG".into(),
         b: topic.into(),
@@ -188,7 +199,10 @@ fn send_cmd(topic: &str, queue_id: i32, queues: u32, body: &[u8], tag: &str, bat
         f: 0,
         g: 1_700_000_000_000,
         h: 0,
-        i: Some(properties(tag, "k")),
+        i: Some(match delay_level {
+            Some(l) => format!("{}DELAY\u{1}{l}\u{2}", properties(tag, "k")),
+            None => properties(tag, "k"),
+        }),
         j: Some(0),
         k: false,
         l: None,
@@ -276,7 +290,10 @@ async fn producer(w: Rc<World>, actor: usize) {
         for (b, t) in &messages {
             w.model.borrow_mut().sent.insert(b.clone(), (topic.clone(), queue_id, t.clone()));
         }
-        let cmd = send_cmd(&topic, queue_id, queues, &messages[0].0, &messages[0].1, (kind < 2).then_some(&messages[..]));
+        // Some single sends wait a delay level (4 clamps to the table's last, 3).
+        let delay_level = (kind >= 2 && kind < 9 && w.ex.chance(150_000)).then(|| 1 + w.ex.random(0..4) as usize);
+        let sent_wall_ms = w.wall_ms();
+        let cmd = send_cmd(&topic, queue_id, queues, &messages[0].0, &messages[0].1, (kind < 2).then_some(&messages[..]), delay_level);
         if kind == 9 {
             // Oneway: never answered, may be stored.
             client.oneway(cmd.oneway()).await;
@@ -292,6 +309,12 @@ async fn producer(w: Rc<World>, actor: usize) {
                 let mut m = w.model.borrow_mut();
                 if auto_topic(&topic) {
                     m.topics.entry(topic.clone()).or_insert(queues);
+                }
+                if let Some(level) = delay_level {
+                    let level = level.min(DELAY_LEVELS_MS.len());
+                    let due_ms = sent_wall_ms + DELAY_LEVELS_MS[level - 1];
+                    m.delayed.insert(messages[0].0.clone(), (topic.clone(), queue_id, due_ms, w.epoch.get()));
+                    continue;
                 }
                 for (i, (b, _)) in messages.into_iter().enumerate() {
                     m.acked.insert((topic.clone(), queue_id, h.queue_offset + i as i64), (b, w.epoch.get()));
@@ -330,6 +353,12 @@ fn check_record(w: &World, topic: &str, queue_id: i32, bytes: &[u8], filter: Opt
             if let Some(f) = filter {
                 if !f.split("||").any(|x| x.trim() == tag) && tag_hash_code(&tag) != tag_hash_code(f) {
                     w.violation(format!("tag {tag} passed filter {f}"));
+                }
+            }
+            let due = w.model.borrow().delayed.get(&body).map(|d| d.2);
+            if let Some(due_ms) = due {
+                if w.wall_ms() < due_ms {
+                    w.violation(format!("delayed message delivered {} ms early to {topic}/{queue_id}", due_ms - w.wall_ms()));
                 }
             }
             let key = (topic.to_string(), queue_id, view.queue_offset());
@@ -512,6 +541,7 @@ async fn admin(w: Rc<World>) {
         if w.ex.chance(50_000) {
             // NTP steps the wall clock: a day ahead makes old segments expire.
             w.broker.clock_jump_ms.set(w.broker.clock_jump_ms.get() + 24 * 3600 * 1000);
+            w.model.borrow_mut().clock_jumped = true;
         }
     }
 }
@@ -576,7 +606,7 @@ async fn chaos(w: Rc<World>) {
             w.violation(format!("restart failed: {e}"));
             return;
         }
-        verify_after_crash(&w).await;
+        verify_after_crash(&w, false).await;
         set_read_faults(&w, true);
     }
 }
@@ -609,9 +639,10 @@ async fn monitor(w: Rc<World>, actors: usize) {
 
 /// Reads every queue of every acknowledged topic from its minimum offset and checks
 /// the acknowledged messages (sync flush: all there; async: a prefix).
-async fn verify_after_crash(w: &World) {
+async fn verify_after_crash(w: &World, final_check: bool) {
     let client = w.connect().await;
     let topics = w.model.borrow().topics.clone();
+    let mut found_bodies: BTreeSet<Vec<u8>> = BTreeSet::new();
     for (topic, queues) in &topics {
         for q in 0..*queues as i32 {
             let min_cmd = RemotingCommand::request(rq::GET_MIN_OFFSET).with_ext("topic", topic.as_str()).with_ext("queueId", q.to_string());
@@ -627,6 +658,9 @@ async fn verify_after_crash(w: &World) {
                 for rec in records(&r.body) {
                     if let Some(o) = check_record(w, topic, q, rec, None) {
                         found.insert(o);
+                    }
+                    if let Ok(view) = StoredMessageView::parse(rec) {
+                        found_bodies.insert(view.body().to_vec());
                     }
                 }
                 let next: i64 = r.ext("nextBeginOffset").and_then(|v| v.parse().ok()).unwrap_or(offset);
@@ -652,6 +686,16 @@ async fn verify_after_crash(w: &World) {
                 for o in missing {
                     m.acked.remove(&(topic.clone(), q, o));
                 }
+            }
+        }
+    }
+    // Every acknowledged delayed message was delivered (all were due before the final
+    // crash; a wall-clock jump may have let retention delete some: then unchecked).
+    if final_check && w.plan.sync_flush && !w.model.borrow().clock_jumped {
+        let delayed = w.model.borrow().delayed.clone();
+        for (body, (topic, q, _, _)) in delayed {
+            if !found_bodies.contains(&body) {
+                w.violation(format!("acknowledged delayed message for {topic}/{q} never delivered ({} bytes)", body.len()));
             }
         }
     }
@@ -686,6 +730,7 @@ fn config(plan: &SimPlan) -> BrokerConfig {
     config.store = StoreConfig::for_tests();
     config.store.flush_mode = if plan.sync_flush { FlushMode::Sync } else { FlushMode::Async };
     config.store.flush_interval_ms = 20;
+    config.message_delay_level = "1s 2s 5s".into();
     config
 }
 
@@ -744,20 +789,25 @@ fn run_seed(seed: u64) -> (Vec<String>, u64, String) {
         }
         crx.await;
         // The final check: a crash now must keep everything acknowledged.
+        // Every delayed message is due within the longest level (5 s): wait for them,
+        // then crash; after the restart, deliveries of the last pass may repeat.
+        w.ex.sleep(Duration::from_millis(6_000)).await;
         w.epoch.set(w.epoch.get() + 1);
         set_read_faults(&w, false);
         w.broker.crash();
         w.broker.start().await.expect("restart after the run");
-        verify_after_crash(&w).await;
+        w.ex.sleep(Duration::from_millis(1_500)).await;
+        verify_after_crash(&w, true).await;
     });
     // Breaks the cycles between tasks and the runtime they hold: frees the run's disk.
     ex.shutdown();
     let m = w.model.borrow();
     let digest = m.trace.iter().fold(0xcbf29ce484222325u64, |h, line| line.bytes().fold(h, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3)));
     let summary = format!(
-        "{plan:?}: {} requests, {} acked, {} suspended pulls, {} read errors answered, {} crashes, {} sim steps, t={} ms",
+        "{plan:?}: {} requests, {} acked, {} delayed, {} suspended pulls, {} read errors answered, {} crashes, {} sim steps, t={} ms",
         m.requests,
         m.acked.len(),
+        m.delayed.len(),
         m.pulls_suspended,
         m.read_errors_answered,
         m.crashes + 1,

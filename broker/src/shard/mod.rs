@@ -12,6 +12,7 @@
 //! `RefCell` borrows are never held across an await.
 
 pub mod consumers;
+pub mod delay;
 pub mod locks;
 pub mod longpoll;
 pub mod mesh;
@@ -112,6 +113,11 @@ pub struct Shard<R: Runtime> {
     meta: Option<MetaStores<R::Disk>>,
     /// Set at a clean stop: the store's background tasks end.
     store_stop: Rc<Cell<bool>>,
+    /// Delay levels (`messageDelayLevel`) and this shard's delivery progress.
+    delay_levels: crate::schedule::DelayLevels,
+    delay_offsets: RefCell<crate::schedule::DelayOffsets>,
+    delay_offsets_dirty: Cell<bool>,
+    delay_offsets_store: SnapshotStore<R::Disk>,
 }
 
 /// Header field that carries a send's born host (the producer's address, as Java's
@@ -146,6 +152,13 @@ impl<R: Runtime> Shard<R> {
             Some(bytes) => ConsumerOffsetTable::decode(&bytes).map_err(|e| meta_err("consumer offsets")(e.to_string()))?,
             None => ConsumerOffsetTable::default(),
         };
+        let delay_levels = crate::schedule::DelayLevels::parse(&config.message_delay_level)
+            .map_err(|e| OpenError::Meta { shard: id, what: "delay levels", reason: e.to_string() })?;
+        let delay_offsets_store = SnapshotStore::new(rt.disk(), dir.join("config"), "delayOffset");
+        let delay_offsets = match delay_offsets_store.load().await.map_err(|e| meta_err("delay offsets")(e.to_string()))? {
+            Some(bytes) => crate::schedule::DelayOffsets::decode(&bytes).map_err(meta_err("delay offsets"))?,
+            None => crate::schedule::DelayOffsets::default(),
+        };
         let (groups, meta) = if id == META_OWNER_SHARD {
             let groups_store = SnapshotStore::new(rt.disk(), meta_dir, "subscriptionGroup");
             let groups = match groups_store.load().await.map_err(|e| meta_err("subscription groups")(e.to_string()))? {
@@ -178,6 +191,10 @@ impl<R: Runtime> Shard<R> {
             groups: RefCell::new(groups),
             meta,
             store_stop: Rc::new(Cell::new(false)),
+            delay_levels,
+            delay_offsets: RefCell::new(delay_offsets),
+            delay_offsets_dirty: Cell::new(false),
+            delay_offsets_store,
         });
         crate::store::flusher::spawn_store_tasks(rt.clone(), store, shard.store_stop.clone(), Rc::new(|e: String| crate::fatal::fatal(&e)));
         let persister = shard.clone();
@@ -187,6 +204,7 @@ impl<R: Runtime> Shard<R> {
                 persister.persist_offsets().await;
             }
         });
+        rt.spawn(shard.clone().run_delivery());
         if id == META_OWNER_SHARD {
             shard.broadcast_topics();
         }
@@ -288,6 +306,7 @@ impl<R: Runtime> Shard<R> {
     /// checkpoints the store (the abort file is removed).
     pub async fn close(&self) -> Result<(), String> {
         self.persist_offsets().await;
+        self.persist_delay_offsets().await;
         self.store_stop.set(true);
         self.store.close().await.map_err(|e| e.to_string())
     }
@@ -377,6 +396,7 @@ impl<R: Runtime> Shard<R> {
             rq::GET_ALL_TOPIC_CONFIG => self.handle_all_topic_config(&cmd),
             rq::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => self.handle_all_group_config(&cmd),
             rq::GET_BROKER_RUNTIME_INFO => self.handle_runtime_info(&cmd).await,
+            rq::GET_ALL_DELAY_OFFSET => self.handle_all_delay_offset(&cmd).await,
             code => error_response(&cmd, rs::REQUEST_CODE_NOT_SUPPORTED, format!("request code {code} not supported")),
         }
     }

@@ -39,13 +39,10 @@ pub fn writable(topic: &TopicConfig) -> bool {
 const TRANSACTION_TYPE_MASK: i32 = 0x0C;
 const TRANSACTION_PREPARED_TYPE: i32 = 0x04;
 
-/// Why a message asks for something this broker does not do yet, if it does: delayed
-/// and timed delivery, transactional half messages. Refused with a clear error rather
+/// Why a message asks for something this broker does not do yet, if it does: timed
+/// delivery (RocketMQ 5 timers), transactional half messages. Refused with a clear error rather
 /// than delivered at once (which would do the wrong thing without a word).
 fn unsupported(sys_flag: i32, properties: &str) -> Option<String> {
-    if properties::find(properties, keys::DELAY).is_some_and(|l| l.trim().parse::<i32>().map_or(true, |l| l > 0)) {
-        return Some("delayed messages (property DELAY) are not supported by this broker yet; send without a delay level".into());
-    }
     for timer in ["TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS"] {
         if properties::find(properties, timer).is_some() {
             return Some(format!("timer messages (property {timer}) are not supported by this broker yet"));
@@ -143,8 +140,13 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 }
             }
             for m in &messages {
-                if let Some(reason) = unsupported(0, &String::from_utf8_lossy(&m.properties)) {
+                let props = String::from_utf8_lossy(&m.properties);
+                if let Some(reason) = unsupported(0, &props) {
                     return error_response(cmd, rs::MESSAGE_ILLEGAL, reason);
+                }
+                if matches!(self.delay_levels.level_of(properties::find(&props, keys::DELAY)), Ok(Some(_)) | Err(_)) {
+                    // As RocketMQ: a batch is stored as it is, so it cannot wait.
+                    return error_response(cmd, rs::MESSAGE_ILLEGAL, "delayed messages cannot be batched (property DELAY in a batch)");
                 }
             }
             for m in &messages {
@@ -158,7 +160,20 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 }
             }
         } else {
-            let msg = MessageToStore { body: &cmd.body, properties: &properties, ..base };
+            let level = match self.delay_levels.level_of(properties::find(&properties, keys::DELAY)) {
+                Ok(level) => level,
+                Err(e) => return error_response(cmd, rs::MESSAGE_ILLEGAL, e),
+            };
+            // A delayed message waits in this shard's schedule queue of its level
+            // (this shard owns its target queue) until `run_delivery` copies it there.
+            let scheduled;
+            let msg = match level {
+                Some(level) => {
+                    scheduled = crate::schedule::schedule_properties(&properties, &header.topic, queue_id);
+                    MessageToStore { topic: crate::schedule::SCHEDULE_TOPIC, queue_id: (level - 1) as i32, body: &cmd.body, properties: &scheduled, ..base }
+                }
+                None => MessageToStore { body: &cmd.body, properties: &properties, ..base },
+            };
             match self.put(&msg) {
                 Ok(r) => results.push(r),
                 Err(resp) => return error_response(cmd, resp.0, resp.1),
@@ -223,9 +238,7 @@ mod tests {
     fn messages_asking_for_what_is_not_built_are_refused() {
         check_unsupported(0, "", None);
         check_unsupported(0, "TAGS\u{1}a\u{2}KEYS\u{1}k\u{2}", None);
-        check_unsupported(0, "DELAY\u{1}3\u{2}", Some("DELAY"));
-        check_unsupported(0, "DELAY\u{1}0\u{2}", None);
-        check_unsupported(0, "DELAY\u{1}x\u{2}", Some("DELAY"));
+        check_unsupported(0, "DELAY\u{1}3\u{2}", None);
         check_unsupported(0, "TIMER_DELIVER_MS\u{1}1700000000000\u{2}", Some("TIMER_DELIVER_MS"));
         check_unsupported(0, "TIMER_DELAY_SEC\u{1}5\u{2}", Some("TIMER_DELAY_SEC"));
         check_unsupported(0, "TIMER_DELAY_MS\u{1}5\u{2}", Some("TIMER_DELAY_MS"));

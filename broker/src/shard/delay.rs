@@ -1,0 +1,204 @@
+//! The shard's delay-level delivery (`schedule/` owns the rules): one task per shard
+//! walks every level's schedule queue in order, copies each message whose due time has
+//! passed to its real queue, and records progress; GET_ALL_DELAY_OFFSET reports it.
+//!
+//! Invariants: a level's queue is delivered in order and a message never before its due
+//! time; progress is advanced (and persisted, every `DELAY_OFFSETS_PERSIST_INTERVAL_MS`
+//! and at a clean stop) only after the copies it covers are durable, so a crash
+//! re-delivers at most the copies of the last pass and loses none; the task sleeps
+//! until the earliest due time or `DELIVERY_IDLE_POLL_MS`, never spins; a read error
+//! skips the pass (retried on the next), a store failure is fatal.
+
+use super::{error_response, Shard};
+use crate::rt::Runtime;
+use crate::schedule::{self, DelayOffsets, DELAY_OFFSETS_PERSIST_INTERVAL_MS, DELIVERY_BATCH_MAX, DELIVERY_IDLE_POLL_MS, SCHEDULE_TOPIC};
+use crate::store::engine::MessageToStore;
+use crate::store::error::StoreError;
+use ringmq_client::message::stored::StoredMessageView;
+use ringmq_client::remoting::codes::response_code as rs;
+use ringmq_client::remoting::command::RemotingCommand;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// What one delivery pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PassOutcome {
+    pub delivered: u64,
+    /// The earliest due time still ahead (wall-clock ms), if any message waits.
+    pub next_due_ms: Option<i64>,
+}
+
+impl<R: Runtime> Shard<R> {
+    /// Runs delay-level delivery until the shard stops.
+    pub(super) async fn run_delivery(self: Rc<Self>) {
+        let mut last_persist_us = self.rt.monotonic_us();
+        while !self.store_stop.get() {
+            let outcome = self.deliver_pass().await;
+            let now_ms = self.now_ms();
+            let idle_ms = DELIVERY_IDLE_POLL_MS as i64;
+            let wait_ms = match outcome {
+                PassOutcome { delivered, .. } if delivered > 0 => 0,
+                PassOutcome { next_due_ms: Some(due), .. } => (due - now_ms).clamp(0, idle_ms),
+                _ => idle_ms,
+            };
+            let now_us = self.rt.monotonic_us();
+            if now_us.saturating_sub(last_persist_us) >= DELAY_OFFSETS_PERSIST_INTERVAL_MS * 1000 {
+                last_persist_us = now_us;
+                self.persist_delay_offsets().await;
+            }
+            if wait_ms > 0 {
+                self.rt.sleep(Duration::from_millis(wait_ms as u64)).await;
+            } else {
+                // Delivered a batch: let requests run before the next one.
+                futures_lite::future::yield_now().await;
+            }
+        }
+    }
+
+    /// One pass over every level: delivers what is due (at most `DELIVERY_BATCH_MAX`
+    /// per level), waits until those copies are durable, then records the progress.
+    pub async fn deliver_pass(&self) -> PassOutcome {
+        let mut outcome = PassOutcome::default();
+        let mut progress: Vec<(usize, u64)> = Vec::new();
+        let mut last_ticket = None;
+        for level in 1..=self.delay_levels.count() {
+            let queue = (level - 1) as i32;
+            let from = self.delay_offsets.borrow().get(level).max(self.store.min_offset(SCHEDULE_TOPIC, queue));
+            if from >= self.store.max_offset(SCHEDULE_TOPIC, queue) {
+                continue;
+            }
+            let entries = match self.store.cq_entries(SCHEDULE_TOPIC, queue, from, DELIVERY_BATCH_MAX as u64).await {
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::warn!(shard = self.id, level, error = %e, "delay level not read; retried on the next pass");
+                    continue;
+                }
+            };
+            let mut next = from;
+            for entry in entries {
+                let record = match self.store.read_record(entry.phys_offset, Some(entry.size)).await {
+                    Ok(Some(r)) => r,
+                    Ok(None) => {
+                        // Gone (retention) or not a record: nothing to deliver.
+                        next += 1;
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(shard = self.id, level, error = %e, "delayed message not read; retried on the next pass");
+                        break;
+                    }
+                };
+                let Ok(view) = StoredMessageView::parse(&record) else {
+                    next += 1;
+                    continue;
+                };
+                let now_ms = self.now_ms();
+                let due_ms = self.delay_levels.due_ms(level, view.store_timestamp_ms(), now_ms);
+                if due_ms > now_ms {
+                    outcome.next_due_ms = Some(outcome.next_due_ms.map_or(due_ms, |d: i64| d.min(due_ms)));
+                    break;
+                }
+                let properties = String::from_utf8_lossy(view.properties_bytes());
+                let Some((topic, queue_id, delivered_properties)) = schedule::delivered(&properties) else {
+                    tracing::warn!(shard = self.id, level, offset = next, "delayed message without REAL_TOPIC/REAL_QID skipped");
+                    next += 1;
+                    continue;
+                };
+                let msg = MessageToStore {
+                    topic: &topic,
+                    queue_id,
+                    flag: view.flag(),
+                    body: view.body(),
+                    properties: &delivered_properties,
+                    sys_flag: view.sys_flag(),
+                    born_timestamp_ms: view.born_timestamp_ms(),
+                    born_host: view.born_host(),
+                    store_host: self.store_host,
+                    reconsume_times: view.reconsume_times(),
+                    prepared_transaction_offset: 0,
+                };
+                match self.store.put(&msg) {
+                    Ok(put) => {
+                        last_ticket = Some(put.durable_ticket);
+                        self.counters.messages_put.set(self.counters.messages_put.get() + 1);
+                        self.waiters.notify(&topic, queue_id);
+                        outcome.delivered += 1;
+                        next += 1;
+                    }
+                    Err(e @ (StoreError::Busy { .. } | StoreError::IndexBusy { .. } | StoreError::DiskFull { .. } | StoreError::NoSpace)) => {
+                        tracing::debug!(shard = self.id, level, error = %e, "delayed delivery waits for the store");
+                        break;
+                    }
+                    Err(e @ (StoreError::TooLarge { .. } | StoreError::Illegal(_))) => {
+                        tracing::warn!(shard = self.id, level, error = %e, "delayed message cannot be delivered; skipped");
+                        next += 1;
+                    }
+                    Err(e) => crate::fatal::fatal(&format!("store of shard {} failed delivering a delayed message: {e}", self.id)),
+                }
+            }
+            if next > from {
+                progress.push((level, next));
+            }
+        }
+        if let Some(ticket) = last_ticket {
+            if let Err(e) = self.store.wait_durable(ticket).await {
+                crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.id));
+            }
+        }
+        if !progress.is_empty() {
+            let mut offsets = self.delay_offsets.borrow_mut();
+            for (level, to) in progress {
+                offsets.advance(level, to);
+            }
+            self.delay_offsets_dirty.set(true);
+        }
+        outcome
+    }
+
+    /// Saves the delivery progress if it changed.
+    pub async fn persist_delay_offsets(&self) {
+        if !self.delay_offsets_dirty.replace(false) {
+            return;
+        }
+        let encoded = self.delay_offsets.borrow().encode();
+        if let Err(e) = self.delay_offsets_store.save(&encoded).await {
+            crate::fatal::fatal(&format!("shard {}: delay offsets could not be saved: {e}", self.id));
+        }
+    }
+
+    pub fn delay_offsets(&self) -> DelayOffsets {
+        self.delay_offsets.borrow().clone()
+    }
+
+    /// GET_ALL_DELAY_OFFSET: RocketMQ's `DelayOffsetSerializeWrapper`. Levels are per
+    /// shard here, so the table holds each level's offsets summed over shards (what a
+    /// monitor wants: messages delivered per level), and `shardOffsetTables` each
+    /// shard's own (what a slave of that shard needs).
+    pub(super) async fn handle_all_delay_offset(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
+        if cmd.ext("ringmqLocalOnly").is_some() {
+            let mut r = cmd.create_response(rs::SUCCESS, None);
+            r.body = self.delay_offsets().encode().into();
+            return r;
+        }
+        let mut tables = vec![(self.id, self.delay_offsets())];
+        for shard in (0..self.count).filter(|&s| s != self.id) {
+            let r = self.mesh.call(shard, cmd.clone().with_ext("ringmqLocalOnly", "1")).await;
+            match DelayOffsets::decode(&r.body) {
+                Ok(t) if r.code == rs::SUCCESS => tables.push((shard, t)),
+                _ => return error_response(cmd, rs::SYSTEM_ERROR, format!("shard {shard} did not report its delay offsets")),
+            }
+        }
+        tables.sort_by_key(|(s, _)| *s);
+        let mut total = DelayOffsets::default();
+        for (_, t) in &tables {
+            for (&level, &offset) in &t.offsets {
+                *total.offsets.entry(level).or_insert(0) += offset;
+            }
+        }
+        let per_shard: Vec<serde_json::Value> = tables.iter().map(|(_, t)| serde_json::json!(t.offsets)).collect();
+        let body = serde_json::json!({ "offsetTable": total.offsets, "shardOffsetTables": per_shard });
+        let mut r = cmd.create_response(rs::SUCCESS, None);
+        r.body = body.to_string().into_bytes().into();
+        r
+    }
+}
