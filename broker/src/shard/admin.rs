@@ -54,6 +54,16 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 version: cmd.version,
                 at_ms: self.now_ms(),
             };
+            // As RocketMQ: a clustering group's retry topic exists once its first
+            // heartbeat is answered (consumers subscribe to it at once).
+            for consumer in &data.consumer_data_set {
+                if consumer.message_model == ringmq_client::remoting::heartbeat::MessageModel::Clustering {
+                    let retry = super::sendback::retry_topic(&consumer.group_name);
+                    if let Err((code, remark)) = self.ensure_topic(&retry, super::sendback::RETRY_QUEUE_NUMS).await {
+                        return error_response(cmd, code, format!("retry topic {retry} could not be created: {remark}"));
+                    }
+                }
+            }
             let event = ShardEvent::Heartbeat { client_id: data.client_id.clone(), data, origin };
             self.apply_event(event.clone());
             self.mesh.broadcast_and_wait(event).await;

@@ -19,6 +19,7 @@ pub mod mesh;
 mod admin;
 mod pull;
 mod send;
+pub mod sendback;
 
 use crate::config::BrokerConfig;
 use crate::meta::groups::GroupTable;
@@ -358,6 +359,10 @@ impl<R: Runtime> Shard<R> {
             | rq::GET_MIN_OFFSET
             | rq::GET_EARLIEST_MSG_STORETIME
             | rq::SEARCH_OFFSET_BY_TIMESTAMP => queue(),
+            rq::CONSUMER_SEND_MSG_BACK => {
+                let offset: u64 = cmd.ext("offset")?.trim().parse().ok()?;
+                Some(crate::store::engine::ShardId::of_phys(offset).0 as usize).filter(|&s| s < self.count)
+            }
             rq::VIEW_MESSAGE_BY_ID => {
                 let offset: u64 = cmd.ext("offset")?.trim().parse().ok()?;
                 Some(crate::store::engine::ShardId::of_phys(offset).0 as usize).filter(|&s| s < self.count)
@@ -397,6 +402,7 @@ impl<R: Runtime> Shard<R> {
             rq::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => self.handle_all_group_config(&cmd),
             rq::GET_BROKER_RUNTIME_INFO => self.handle_runtime_info(&cmd).await,
             rq::GET_ALL_DELAY_OFFSET => self.handle_all_delay_offset(&cmd).await,
+            rq::CONSUMER_SEND_MSG_BACK => self.handle_send_back(&cmd).await,
             code => error_response(&cmd, rs::REQUEST_CODE_NOT_SUPPORTED, format!("request code {code} not supported")),
         }
     }

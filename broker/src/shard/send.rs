@@ -86,6 +86,11 @@ impl<R: crate::rt::Runtime> Shard<R> {
             Ok(h) => h,
             Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, format!("bad send header: {e}")),
         };
+        if header.topic.starts_with(super::sendback::RETRY_TOPIC_PREFIX) {
+            if let Some(r) = self.redirect_to_dlq(cmd, &header.topic, header.reconsume_times.unwrap_or(0), header.max_reconsume_times).await {
+                return r;
+            }
+        }
         let topic = match self.topic_for_send(&header.topic).await {
             Ok(t) => t,
             Err((code, remark)) => return error_response(cmd, code, remark),
