@@ -94,6 +94,12 @@ struct Model {
     /// Acknowledged delayed messages: body -> (topic, queue, wall-clock ms it is due
     /// at the earliest, crash epoch of the acknowledgement).
     delayed: BTreeMap<Vec<u8>, (String, i32, i64, u64)>,
+    /// Messages sent back (CONSUMER_SEND_MSG_BACK answered SUCCESS): body -> (the
+    /// retry or DLQ topic its copy must land in, wall-clock ms it is due at the
+    /// earliest, the topic it was first sent to).
+    sent_back: BTreeMap<Vec<u8>, (String, i64, String)>,
+    /// Retry and DLQ topics (one queue each) that copies were sent to.
+    system_topics: BTreeSet<String>,
     /// Every body ever sent, to recognise what a pull returns.
     sent: BTreeMap<Vec<u8>, (String, i32, String)>,
     /// Acknowledged messages lost to retention: below this offset nothing is checked.
@@ -346,6 +352,27 @@ fn check_record(w: &World, topic: &str, queue_id: i32, bytes: &[u8], filter: Opt
     let sent = w.model.borrow().sent.get(&body).cloned();
     match sent {
         None => w.violation(format!("pulled a body nobody sent from {topic}/{queue_id}")),
+        Some((t, _, _)) if topic.starts_with("%RETRY%") || topic.starts_with("%DLQ%") => {
+            let back = w.model.borrow().sent_back.get(&body).cloned();
+            match back {
+                None => w.violation(format!("a message never sent back is in {topic}")),
+                Some((expect, due_ms, first_topic)) => {
+                    if expect != topic {
+                        w.violation(format!("a message sent back to {expect} is in {topic}"));
+                    }
+                    let props = ringmq_client::message::properties::Properties::decode_str(&String::from_utf8_lossy(view.properties_bytes()));
+                    if props.get("RETRY_TOPIC") != Some(first_topic.as_str()) || first_topic != t {
+                        w.violation(format!("copy in {topic} has RETRY_TOPIC {:?}, first topic {first_topic}", props.get("RETRY_TOPIC")));
+                    }
+                    if props.get("ORIGIN_MESSAGE_ID").is_none_or(str::is_empty) || view.reconsume_times() != 1 {
+                        w.violation(format!("copy in {topic}: ORIGIN_MESSAGE_ID {:?}, reconsumeTimes {}", props.get("ORIGIN_MESSAGE_ID"), view.reconsume_times()));
+                    }
+                    if w.wall_ms() < due_ms {
+                        w.violation(format!("retry copy delivered {} ms early to {topic}", due_ms - w.wall_ms()));
+                    }
+                }
+            }
+        }
         Some((t, q, tag)) => {
             if t != topic || q != queue_id || view.queue_id() != queue_id || view.topic().ok() != Some(topic) {
                 w.violation(format!("message sent to {t}/{q} pulled from {topic}/{queue_id}"));
@@ -478,7 +505,12 @@ async fn consumer(w: Rc<World>, actor: usize) {
                                 }
                             }
                             let next: i64 = r.ext("nextBeginOffset").and_then(|v| v.parse().ok()).unwrap_or(offset);
-                            offsets.insert((topic, queue_id), next);
+                            offsets.insert((topic.clone(), queue_id), next);
+                            if w.ex.chance(150_000) {
+                                if let Some(rec) = records(&r.body).first() {
+                                    send_back(&w, &client, &group, &topic, rec).await;
+                                }
+                            }
                         }
                         rs::PULL_NOT_FOUND | rs::PULL_RETRY_IMMEDIATELY | rs::PULL_OFFSET_MOVED => {
                             if let Some(next) = r.ext("nextBeginOffset").and_then(|v| v.parse::<i64>().ok()) {
@@ -493,6 +525,51 @@ async fn consumer(w: Rc<World>, actor: usize) {
                 }
             }
         }
+    }
+}
+
+/// Sends a pulled message back (CONSUMER_SEND_MSG_BACK) with a random delay level
+/// and limit; records where its copy must land: `%RETRY%<group>` after the delay
+/// (level 0 = 3 + reconsumeTimes, clamped to the table), or `%DLQ%<group>` at once
+/// when reconsumeTimes reached the limit or the level is negative.
+async fn send_back(w: &World, client: &SimClient, group: &str, topic: &str, rec: &[u8]) {
+    let Ok(view) = StoredMessageView::parse(rec) else { return };
+    let body = view.body().to_vec();
+    if w.model.borrow().sent_back.contains_key(&body) {
+        return;
+    }
+    let delay_level = [-1i32, 0, 1, 2][w.ex.random(0..4) as usize];
+    let max = [0i32, 1, 16][w.ex.random(0..3) as usize];
+    let reconsume = view.reconsume_times();
+    let (expect, level) = if reconsume >= max || delay_level < 0 {
+        (format!("%DLQ%{group}"), None)
+    } else {
+        (format!("%RETRY%{group}"), Some(if delay_level == 0 { 3 + reconsume } else { delay_level }))
+    };
+    let due_ms = w.wall_ms() + level.map_or(0, |l| DELAY_LEVELS_MS[(l as usize).min(DELAY_LEVELS_MS.len()) - 1]);
+    let cmd = RemotingCommand::request(rq::CONSUMER_SEND_MSG_BACK)
+        .with_ext("offset", view.physical_offset().to_string())
+        .with_ext("group", group)
+        .with_ext("delayLevel", delay_level.to_string())
+        .with_ext("originMsgId", "")
+        .with_ext("originTopic", topic)
+        .with_ext("unitMode", "false")
+        .with_ext("maxReconsumeTimes", max.to_string());
+    // Recorded before the answer: a copy may be pulled before the answer arrives.
+    w.model.borrow_mut().sent_back.insert(body.clone(), (expect.clone(), due_ms, topic.to_string()));
+    match w.call(client, cmd, 0).await {
+        Ok(r) if r.code == rs::SUCCESS => {
+            w.model.borrow_mut().system_topics.insert(expect);
+        }
+        Ok(r) if r.code == rs::SYSTEM_ERROR && w.plan.read_eio_per_million > 0 && r.remark.as_deref().is_some_and(|m| m.contains("read error")) => {
+            w.model.borrow_mut().sent_back.remove(&body);
+        }
+        Ok(r) if matches!(r.code, rs::SYSTEM_BUSY | rs::SERVICE_NOT_AVAILABLE) => {
+            w.model.borrow_mut().sent_back.remove(&body);
+        }
+        Ok(r) => w.violation(format!("send back refused: {} {:?}", r.code, r.remark)),
+        // The broker crashed meanwhile: the copy may or may not exist.
+        Err(_) => w.model.borrow_mut().maybe.insert(body).then_some(()).unwrap_or(()),
     }
 }
 
@@ -641,8 +718,12 @@ async fn monitor(w: Rc<World>, actors: usize) {
 /// the acknowledged messages (sync flush: all there; async: a prefix).
 async fn verify_after_crash(w: &World, final_check: bool) {
     let client = w.connect().await;
-    let topics = w.model.borrow().topics.clone();
+    let mut topics = w.model.borrow().topics.clone();
+    for t in w.model.borrow().system_topics.iter() {
+        topics.insert(t.clone(), 1);
+    }
     let mut found_bodies: BTreeSet<Vec<u8>> = BTreeSet::new();
+    let mut found_in: BTreeSet<(String, Vec<u8>)> = BTreeSet::new();
     for (topic, queues) in &topics {
         for q in 0..*queues as i32 {
             let min_cmd = RemotingCommand::request(rq::GET_MIN_OFFSET).with_ext("topic", topic.as_str()).with_ext("queueId", q.to_string());
@@ -661,6 +742,7 @@ async fn verify_after_crash(w: &World, final_check: bool) {
                     }
                     if let Ok(view) = StoredMessageView::parse(rec) {
                         found_bodies.insert(view.body().to_vec());
+                        found_in.insert((topic.clone(), view.body().to_vec()));
                     }
                 }
                 let next: i64 = r.ext("nextBeginOffset").and_then(|v| v.parse().ok()).unwrap_or(offset);
@@ -696,6 +778,15 @@ async fn verify_after_crash(w: &World, final_check: bool) {
         for (body, (topic, q, _, _)) in delayed {
             if !found_bodies.contains(&body) {
                 w.violation(format!("acknowledged delayed message for {topic}/{q} never delivered ({} bytes)", body.len()));
+            }
+        }
+    }
+    // Every message sent back (and answered) has its copy where it belongs.
+    if final_check && w.plan.sync_flush && !w.model.borrow().clock_jumped {
+        let (back, maybe) = (w.model.borrow().sent_back.clone(), w.model.borrow().maybe.clone());
+        for (body, (expect, _, _)) in back {
+            if !maybe.contains(&body) && !found_in.contains(&(expect.clone(), body)) {
+                w.violation(format!("a message sent back never reached {expect}"));
             }
         }
     }
@@ -804,10 +895,11 @@ fn run_seed(seed: u64) -> (Vec<String>, u64, String) {
     let m = w.model.borrow();
     let digest = m.trace.iter().fold(0xcbf29ce484222325u64, |h, line| line.bytes().fold(h, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3)));
     let summary = format!(
-        "{plan:?}: {} requests, {} acked, {} delayed, {} suspended pulls, {} read errors answered, {} crashes, {} sim steps, t={} ms",
+        "{plan:?}: {} requests, {} acked, {} delayed, {} sent back, {} suspended pulls, {} read errors answered, {} crashes, {} sim steps, t={} ms",
         m.requests,
         m.acked.len(),
         m.delayed.len(),
+        m.sent_back.len(),
         m.pulls_suspended,
         m.read_errors_answered,
         m.crashes + 1,

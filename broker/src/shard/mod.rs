@@ -317,6 +317,7 @@ impl<R: Runtime> Shard<R> {
         self.counters.requests.set(self.counters.requests.get() + 1);
         if matches!(cmd.code, rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE) {
             cmd.ext_fields.remove(BORN_HOST_EXT);
+            cmd.ext_fields.remove(sendback::SEND_BACK_EXT);
             if let Some(remote) = ctx.remote {
                 cmd.ext_fields.insert(BORN_HOST_EXT.into(), remote.to_string());
             }

@@ -86,7 +86,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             Ok(h) => h,
             Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, format!("bad send header: {e}")),
         };
-        if header.topic.starts_with(super::sendback::RETRY_TOPIC_PREFIX) {
+        if header.topic.starts_with(super::sendback::RETRY_TOPIC_PREFIX) && cmd.ext(super::sendback::SEND_BACK_EXT).is_none() {
             if let Some(r) = self.redirect_to_dlq(cmd, &header.topic, header.reconsume_times.unwrap_or(0), header.max_reconsume_times).await {
                 return r;
             }

@@ -32,6 +32,9 @@ pub const DLQ_QUEUE_NUMS: u32 = 1;
 /// Queues of a retry topic (a group's default `retryQueueNums`).
 pub const RETRY_QUEUE_NUMS: u32 = 1;
 const PROPERTY_ORIGIN_MESSAGE_ID: &str = "ORIGIN_MESSAGE_ID";
+/// Private header field of the broker's own send-back copy: it is stored where the
+/// send-back decided, not redirected again (a client's value is removed on arrival).
+pub const SEND_BACK_EXT: &str = "ringmqSendBack";
 
 pub fn retry_topic(group: &str) -> String {
     format!("{RETRY_TOPIC_PREFIX}{group}")
@@ -148,6 +151,7 @@ impl<R: Runtime> Shard<R> {
         let send = RemotingCommand::request(rq::SEND_MESSAGE_V2)
             .with_header(&header)
             .with_ext(super::BORN_HOST_EXT, view.born_host().to_string())
+            .with_ext(SEND_BACK_EXT, "1")
             .with_body(view.body().to_vec());
         let r = self.send_internal(send).await;
         if r.code != rs::SUCCESS {
