@@ -17,6 +17,7 @@ use crate::error::ClientError;
 use crate::hash::java_string_hash;
 use crate::instance::{ClientConfig, ClientInstance, TopicRoute};
 use crate::message::properties::keys;
+use crate::message::user::DELIVERY_PROPERTIES;
 use crate::message::Message;
 use crate::msgid::{now_ms, MsgIdGenerator};
 use crate::remoting::batch::{self, BatchMessage};
@@ -236,8 +237,8 @@ impl Producer {
             if m.topic != topic {
                 return Err(ClientError::Config(format!("a batch is one topic: `{}` and `{topic}` mixed", m.topic)));
             }
-            if m.properties.get(keys::DELAY).is_some() {
-                return Err(ClientError::Config("delayed messages cannot be batched".into()));
+            if DELIVERY_PROPERTIES.iter().any(|p| m.properties.get(p).is_some()) {
+                return Err(ClientError::Config("delayed or timed messages cannot be batched (RocketMQ refuses them too)".into()));
             }
             self.prepare(m)?;
             total_bytes += m.body.len() + m.properties.encoded_len() + 20;

@@ -1,21 +1,28 @@
 //! Broker calls a consumer makes, as plain functions over a client instance: pull,
-//! offsets (query, commit, min, max, by time), queue locks and group membership. Both
-//! consumers and admin tools use these; nothing here keeps state.
+//! offsets (query, commit, min, max, by time), queue locks, group membership and
+//! sending failed messages back (CONSUMER_SEND_MSG_BACK, and Java's orderly fallback
+//! message to `%RETRY%<group>`). Both consumers and admin tools use these; nothing here
+//! keeps state.
 //!
 //! Invariant: the broker of a queue is resolved from the instance's cached route (the
-//! caller fetched it); a queue whose broker has no master address is `NoRoute`.
+//! caller fetched it); a queue whose broker has no master address is `NoRoute`. A
+//! message is sent back to the master of the broker that served it (its store host when
+//! no route names that broker), within `retry::SEND_BACK_TIMEOUT_MS`.
 
+use super::retry::{RetryMessage, CLIENT_INNER_PRODUCER_GROUP, SEND_BACK_TIMEOUT_MS};
 use super::subscription::Subscription;
 use crate::error::ClientError;
 use crate::instance::ClientInstance;
 use crate::message::{decode_messages, MessageExt};
+use crate::msgid::now_ms;
+use crate::producer::{DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS};
 use crate::remoting::bodies::{ConsumerList, JsonBody, LockBatchRequestBody, LockBatchResponseBody, MessageQueue};
 use crate::remoting::codes::{request_code as rq, response_code as rs};
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::headers::{
-    GetConsumerListByGroupRequestHeader, GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, OffsetResponseHeader,
-    PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader, SearchOffsetRequestHeader,
-    UpdateConsumerOffsetRequestHeader,
+    ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader, GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader,
+    OffsetResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2, UpdateConsumerOffsetRequestHeader,
 };
 use std::rc::Rc;
 use std::time::Duration;
@@ -203,4 +210,50 @@ pub async fn start_offset_by_policy(instance: &Rc<ClientInstance>, queue: &Messa
         super::ConsumeFrom::FirstOffset => min_offset(instance, queue).await,
         super::ConsumeFrom::Timestamp(ms) => search_offset(instance, queue, ms).await,
     }
+}
+
+/// CONSUMER_SEND_MSG_BACK for `msg` (the header from `retry::send_back_header`): Ok
+/// once the broker stored the retry or dead-letter copy.
+pub async fn send_message_back(instance: &Rc<ClientInstance>, msg: &MessageExt, header: &ConsumerSendMsgBackRequestHeader) -> Result<(), ClientError> {
+    let addr = instance.broker_addr(&msg.broker_name).unwrap_or_else(|| msg.store_host.to_string());
+    let cmd = RemotingCommand::request(rq::CONSUMER_SEND_MSG_BACK).with_header(header);
+    let r = instance.invoke_with_timeout(&addr, cmd, Duration::from_millis(SEND_BACK_TIMEOUT_MS)).await?;
+    ok_or_error(&addr, &r)
+}
+
+/// Sends Java's orderly fallback message (`retry::orderly_retry_message`) to the
+/// group's retry topic, on a queue of the broker that served the original if it has
+/// one, with the reconsume counts in the send header as Java's producer puts them.
+pub async fn send_retry_message(instance: &Rc<ClientInstance>, retry: &RetryMessage) -> Result<(), ClientError> {
+    let topic = &retry.message.topic;
+    let route = instance.route(topic).await?;
+    let queue = route
+        .write_queues
+        .iter()
+        .find(|q| q.broker_name == retry.broker_name)
+        .or(route.write_queues.first())
+        .ok_or_else(|| ClientError::NoWritableQueue { topic: topic.clone() })?;
+    let addr = route.master_addrs.get(&queue.broker_name).cloned().ok_or_else(|| ClientError::NoRoute { topic: topic.clone() })?;
+    let properties = retry.message.properties.encode();
+    let header = SendMessageRequestHeader {
+        producer_group: CLIENT_INNER_PRODUCER_GROUP.into(),
+        topic: topic.clone(),
+        default_topic: DEFAULT_TOPIC.into(),
+        default_topic_queue_nums: DEFAULT_TOPIC_QUEUE_NUMS,
+        queue_id: queue.queue_id,
+        sys_flag: 0,
+        born_timestamp: now_ms(),
+        flag: retry.message.flag,
+        properties: (!properties.is_empty()).then_some(properties),
+        reconsume_times: Some(retry.reconsume_times),
+        unit_mode: false,
+        max_reconsume_times: Some(retry.max_reconsume_times),
+        batch: false,
+        broker_name: Some(queue.broker_name.clone()),
+    };
+    let cmd = RemotingCommand::request(rq::SEND_MESSAGE_V2)
+        .with_header(&SendMessageRequestHeaderV2::from(header))
+        .with_body(retry.message.body.clone());
+    let r = instance.invoke_with_timeout(&addr, cmd, Duration::from_millis(SEND_BACK_TIMEOUT_MS)).await?;
+    ok_or_error(&addr, &r)
 }

@@ -8,6 +8,8 @@
 //! - `rebalance`: RocketMQ's average allocation of queues to group members;
 //! - `offsets`: where consumed offsets live (the broker, or a local file for
 //!   broadcasting) and the commit point of a queue with messages still in flight;
+//! - `retry`: RocketMQ's retry and dead-letter policy (what a push consumer sends back,
+//!   with which delay level, and what it retries locally);
 //! - `pull`, `push`: the two consumers.
 //!
 //! Architecture invariant: a consumer never commits an offset past a message that was
@@ -18,12 +20,13 @@ pub mod offsets;
 pub mod pull;
 pub mod push;
 pub mod rebalance;
+pub mod retry;
 pub mod subscription;
 
 pub use crate::remoting::bodies::MessageQueue;
 pub use crate::remoting::heartbeat::MessageModel;
 pub use pull::{PullConsumer, PullConsumerConfig};
-pub use push::{ConsumeOrderlyStatus, ConsumeStatus, PushConsumer, PushConsumerConfig};
+pub use push::{ConsumeConcurrentlyContext, ConsumeOrderlyStatus, ConsumeStatus, PushConsumer, PushConsumerConfig};
 pub use subscription::Subscription;
 
 /// Where a consumer group with no committed offset for a queue starts.

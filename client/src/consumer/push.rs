@@ -12,6 +12,15 @@
 //! batch after another, only while this member holds the queue's broker lock, renewed
 //! every `lock_renew_interval_ms`).
 //!
+//! Retries (RocketMQ 4.9's policy, decisions in `retry`): a clustering member also
+//! subscribes to `%RETRY%<group>` (`*`), and a message pulled from there reaches the
+//! listener with its original topic. A concurrent batch the listener returns
+//! `ReconsumeLater` for is sent back message by message (CONSUMER_SEND_MSG_BACK, with
+//! the delay level the listener left in its `ConsumeConcurrentlyContext`); what the
+//! broker refused is retried here. Orderly: the queue is suspended and the batch retried
+//! here until a message's reconsume count reaches `max_reconsume_times`; then it goes to
+//! the dead letter queue and the queue moves past it.
+//!
 //! Invariants:
 //! - a queue is pulled by at most one loop in this process, and only while assigned;
 //! - at most `queue_messages_max` messages per queue are delivered and unacknowledged:
@@ -22,13 +31,14 @@
 //!   within `LOCK_HELD_MAX_MS`, half the broker's 60 s expiry), and a queue handed to
 //!   another member has its offset committed *before* its lock is released, so the next
 //!   owner starts exactly where this one stopped;
-//! - a message the listener asks to reconsume is retried locally with a growing delay
-//!   (capped at `RECONSUME_DELAY_MAX_MS`) and never acknowledged before it succeeds.
-//!   (Sending it back to a `%RETRY%` topic needs broker support RingMQ does not have yet.)
+//! - a message the listener asks to reconsume is acknowledged only once a broker took it
+//!   back (into `%RETRY%<group>` or `%DLQ%<group>`); until then it is retried locally
+//!   with a growing delay (capped at `RECONSUME_DELAY_MAX_MS`), never skipped.
 
 use super::kernel::{self, PullRequest, PullStatus};
 use super::offsets::{LocalOffsetFile, QueueProgress};
 use super::rebalance::allocate_average;
+use super::retry::{self, OrderlyStep, DELAY_LEVEL_BROKER_DECIDES, DELAY_LEVEL_DEAD_LETTER, MAX_RECONSUME_TIMES_DEFAULT};
 use super::subscription::Subscription;
 use super::ConsumeFrom;
 use crate::error::ClientError;
@@ -69,7 +79,25 @@ pub enum ConsumeOrderlyStatus {
     SuspendCurrentQueueAMoment,
 }
 
-type ConcurrentFn = Rc<dyn Fn(&[MessageExt]) -> ConsumeStatus>;
+/// What a concurrent listener may say about a batch besides its status (Java's
+/// `ConsumeConcurrentlyContext`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumeConcurrentlyContext {
+    /// The queue the batch came from.
+    pub queue: MessageQueue,
+    /// Delay level of the batch's retry after `ReconsumeLater` (clustering):
+    /// `DELAY_LEVEL_BROKER_DECIDES` (0, the default: level 3 + reconsume times),
+    /// `DELAY_LEVEL_DEAD_LETTER` (negative: straight to `%DLQ%<group>`), or a level > 0.
+    pub delay_level_when_next_consume: i32,
+}
+
+impl ConsumeConcurrentlyContext {
+    pub fn new(queue: MessageQueue) -> Self {
+        Self { queue, delay_level_when_next_consume: DELAY_LEVEL_BROKER_DECIDES }
+    }
+}
+
+type ConcurrentFn = Rc<dyn Fn(&[MessageExt], &mut ConsumeConcurrentlyContext) -> ConsumeStatus>;
 type OrderlyFn = Rc<dyn Fn(&[MessageExt]) -> ConsumeOrderlyStatus>;
 
 #[derive(Clone)]
@@ -100,8 +128,14 @@ pub struct PushConsumerConfig {
     /// Orderly: retry interval while another member still holds a queue's lock.
     pub lock_retry_ms: u64,
     pub suspend_current_queue_ms: u64,
-    /// First reconsume delay; doubles per attempt up to `RECONSUME_DELAY_MAX_MS`.
+    /// First local reconsume delay (when a broker did not take a failed message back,
+    /// or broadcasting); doubles per attempt up to `RECONSUME_DELAY_MAX_MS`.
     pub reconsume_delay_ms: u64,
+    /// Deliveries after the first before a failing message goes to `%DLQ%<group>`
+    /// (Java's `maxReconsumeTimes`). None: RocketMQ's default, 16 for a concurrent
+    /// listener (sent with every send-back; the broker counts) and unbounded for an
+    /// orderly one (it retries locally for ever).
+    pub max_reconsume_times: Option<u32>,
     /// Broadcasting: offsets go to `<dir>/<group>/<instance name or DEFAULT>.json`.
     pub offset_store_dir: PathBuf,
 }
@@ -125,6 +159,7 @@ impl PushConsumerConfig {
             lock_retry_ms: 1_000,
             suspend_current_queue_ms: 1_000,
             reconsume_delay_ms: 1_000,
+            max_reconsume_times: None,
             offset_store_dir: home.join(".ringmq_offsets"),
         }
     }
@@ -143,7 +178,20 @@ impl PushConsumerConfig {
         if self.rebalance_interval_ms == 0 || self.persist_offset_interval_ms == 0 || self.lock_renew_interval_ms == 0 {
             return bad("rebalance, persist and lock intervals must be > 0".into());
         }
+        if self.max_reconsume_times.is_some_and(|m| i32::try_from(m).is_err()) {
+            return bad(format!("max_reconsume_times {:?} is over {}", self.max_reconsume_times, i32::MAX));
+        }
         Ok(())
+    }
+
+    /// The maximum a concurrent consumer sends with its send-backs.
+    pub fn max_reconsume_times_concurrently(&self) -> i32 {
+        self.max_reconsume_times.map_or(MAX_RECONSUME_TIMES_DEFAULT, |m| i32::try_from(m).unwrap_or(i32::MAX))
+    }
+
+    /// The number of local retries after which an orderly consumer dead-letters a message.
+    pub fn max_reconsume_times_orderly(&self) -> i32 {
+        self.max_reconsume_times.map_or(i32::MAX, |m| i32::try_from(m).unwrap_or(i32::MAX))
     }
 }
 
@@ -181,7 +229,10 @@ impl ProcessQueue {
 struct Inner {
     instance: Rc<ClientInstance>,
     config: PushConsumerConfig,
+    /// The application's subscriptions, plus `%RETRY%<group>` (`*`) when clustering.
     subscriptions: BTreeMap<String, Subscription>,
+    /// `%RETRY%<group>`.
+    retry_topic: String,
     listener: Listener,
     queues: RefCell<BTreeMap<MessageQueue, Rc<ProcessQueue>>>,
     local_offsets: RefCell<Option<LocalOffsetFile>>,
@@ -235,6 +286,15 @@ impl PushConsumer {
     }
 
     pub fn register_concurrently(&mut self, f: impl Fn(&[MessageExt]) -> ConsumeStatus + 'static) {
+        self.listener = Some(Listener::Concurrently(Rc::new(move |msgs: &[MessageExt], _: &mut ConsumeConcurrentlyContext| f(msgs))));
+    }
+
+    /// A concurrent listener that may also set the batch's retry delay level in its
+    /// context (Java's `delayLevelWhenNextConsume`).
+    pub fn register_concurrently_with_context(
+        &mut self,
+        f: impl Fn(&[MessageExt], &mut ConsumeConcurrentlyContext) -> ConsumeStatus + 'static,
+    ) {
         self.listener = Some(Listener::Concurrently(Rc::new(f)));
     }
 
@@ -261,10 +321,17 @@ impl PushConsumer {
             None
         };
         let (signal_tx, signal_rx) = local_channel::new_bounded(1);
+        // Java's copySubscription: a clustering group also reads its retry topic.
+        let retry_topic = retry::retry_topic(&self.config.group);
+        let mut subscriptions = self.subscriptions.clone();
+        if self.config.model == MessageModel::Clustering {
+            subscriptions.insert(retry_topic.clone(), Subscription::new(&retry_topic, "*"));
+        }
         let inner = Rc::new(Inner {
             instance: instance.clone(),
             config: self.config.clone(),
-            subscriptions: self.subscriptions.clone(),
+            subscriptions: subscriptions.clone(),
+            retry_topic: retry_topic.clone(),
             listener,
             queues: RefCell::new(BTreeMap::new()),
             local_offsets: RefCell::new(local_offsets),
@@ -275,21 +342,41 @@ impl PushConsumer {
         });
         let hook: Rc<dyn ConsumerHook> = inner.clone();
         instance.register_consumer(&self.config.group, Rc::downgrade(&hook));
-        for topic in self.subscriptions.keys() {
+        for topic in subscriptions.keys() {
             instance.use_topic(topic);
+            if *topic == retry_topic {
+                continue; // a broker creates it when our heartbeat arrives
+            }
             if let Err(e) = instance.fetch_route(topic).await {
                 tracing::warn!(topic, error = %e, "no route yet; the consumer will pick the topic up when it appears");
             }
         }
         instance.heartbeat_all().await;
+        if subscriptions.contains_key(&retry_topic) {
+            if let Err(e) = instance.fetch_route(&retry_topic).await {
+                tracing::debug!(topic = retry_topic, error = %e, "no retry topic route yet; rebalancing picks it up");
+            }
+        }
         inner.spawn_background(signal_rx);
         self.inner = Some(inner);
         Ok(())
     }
 
-    /// The queues this member reads now.
+    /// The queues of the subscribed topics this member reads now (not the group's
+    /// `%RETRY%` queues it reads too: see `assigned_retry_queues`).
     pub fn assigned_queues(&self) -> Vec<MessageQueue> {
-        self.inner.as_ref().map(|i| i.queues.borrow().keys().cloned().collect()).unwrap_or_default()
+        self.assigned(|i, q| q.topic != i.retry_topic)
+    }
+
+    /// The group's `%RETRY%<group>` queues this member reads now (clustering).
+    pub fn assigned_retry_queues(&self) -> Vec<MessageQueue> {
+        self.assigned(|i, q| q.topic == i.retry_topic)
+    }
+
+    fn assigned(&self, keep: impl Fn(&Inner, &MessageQueue) -> bool) -> Vec<MessageQueue> {
+        let Some(inner) = self.inner.as_ref() else { return Vec::new() };
+        let queues = inner.queues.borrow();
+        queues.keys().filter(|q| keep(inner, q)).cloned().collect()
     }
 
     pub fn client_id(&self) -> Option<String> {
@@ -632,10 +719,16 @@ impl Inner {
             if result.messages.is_empty() {
                 continue;
             }
+            let mut messages = result.messages;
+            if pq.queue.topic == self.retry_topic {
+                for m in &mut messages {
+                    retry::restore_original_topic(m, &self.retry_topic);
+                }
+            }
             match self.listener.clone() {
-                Listener::Concurrently(f) => self.dispatch_concurrently(&pq, f, result.messages).await,
+                Listener::Concurrently(f) => self.dispatch_concurrently(&pq, f, messages).await,
                 Listener::Orderly(f) => {
-                    if !self.consume_orderly(&pq, f, result.messages).await {
+                    if !self.consume_orderly(&pq, f, messages).await {
                         return;
                     }
                 }
@@ -647,8 +740,7 @@ impl Inner {
         for chunk in messages.chunks(self.config.consume_batch_max_size) {
             let Ok(permit) = self.consume_permits.acquire_static_permit(1).await else { return };
             let mut batch = chunk.to_vec();
-            let (pq, f) = (pq.clone(), f.clone());
-            let delay_first_ms = self.config.reconsume_delay_ms;
+            let (me, pq, f) = (self.clone(), pq.clone(), f.clone());
             glommio::spawn_local(async move {
                 let _permit = permit;
                 let mut attempt = 0u32;
@@ -656,20 +748,67 @@ impl Inner {
                     if pq.dropped.get() {
                         return; // not acknowledged: the next owner gets it again
                     }
-                    if f(&batch) == ConsumeStatus::Success {
+                    let mut context = ConsumeConcurrentlyContext::new(pq.queue.clone());
+                    if f(&batch, &mut context) == ConsumeStatus::Success {
                         pq.ack(batch.iter().map(|m| m.queue_offset));
                         return;
                     }
-                    attempt += 1;
-                    for m in &mut batch {
-                        m.reconsume_times += 1;
+                    let sent_back = me.send_back_batch(&batch, context.delay_level_when_next_consume).await;
+                    let settled = retry::settle_reconsume_later(batch, &sent_back);
+                    pq.ack(settled.consumed);
+                    if settled.retry_locally.is_empty() {
+                        return;
                     }
-                    let delay = delay_first_ms.saturating_mul(1 << attempt.min(16)).min(RECONSUME_DELAY_MAX_MS);
-                    tracing::debug!(queue = ?pq.queue, attempt, delay_ms = delay, "reconsume later");
+                    batch = settled.retry_locally;
+                    attempt += 1;
+                    let delay = me.config.reconsume_delay_ms.saturating_mul(1 << attempt.min(16)).min(RECONSUME_DELAY_MAX_MS);
+                    tracing::debug!(queue = ?pq.queue, attempt, delay_ms = delay, messages = batch.len(), "reconsume later, locally");
                     glommio::timer::sleep(Duration::from_millis(delay)).await;
                 }
             })
             .detach();
+        }
+    }
+
+    /// Sends each message of a failed concurrent batch back (clustering only: a
+    /// broadcasting member sends none); says which ones a broker took.
+    async fn send_back_batch(&self, batch: &[MessageExt], delay_level: i32) -> Vec<bool> {
+        let mut sent = Vec::with_capacity(batch.len());
+        for m in batch {
+            if !self.clustering() {
+                sent.push(false);
+                continue;
+            }
+            let max = self.config.max_reconsume_times_concurrently();
+            let header = retry::send_back_header(&self.config.group, m, delay_level, max);
+            match kernel::send_message_back(&self.instance, m, &header).await {
+                Ok(()) => sent.push(true),
+                Err(e) => {
+                    tracing::warn!(group = %self.config.group, msg_id = %m.msg_id, error = %e, "send-back failed; retrying the message locally");
+                    sent.push(false);
+                }
+            }
+        }
+        sent
+    }
+
+    /// Orderly: puts a message that reached its maximum into `%DLQ%<group>`, by
+    /// CONSUMER_SEND_MSG_BACK with a negative delay level or else Java's message to
+    /// `%RETRY%<group>` with reconsumeTimes at the maximum; true once a broker took it.
+    async fn send_to_dead_letter(&self, m: &MessageExt) -> bool {
+        let max = self.config.max_reconsume_times_orderly();
+        let header = retry::send_back_header(&self.config.group, m, DELAY_LEVEL_DEAD_LETTER, max);
+        let first = match kernel::send_message_back(&self.instance, m, &header).await {
+            Ok(()) => return true,
+            Err(e) => e,
+        };
+        match kernel::send_retry_message(&self.instance, &retry::orderly_retry_message(&self.config.group, m, max)).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(group = %self.config.group, msg_id = %m.msg_id, send_back = %first, retry_message = %e,
+                    "could not hand the message to the dead letter queue; suspending the queue and retrying");
+                false
+            }
         }
     }
 
@@ -690,9 +829,24 @@ impl Inner {
                         break;
                     }
                     ConsumeOrderlyStatus::SuspendCurrentQueueAMoment => {
-                        for m in &mut batch {
-                            m.reconsume_times += 1;
+                        // Java's checkReconsumeTimes; unlike Java, a message handed to the
+                        // dead letter queue is not delivered again with the rest.
+                        let max = self.config.max_reconsume_times_orderly();
+                        let mut again = Vec::with_capacity(batch.len());
+                        let mut gone = Vec::new();
+                        for mut m in batch {
+                            if retry::orderly_step(m.reconsume_times, max) == OrderlyStep::SendToDeadLetter && self.send_to_dead_letter(&m).await {
+                                gone.push(m.queue_offset);
+                            } else {
+                                m.reconsume_times = m.reconsume_times.saturating_add(1);
+                                again.push(m);
+                            }
                         }
+                        pq.ack(gone);
+                        if again.is_empty() {
+                            break;
+                        }
+                        batch = again;
                         glommio::timer::sleep(Duration::from_millis(self.config.suspend_current_queue_ms)).await;
                     }
                 }

@@ -7,4 +7,4 @@ pub mod user;
 
 pub use properties::{Properties, PropertiesError};
 pub use stored::{StoredMessage, StoredMessageError, StoredMessageView};
-pub use user::{decode_messages, Message, MessageError, MessageExt};
+pub use user::{decode_messages, Delivery, Message, MessageError, MessageExt, DELAY_LEVEL_MAX, DELAY_LEVEL_MIN};

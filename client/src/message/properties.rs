@@ -21,6 +21,16 @@ pub mod keys {
     pub const REAL_TOPIC: &str = "REAL_TOPIC";
     pub const REAL_QID: &str = "REAL_QID";
     pub const RETRY_TOPIC: &str = "RETRY_TOPIC";
+    /// The first msgId of a message sent back (kept across every retry copy).
+    pub const ORIGIN_MESSAGE_ID: &str = "ORIGIN_MESSAGE_ID";
+    pub const RECONSUME_TIME: &str = "RECONSUME_TIME";
+    pub const MAX_RECONSUME_TIMES: &str = "MAX_RECONSUME_TIMES";
+    /// RocketMQ 5 timer messages: absolute delivery time (ms since the epoch).
+    pub const TIMER_DELIVER_MS: &str = "TIMER_DELIVER_MS";
+    /// RocketMQ 5 timer messages: delay from the broker's receipt, in seconds.
+    pub const TIMER_DELAY_SEC: &str = "TIMER_DELAY_SEC";
+    /// RocketMQ 5 timer messages: delay from the broker's receipt, in milliseconds.
+    pub const TIMER_DELAY_MS: &str = "TIMER_DELAY_MS";
     pub const WAIT: &str = "WAIT";
     pub const MAX_OFFSET: &str = "MAX_OFFSET";
     pub const MIN_OFFSET: &str = "MIN_OFFSET";

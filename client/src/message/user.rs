@@ -1,8 +1,12 @@
 //! The messages applications see: `Message` (what a producer sends) and `MessageExt`
 //! (what a consumer receives, with its queue, offsets, hosts and ids).
 //!
-//! Invariant: a `Message`'s properties never contain the property separators (set
-//! through `Properties::set`, which refuses them), so its encoding round-trips.
+//! Invariants: a `Message`'s properties never contain the property separators (set
+//! through `Properties::set`, which refuses them), so its encoding round-trips; a
+//! message set through `set_delivery` carries at most one of the delivery properties
+//! (`DELIVERY_PROPERTIES`: a delay level or one RocketMQ 5 timer), each value valid for
+//! a Java broker (`DELAY` in `DELAY_LEVEL_MIN..=DELAY_LEVEL_MAX`, timer values that
+//! `Long.parseLong` accepts).
 
 use super::properties::{keys, Properties};
 use super::stored::{StoredMessageError, StoredMessageView};
@@ -16,6 +20,62 @@ pub enum MessageError {
     BadProperty { name: String },
     #[error("topic `{0}` is empty, longer than 127 bytes or has characters outside [A-Za-z0-9_%|-]")]
     BadTopic(String),
+    #[error("delay level {0} is outside {DELAY_LEVEL_MIN}..={DELAY_LEVEL_MAX} (RocketMQ's levels: 1 = 1s, 2 = 5s, ... 18 = 2h)")]
+    BadDelayLevel(u32),
+    #[error("{name} = {value:?} is not a time a broker accepts (whole ms or seconds, 0..={max})", max = i64::MAX)]
+    BadDeliveryTime { name: &'static str, value: String },
+}
+
+/// Lowest RocketMQ delay level (`DELAY` = 1: the first entry of the broker's
+/// `messageDelayLevel`, 1 s by default).
+pub const DELAY_LEVEL_MIN: u32 = 1;
+/// Highest delay level of RocketMQ's default table (18 = 2 h). A broker clamps larger
+/// levels to its last one; the client refuses them rather than send a level that means
+/// something other than asked.
+pub const DELAY_LEVEL_MAX: u32 = 18;
+/// RocketMQ's default `messageDelayLevel`, level 1 first, in seconds
+/// (`1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h`).
+pub const DEFAULT_DELAY_LEVEL_SECS: [u64; DELAY_LEVEL_MAX as usize] =
+    [1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1_200, 1_800, 3_600, 7_200];
+/// The properties that ask a broker to deliver a message later; a message set through
+/// `Message::set_delivery` has at most one of them.
+pub const DELIVERY_PROPERTIES: [&str; 4] = [keys::DELAY, keys::TIMER_DELIVER_MS, keys::TIMER_DELAY_SEC, keys::TIMER_DELAY_MS];
+
+/// When a broker should make a sent message visible to consumers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// At once (no delivery property).
+    Now,
+    /// A RocketMQ delay level (`DELAY`), `DELAY_LEVEL_MIN..=DELAY_LEVEL_MAX`.
+    DelayLevel(u32),
+    /// RocketMQ 5 timer: at this absolute time, ms since the epoch (`TIMER_DELIVER_MS`).
+    /// A time in the past means now.
+    AtMs(u64),
+    /// RocketMQ 5 timer: this many seconds after the broker stores it (`TIMER_DELAY_SEC`).
+    AfterSecs(u64),
+    /// RocketMQ 5 timer: this many ms after the broker stores it (`TIMER_DELAY_MS`).
+    AfterMs(u64),
+}
+
+impl Delivery {
+    /// The property carrying this delivery and its value; None for `Now`.
+    fn property(self) -> Result<Option<(&'static str, String)>, MessageError> {
+        let timer = |name: &'static str, v: u64| {
+            if v > i64::MAX as u64 {
+                Err(MessageError::BadDeliveryTime { name, value: v.to_string() })
+            } else {
+                Ok(Some((name, v.to_string())))
+            }
+        };
+        match self {
+            Delivery::Now => Ok(None),
+            Delivery::DelayLevel(l) if (DELAY_LEVEL_MIN..=DELAY_LEVEL_MAX).contains(&l) => Ok(Some((keys::DELAY, l.to_string()))),
+            Delivery::DelayLevel(l) => Err(MessageError::BadDelayLevel(l)),
+            Delivery::AtMs(ms) => timer(keys::TIMER_DELIVER_MS, ms),
+            Delivery::AfterSecs(s) => timer(keys::TIMER_DELAY_SEC, s),
+            Delivery::AfterMs(ms) => timer(keys::TIMER_DELAY_MS, ms),
+        }
+    }
 }
 
 /// Whether `topic` is a valid RocketMQ topic name.
@@ -61,6 +121,57 @@ impl Message {
 
     pub fn tags(&self) -> Option<&str> {
         self.properties.tags()
+    }
+
+    /// Asks the broker to deliver the message later (or, with `Delivery::Now`, at once):
+    /// replaces whatever delivery property the message had. Nothing changes on error.
+    pub fn set_delivery(&mut self, delivery: Delivery) -> Result<(), MessageError> {
+        let property = delivery.property()?;
+        for name in DELIVERY_PROPERTIES {
+            self.properties.remove(name);
+        }
+        if let Some((name, value)) = property {
+            self.set_property(name, &value)?;
+        }
+        Ok(())
+    }
+
+    pub fn with_delivery(mut self, delivery: Delivery) -> Result<Self, MessageError> {
+        self.set_delivery(delivery)?;
+        Ok(self)
+    }
+
+    /// RocketMQ's delay level (`DELAY`, 1 = 1 s ... 18 = 2 h with the default table).
+    pub fn with_delay_level(self, level: u32) -> Result<Self, MessageError> {
+        self.with_delivery(Delivery::DelayLevel(level))
+    }
+
+    /// Delivery at an absolute time, ms since the epoch (RocketMQ 5 `TIMER_DELIVER_MS`).
+    pub fn with_deliver_time_ms(self, epoch_ms: u64) -> Result<Self, MessageError> {
+        self.with_delivery(Delivery::AtMs(epoch_ms))
+    }
+
+    /// The delivery the message asks for, read from the first delivery property present
+    /// (in `DELIVERY_PROPERTIES` order); a value a broker would not parse is an error.
+    pub fn delivery(&self) -> Result<Delivery, MessageError> {
+        for name in DELIVERY_PROPERTIES {
+            let Some(raw) = self.properties.get(name) else { continue };
+            let bad = || MessageError::BadDeliveryTime { name, value: raw.to_string() };
+            let value: u64 = raw.trim().parse().map_err(|_| bad())?;
+            return match name {
+                // Java's brokers read `DELAY` = 0 as no delay.
+                keys::DELAY if value == 0 => continue,
+                keys::DELAY => match u32::try_from(value) {
+                    Ok(l) if (DELAY_LEVEL_MIN..=DELAY_LEVEL_MAX).contains(&l) => Ok(Delivery::DelayLevel(l)),
+                    _ => Err(MessageError::BadDelayLevel(u32::try_from(value).unwrap_or(u32::MAX))),
+                },
+                _ if value > i64::MAX as u64 => Err(bad()),
+                keys::TIMER_DELIVER_MS => Ok(Delivery::AtMs(value)),
+                keys::TIMER_DELAY_SEC => Ok(Delivery::AfterSecs(value)),
+                _ => Ok(Delivery::AfterMs(value)),
+            };
+        }
+        Ok(Delivery::Now)
     }
 
     pub fn validate(&self) -> Result<(), MessageError> {
@@ -177,6 +288,70 @@ mod tests {
         let m = Message::new("t", "b").with_tags("TagA").unwrap().with_keys(["k1", "k2"]).unwrap();
         assert_eq!(m.tags(), Some("TagA"));
         assert_eq!(m.properties.keys().collect::<Vec<_>>(), ["k1", "k2"]);
+    }
+
+    /// Sets `setting` on a message that has a tag and delay level 3; expects the
+    /// properties afterwards (or the error, with the message unchanged).
+    fn check_delivery(setting: Delivery, expected: Result<&[(&str, &str)], MessageError>) {
+        let mut m = Message::new("t", "b").with_tags("A").unwrap().with_delay_level(3).unwrap();
+        let before = m.clone();
+        match (m.set_delivery(setting), expected) {
+            (Ok(()), Ok(props)) => {
+                assert_eq!(m.properties.iter().collect::<Vec<_>>(), props, "{setting:?}");
+                assert_eq!(m.delivery(), Ok(setting), "reads back");
+            }
+            (Err(e), Err(want)) => {
+                assert_eq!(e, want, "{setting:?}");
+                assert_eq!(m, before, "a refused setting changes nothing");
+            }
+            (got, want) => panic!("{setting:?}: got {got:?}, want {want:?}"),
+        }
+    }
+
+    #[test]
+    fn delivery_settings() {
+        check_delivery(Delivery::Now, Ok(&[("TAGS", "A")]));
+        check_delivery(Delivery::DelayLevel(1), Ok(&[("TAGS", "A"), ("DELAY", "1")]));
+        check_delivery(Delivery::DelayLevel(18), Ok(&[("TAGS", "A"), ("DELAY", "18")]));
+        check_delivery(Delivery::DelayLevel(0), Err(MessageError::BadDelayLevel(0)));
+        check_delivery(Delivery::DelayLevel(19), Err(MessageError::BadDelayLevel(19)));
+        check_delivery(Delivery::AtMs(1_700_000_000_123), Ok(&[("TAGS", "A"), ("TIMER_DELIVER_MS", "1700000000123")]));
+        check_delivery(Delivery::AtMs(0), Ok(&[("TAGS", "A"), ("TIMER_DELIVER_MS", "0")]));
+        check_delivery(Delivery::AfterSecs(60), Ok(&[("TAGS", "A"), ("TIMER_DELAY_SEC", "60")]));
+        check_delivery(Delivery::AfterMs(1_500), Ok(&[("TAGS", "A"), ("TIMER_DELAY_MS", "1500")]));
+        check_delivery(Delivery::AfterMs(i64::MAX as u64), Ok(&[("TAGS", "A"), ("TIMER_DELAY_MS", &i64::MAX.to_string())]));
+        check_delivery(
+            Delivery::AfterMs(u64::MAX),
+            Err(MessageError::BadDeliveryTime { name: "TIMER_DELAY_MS", value: u64::MAX.to_string() }),
+        );
+        check_delivery(
+            Delivery::AtMs(1 << 63),
+            Err(MessageError::BadDeliveryTime { name: "TIMER_DELIVER_MS", value: (1u64 << 63).to_string() }),
+        );
+        // One timing property at a time: a timer replaces a delay level and vice versa.
+        let m = Message::new("t", "b").with_deliver_time_ms(5).unwrap().with_delay_level(2).unwrap();
+        assert_eq!(m.properties.iter().collect::<Vec<_>>(), [("DELAY", "2")]);
+    }
+
+    /// What `delivery()` reads from raw properties (as another client may have set them).
+    fn check_read(props: &[(&str, &str)], expected: Result<Delivery, MessageError>) {
+        let mut m = Message::new("t", "b");
+        for (n, v) in props {
+            m.set_property(n, v).unwrap();
+        }
+        assert_eq!(m.delivery(), expected, "{props:?}");
+    }
+
+    #[test]
+    fn delivery_reads_raw_properties() {
+        check_read(&[], Ok(Delivery::Now));
+        check_read(&[("DELAY", "0")], Ok(Delivery::Now));
+        check_read(&[("DELAY", "4")], Ok(Delivery::DelayLevel(4)));
+        check_read(&[("DELAY", "99")], Err(MessageError::BadDelayLevel(99)));
+        check_read(&[("DELAY", "-1")], Err(MessageError::BadDeliveryTime { name: "DELAY", value: "-1".into() }));
+        check_read(&[("TIMER_DELAY_SEC", " 5")], Ok(Delivery::AfterSecs(5)));
+        check_read(&[("DELAY", "0"), ("TIMER_DELAY_MS", "10")], Ok(Delivery::AfterMs(10)));
+        check_read(&[("TIMER_DELIVER_MS", "x")], Err(MessageError::BadDeliveryTime { name: "TIMER_DELIVER_MS", value: "x".into() }));
     }
 
     #[test]

@@ -395,6 +395,12 @@ ext_header! {
 }
 
 ext_header! {
+    /// CONSUMER_SEND_MSG_BACK (36): a consumer hands a message it failed to consume back
+    /// to the broker that stored it, found by its CommitLog `offset`. The broker stores a
+    /// copy in `%RETRY%<group>` (reconsumeTimes + 1, delayed by `delayLevel`: 0 = the
+    /// broker's choice, 3 + reconsumeTimes) or, when reconsumeTimes reached
+    /// `maxReconsumeTimes` (absent: the group's retryMaxTimes) or `delayLevel` < 0, in
+    /// `%DLQ%<group>`.
     ConsumerSendMsgBackRequestHeader {
         offset: i64 = "offset";
         group: String = "group";
@@ -768,6 +774,21 @@ mod tests {
             })
     }
 
+    fn arb_send_back() -> impl Strategy<Value = ConsumerSendMsgBackRequestHeader> {
+        (
+            any::<i64>(),
+            ".{0,12}",
+            any::<i32>(),
+            proptest::option::of(".{0,32}"),
+            proptest::option::of(".{0,12}"),
+            any::<bool>(),
+            proptest::option::of(any::<i32>()),
+        )
+            .prop_map(|(offset, group, delay_level, origin_msg_id, origin_topic, unit_mode, max_reconsume_times)| {
+                ConsumerSendMsgBackRequestHeader { offset, group, delay_level, origin_msg_id, origin_topic, unit_mode, max_reconsume_times }
+            })
+    }
+
     fn arb_send() -> impl Strategy<Value = SendMessageRequestHeader> {
         (
             (".{0,12}", ".{0,12}", ".{0,12}", any::<i32>(), any::<i32>(), any::<i32>(), any::<i64>()),
@@ -806,6 +827,11 @@ mod tests {
             let v2 = SendMessageRequestHeaderV2::from(h.clone());
             prop_assert_eq!(SendMessageRequestHeaderV2::from_ext(&v2.to_ext()), Ok(v2.clone()));
             prop_assert_eq!(SendMessageRequestHeader::from_ext_any(&v2.to_ext()), Ok(h));
+        }
+
+        #[test]
+        fn send_back_roundtrip(h in arb_send_back()) {
+            prop_assert_eq!(ConsumerSendMsgBackRequestHeader::from_ext(&h.to_ext()), Ok(h));
         }
 
         #[test]
