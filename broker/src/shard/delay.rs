@@ -2,10 +2,16 @@
 //! walks every level's schedule queue in order, copies each message whose due time has
 //! passed to its real queue, and records progress; GET_ALL_DELAY_OFFSET reports it.
 //!
+//! Delivery does not wait for its copies to be flushed (that would make every due
+//! message late by up to a flush interval under async flush): a cursor moves at once,
+//! while the recorded progress (`delayOffset`) moves only as the flushed CommitLog
+//! passes the copies it covers (`delay_pending`, at most `DELAY_PENDING_MAX` entries;
+//! past that a pass waits for the oldest).
+//!
 //! Invariants: a level's queue is delivered in order and a message never before its due
-//! time; progress is advanced (and persisted, every `DELAY_OFFSETS_PERSIST_INTERVAL_MS`
-//! and at a clean stop) only after the copies it covers are durable, so a crash
-//! re-delivers at most the copies of the last pass and loses none; the task sleeps
+//! time; recorded progress (persisted every `DELAY_OFFSETS_PERSIST_INTERVAL_MS` and at
+//! a clean stop) covers only durable copies, so a crash re-delivers at most the copies
+//! not yet flushed or persisted, and loses none; the task sleeps
 //! until the earliest due time or `DELIVERY_IDLE_POLL_MS`, never spins; a read error
 //! skips the pass (retried on the next), a store failure is fatal.
 
@@ -19,6 +25,10 @@ use ringmq_client::remoting::codes::response_code as rs;
 use ringmq_client::remoting::command::RemotingCommand;
 use std::rc::Rc;
 use std::time::Duration;
+
+/// Delivery passes whose copies may wait for a flush at once (each holds one entry per
+/// level it moved).
+pub const DELAY_PENDING_MAX: usize = 4096;
 
 /// What one delivery pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -56,14 +66,14 @@ impl<R: Runtime> Shard<R> {
     }
 
     /// One pass over every level: delivers what is due (at most `DELIVERY_BATCH_MAX`
-    /// per level), waits until those copies are durable, then records the progress.
+    /// per level) and moves each level's cursor; the recorded progress follows the
+    /// flushed CommitLog (`settle_delay_progress`).
     pub async fn deliver_pass(&self) -> PassOutcome {
+        self.settle_delay_progress();
         let mut outcome = PassOutcome::default();
-        let mut progress: Vec<(usize, u64)> = Vec::new();
-        let mut last_ticket = None;
         for level in 1..=self.delay_levels.count() {
             let queue = (level - 1) as i32;
-            let from = self.delay_offsets.borrow().get(level).max(self.store.min_offset(SCHEDULE_TOPIC, queue));
+            let from = self.delay_cursor.borrow().get(level).max(self.store.min_offset(SCHEDULE_TOPIC, queue));
             if from >= self.store.max_offset(SCHEDULE_TOPIC, queue) {
                 continue;
             }
@@ -75,6 +85,8 @@ impl<R: Runtime> Shard<R> {
                 }
             };
             let mut next = from;
+            // The CommitLog end the copies of this level need flushed (0: none made).
+            let mut ticket = 0;
             for entry in entries {
                 let record = match self.store.read_record(entry.phys_offset, Some(entry.size)).await {
                     Ok(Some(r)) => r,
@@ -119,7 +131,7 @@ impl<R: Runtime> Shard<R> {
                 };
                 match self.store.put(&msg) {
                     Ok(put) => {
-                        last_ticket = Some(put.durable_ticket);
+                        ticket = put.durable_ticket;
                         self.counters.messages_put.set(self.counters.messages_put.get() + 1);
                         self.waiters.notify(&topic, queue_id);
                         outcome.delivered += 1;
@@ -137,26 +149,40 @@ impl<R: Runtime> Shard<R> {
                 }
             }
             if next > from {
-                progress.push((level, next));
+                self.delay_cursor.borrow_mut().advance(level, next);
+                self.delay_pending.borrow_mut().push_back((ticket, level, next));
             }
         }
-        if let Some(ticket) = last_ticket {
+        // Bounded: past `DELAY_PENDING_MAX` waiting entries, wait for the oldest's flush.
+        let oldest = {
+            let pending = self.delay_pending.borrow();
+            (pending.len() > DELAY_PENDING_MAX).then(|| pending.front().map(|p| p.0)).flatten()
+        };
+        if let Some(ticket) = oldest {
             if let Err(e) = self.store.wait_durable(ticket).await {
                 crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.id));
             }
         }
-        if !progress.is_empty() {
-            let mut offsets = self.delay_offsets.borrow_mut();
-            for (level, to) in progress {
-                offsets.advance(level, to);
-            }
-            self.delay_offsets_dirty.set(true);
-        }
+        self.settle_delay_progress();
         outcome
+    }
+
+    /// Records the progress whose copies the flushed CommitLog now covers.
+    fn settle_delay_progress(&self) {
+        let flushed = self.store.flushed_offset();
+        let mut pending = self.delay_pending.borrow_mut();
+        let mut offsets = self.delay_offsets.borrow_mut();
+        while pending.front().is_some_and(|p| p.0 <= flushed) {
+            let (_, level, to) = pending.pop_front().expect("front exists");
+            if offsets.advance(level, to) {
+                self.delay_offsets_dirty.set(true);
+            }
+        }
     }
 
     /// Saves the delivery progress if it changed.
     pub async fn persist_delay_offsets(&self) {
+        self.settle_delay_progress();
         if !self.delay_offsets_dirty.replace(false) {
             return;
         }

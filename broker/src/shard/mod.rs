@@ -116,7 +116,13 @@ pub struct Shard<R: Runtime> {
     store_stop: Rc<Cell<bool>>,
     /// Delay levels (`messageDelayLevel`) and this shard's delivery progress.
     delay_levels: crate::schedule::DelayLevels,
+    /// Progress covered by durable copies (persisted as `delayOffset`).
     delay_offsets: RefCell<crate::schedule::DelayOffsets>,
+    /// Next schedule-queue offset to deliver per level (ahead of `delay_offsets` by the
+    /// copies not yet flushed).
+    delay_cursor: RefCell<crate::schedule::DelayOffsets>,
+    /// (CommitLog end the copies need flushed, level, progress they complete).
+    delay_pending: RefCell<std::collections::VecDeque<(u64, usize, u64)>>,
     delay_offsets_dirty: Cell<bool>,
     delay_offsets_store: SnapshotStore<R::Disk>,
 }
@@ -193,7 +199,9 @@ impl<R: Runtime> Shard<R> {
             meta,
             store_stop: Rc::new(Cell::new(false)),
             delay_levels,
+            delay_cursor: RefCell::new(delay_offsets.clone()),
             delay_offsets: RefCell::new(delay_offsets),
+            delay_pending: RefCell::new(std::collections::VecDeque::new()),
             delay_offsets_dirty: Cell::new(false),
             delay_offsets_store,
         });
@@ -307,6 +315,8 @@ impl<R: Runtime> Shard<R> {
     /// checkpoints the store (the abort file is removed).
     pub async fn close(&self) -> Result<(), String> {
         self.persist_offsets().await;
+        // Flushed first, so the recorded delay progress covers every copy made.
+        self.store.flush_all().await.map_err(|e| e.to_string())?;
         self.persist_delay_offsets().await;
         self.store_stop.set(true);
         self.store.close().await.map_err(|e| e.to_string())
