@@ -23,6 +23,8 @@ pub struct EmbeddedSpec {
     pub shards: usize,
     pub flush: FlushMode,
     pub segment_mib: u64,
+    /// `messageDelayLevel`.
+    pub delay_levels: String,
 }
 
 impl EmbeddedCluster {
@@ -46,6 +48,7 @@ impl EmbeddedCluster {
             FlushMode::Async => Preallocate::Fallocate,
         };
         config.store.segment_bytes = spec.segment_mib * 1024 * 1024;
+        config.message_delay_level = spec.delay_levels.clone();
         let broker = runtime::start(config).map_err(|e| format!("embedded broker did not start: {e}"))?;
         Ok(Self { namesrv_addr, store_root, broker: Some(broker), namesrv: Some(namesrv) })
     }

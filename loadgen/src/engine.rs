@@ -133,6 +133,10 @@ pub struct EngineSpec {
     pub topics: Vec<String>,
     pub tags: Vec<String>,
     pub keys: bool,
+    /// Every message sent with this delay level.
+    pub delay_level: Option<u32>,
+    /// Its delay: subtracted from end-to-end latency, which is then lateness.
+    pub delay_ms: u64,
     pub group: String,
     pub consume_from_first: bool,
     /// Consume role: stop once this many messages arrived (a catch-up read).
@@ -310,6 +314,9 @@ async fn send_loop(spec: Rc<EngineSpec>, producer: Producer, acc: SharedAcc, sto
             if spec.keys {
                 let _ = m.set_property("KEYS", &format!("k{task_id}-{seq}"));
             }
+            if let Some(level) = spec.delay_level {
+                let _ = m.set_property("DELAY", &level.to_string());
+            }
             msgs.push(m);
             seq += 1;
         }
@@ -391,7 +398,9 @@ fn producer_thread(index: usize, spec: Arc<EngineSpec>, acc: SharedAcc, stop: Ar
     })
 }
 
-fn on_messages(acc: &SharedAcc, msgs: &[MessageExt]) {
+/// `due_delay_us`: the delay every message was sent with (its end-to-end latency is
+/// counted from its due time).
+fn on_messages(acc: &SharedAcc, msgs: &[MessageExt], due_delay_us: u64) {
     let now_us = now_epoch_us();
     let now_ms = (now_us / 1000) as i64;
     let mut a = lock(acc);
@@ -400,7 +409,7 @@ fn on_messages(acc: &SharedAcc, msgs: &[MessageExt]) {
         a.received_bytes += m.body.len() as u64;
         if m.body.len() >= TIMESTAMP_BYTES {
             let sent_us = u64::from_be_bytes(m.body[..TIMESTAMP_BYTES].try_into().expect("8 bytes"));
-            record_us(&mut a.e2e_us, now_us.saturating_sub(sent_us));
+            record_us(&mut a.e2e_us, now_us.saturating_sub(sent_us).saturating_sub(due_delay_us));
         }
         let b2c = (now_ms - m.born_timestamp_ms).max(0) as u64;
         let s2c = (now_ms - m.store_timestamp_ms).max(0) as u64;
@@ -429,12 +438,13 @@ fn consumer_thread(index: usize, spec: Arc<EngineSpec>, acc: SharedAcc, stop: Ar
                 }
                 let listener_acc = acc.clone();
                 let delay_us = spec.consume_delay_us;
+                let due_delay_us = spec.delay_ms * 1000;
                 consumer.register_concurrently(move |msgs| {
                     if delay_us > 0 {
                         // Blocks this consumer's thread on purpose: a slow application.
                         std::thread::sleep(Duration::from_micros(delay_us * msgs.len() as u64));
                     }
-                    on_messages(&listener_acc, msgs);
+                    on_messages(&listener_acc, msgs, due_delay_us);
                     ConsumeStatus::Success
                 });
                 consumer.start().await.map_err(|e| format!("consumer {index}: {e}"))?;

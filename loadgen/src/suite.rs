@@ -88,6 +88,8 @@ fn base_args(dir: &Path, duration_secs: u64, warmup_secs: u64) -> WorkloadArgs {
         warmup_secs,
         tags: Vec::new(),
         keys: false,
+        delay_level: None,
+        delay_levels: ringmq_broker::schedule::DEFAULT_DELAY_LEVELS.into(),
         from_first: false,
         backlog_messages: 0,
         flush: FlushArg::Sync,
@@ -142,7 +144,7 @@ impl Drop for RocketmqPeer {
 fn ringmq_run(a: &WorkloadArgs, role: Role, rate: Option<f64>) -> Result<RunRecord, String> {
     let sizes = workload_cmd::validate(a)?;
     let parent = a.dir.clone().ok_or("no store directory")?;
-    let cluster = EmbeddedCluster::start(&EmbeddedSpec { shards: a.shards, flush: a.flush.mode(), segment_mib: 256 }, &parent)?;
+    let cluster = EmbeddedCluster::start(&EmbeddedSpec { shards: a.shards, flush: a.flush.mode(), segment_mib: 256, delay_levels: ringmq_broker::schedule::DEFAULT_DELAY_LEVELS.into() }, &parent)?;
     let addrs = vec![cluster.namesrv_addr.clone()];
     workload_cmd::create_topics(&addrs, &workload_cmd::topic_names(a), a.queues)?;
     let mut spec = workload_cmd::engine_spec(role, a, sizes, addrs, true);
@@ -358,7 +360,7 @@ pub fn run(args: SuiteArgs) -> Result<(), String> {
 fn w3_cold_read(a: &WorkloadArgs, backlog_mib: u64, notes: &mut Vec<String>) -> Result<RunRecord, String> {
     let sizes = SizeDist::fixed(128);
     let parent = a.dir.clone().ok_or("no store directory")?;
-    let cluster = EmbeddedCluster::start(&EmbeddedSpec { shards: a.shards, flush: a.flush.mode(), segment_mib: 256 }, &parent)?;
+    let cluster = EmbeddedCluster::start(&EmbeddedSpec { shards: a.shards, flush: a.flush.mode(), segment_mib: 256, delay_levels: ringmq_broker::schedule::DEFAULT_DELAY_LEVELS.into() }, &parent)?;
     let addrs = vec![cluster.namesrv_addr.clone()];
     workload_cmd::create_topics(&addrs, &workload_cmd::topic_names(a), a.queues)?;
     let messages = backlog_mib * 1024 * 1024 / 128;

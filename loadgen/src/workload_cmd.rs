@@ -65,6 +65,13 @@ pub struct WorkloadArgs {
     /// Give every message a unique key (indexed by the broker).
     #[arg(long)]
     pub keys: bool,
+    /// Send every message with this RocketMQ delay level (single sends only). The
+    /// end-to-end latency is then the lateness: arrival minus the due time.
+    #[arg(long)]
+    pub delay_level: Option<u32>,
+    /// Embedded broker: its `messageDelayLevel` table (RocketMQ's syntax).
+    #[arg(long, default_value = ringmq_broker::schedule::DEFAULT_DELAY_LEVELS)]
+    pub delay_levels: String,
     /// Consumers start from the first offset (default for the embedded cluster and for
     /// `consume`), else from the last.
     #[arg(long)]
@@ -152,6 +159,12 @@ pub fn validate(a: &WorkloadArgs) -> Result<SizeDist, String> {
             return Err(format!("--rate must be > 0, got {r}"));
         }
     }
+    if a.delay_level.is_some() && a.batch > 1 {
+        return Err("--delay-level needs --batch 1 (delayed messages cannot be batched)".into());
+    }
+    if let Err(e) = ringmq_broker::schedule::DelayLevels::parse(&a.delay_levels) {
+        return Err(format!("--delay-levels: {e}"));
+    }
     if a.send_mode == SendModeArg::Oneway && a.batch > 1 {
         return Err("--send-mode oneway sends single messages: use --batch 1".into());
     }
@@ -216,6 +229,11 @@ pub fn engine_spec(role: Role, a: &WorkloadArgs, sizes: SizeDist, namesrv_addrs:
         topics: topic_names(a),
         tags: a.tags.clone(),
         keys: a.keys,
+        delay_level: a.delay_level,
+        delay_ms: match (a.delay_level, ringmq_broker::schedule::DelayLevels::parse(&a.delay_levels)) {
+            (Some(l), Ok(levels)) if l > 0 => levels.delay_ms((l as usize).min(levels.count())),
+            _ => 0,
+        },
         group: format!("loadgen-{}-{}", std::process::id(), crate::engine::now_epoch_us() / 1000),
         consume_from_first: a.from_first || embedded || role == Role::Consume,
         consume_target_messages: None,
@@ -301,7 +319,7 @@ pub fn run(role: Role, a: WorkloadArgs) -> Result<(), String> {
             if crate::report::fs_type(&parent).as_deref() == Some("tmpfs") {
                 return Err(format!("{} is on tmpfs; the broker's O_DIRECT store needs a real filesystem (pass --dir)", parent.display()));
             }
-            let spec = EmbeddedSpec { shards: a.shards, flush: a.flush.mode(), segment_mib: 256 };
+            let spec = EmbeddedSpec { shards: a.shards, flush: a.flush.mode(), segment_mib: 256, delay_levels: a.delay_levels.clone() };
             eprintln!("loadgen: starting an embedded NameServer and broker ({} shard(s), {:?} flush) under {}", a.shards, a.flush, parent.display());
             let cluster = EmbeddedCluster::start(&spec, &parent)?;
             let addrs = vec![cluster.namesrv_addr.clone()];
