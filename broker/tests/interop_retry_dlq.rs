@@ -33,10 +33,10 @@
 //! offsetMsgId, so the send-back's `originMsgId` names the copy just consumed, not the
 //! original message (Java's client sends the UNIQ_KEY).
 //!
-//! Found: the broker replaces the stored ORIGIN_MESSAGE_ID with each send-back's
+//! Found (fixed): the broker replaced the stored ORIGIN_MESSAGE_ID with each send-back's
 //! `originMsgId` (RocketMQ 4.9 keeps the stored one): with this client the second retry
-//! and the dead letter name the previous copy. The ignored
-//! `json_headers_origin_message_id_is_kept_across_retries` asserts the right value.
+//! and the dead letter named the previous copy.
+//! `json_headers_origin_message_id_is_kept_across_retries` pins it.
 //!
 //! Tests run one at a time (`SERIAL`: their timing bounds assume an unloaded broker);
 //! every wait is bounded.
@@ -823,14 +823,13 @@ async fn binary_headers_failing_messages_are_retried_then_dead_lettered() {
     retried_then_dead_lettered(SerializeType::ROCKETMQ, false).await;
 }
 
-/// Broker bug (found by this test): CONSUMER_SEND_MSG_BACK sets ORIGIN_MESSAGE_ID from
+/// Pins a broker bug this test found (fixed): CONSUMER_SEND_MSG_BACK set ORIGIN_MESSAGE_ID from
 /// each request's `originMsgId` header, replacing the one the stored copy carries, where
 /// RocketMQ 4.9 keeps the stored one (`isBlank(originMsgId) ? msgExt.getMsgId() :
 /// originMsgId`, the header field unused). This client sends the consumed copy's own
 /// offsetMsgId, so the second retry names the first retry copy and the dead letter the
 /// last retry copy instead of the original message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: send-back replaces the stored ORIGIN_MESSAGE_ID with the request's originMsgId (RocketMQ 4.9 keeps it): the DLQ copy names the last retry copy"]
 async fn json_headers_origin_message_id_is_kept_across_retries() {
     let _serial = SERIAL.lock().await;
     retried_then_dead_lettered(SerializeType::JSON, true).await;

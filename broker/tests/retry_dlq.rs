@@ -234,7 +234,7 @@ impl Seen {
 }
 
 /// What was sent: body → (msgId, key).
-type Sent = BTreeMap<String, (String, String)>;
+type Sent = BTreeMap<String, (String, String, String)>;
 
 async fn send_tagged(producer: &Producer, topic: &str, names: &[String]) -> Sent {
     let mut sent = Sent::new();
@@ -242,21 +242,37 @@ async fn send_tagged(producer: &Producer, topic: &str, names: &[String]) -> Sent
         let key = format!("key-{name}");
         let msg = Message::new(topic, name.clone()).with_tags("TagR").and_then(|m| m.with_keys([key.as_str()])).expect("message");
         let r = producer.send(msg).await.expect("send");
-        sent.insert(name.clone(), (r.msg_id, key));
+        sent.insert(name.clone(), (r.msg_id, key, r.offset_msg_id));
     }
     sent
 }
 
 /// Checks a dead-lettered copy against what was sent.
-fn check_dead_letter(m: &MessageExt, sent: &Sent, group: &str, original_topic: &str) {
+/// Whose id a dead letter's ORIGIN_MESSAGE_ID holds.
+#[derive(Clone, Copy)]
+enum Origin {
+    /// Sent back by the broker (CONSUMER_SEND_MSG_BACK): the original's offsetMsgId.
+    BrokerSendBack,
+    /// The orderly consumer's own retry message (Java's fallback): the client sets it to
+    /// the message's msgId (UNIQ_KEY).
+    ClientRetryMessage,
+}
+
+fn check_dead_letter(m: &MessageExt, sent: &Sent, group: &str, original_topic: &str, origin: Origin) {
     let body = text(m);
-    let (msg_id, key) = sent.get(&body).unwrap_or_else(|| panic!("unexpected body {body:?} in the DLQ"));
+    let (msg_id, key, offset_msg_id) = sent.get(&body).unwrap_or_else(|| panic!("unexpected body {body:?} in the DLQ"));
     assert_eq!(m.topic, dlq_topic(group), "{body}");
     assert_eq!(&m.msg_id, msg_id, "msgId (UNIQ_KEY) intact for {body}");
     assert_eq!(m.keys().collect::<Vec<_>>(), [key.as_str()], "keys intact for {body}");
     assert_eq!(m.tags(), Some("TagR"), "tags intact for {body}");
     assert_eq!(m.property(keys::RETRY_TOPIC), Some(original_topic), "RETRY_TOPIC names the original topic for {body}");
-    assert_eq!(m.property(keys::ORIGIN_MESSAGE_ID), Some(msg_id.as_str()), "ORIGIN_MESSAGE_ID for {body}");
+    // RocketMQ 4.9: a broker send-back names the original by its offsetMsgId and keeps
+    // it across every retry; a client's retry message carries what the client set.
+    let want = match origin {
+        Origin::BrokerSendBack => offset_msg_id,
+        Origin::ClientRetryMessage => msg_id,
+    };
+    assert_eq!(m.property(keys::ORIGIN_MESSAGE_ID), Some(want.as_str()), "ORIGIN_MESSAGE_ID names the original for {body}");
 }
 
 #[test]
@@ -300,7 +316,7 @@ fn failing_messages_are_retried_up_to_the_maximum_then_dead_lettered() {
         glommio::timer::sleep(QUIET_AFTER_DLQ).await;
 
         for name in &names {
-            let (msg_id, key) = &sent[name];
+            let (msg_id, key, _) = &sent[name];
             let got = deliveries(name);
             let times: Vec<i32> = got.iter().map(|d| d.reconsume_times).collect();
             if name.starts_with("bad") {
@@ -318,7 +334,7 @@ fn failing_messages_are_retried_up_to_the_maximum_then_dead_lettered() {
         assert_eq!(dead.len(), 3, "each failing message once in the DLQ: {:?}", bodies(&dead));
         for m in &dead {
             assert!(text(m).starts_with("bad"), "{}", text(m));
-            check_dead_letter(m, &sent, GROUP, TOPIC);
+            check_dead_letter(m, &sent, GROUP, TOPIC, Origin::BrokerSendBack);
             assert_eq!(m.reconsume_times, MAX as i32 + 1, "the dead-letter copy counts the last failure (RocketMQ: reconsumeTimes + 1)");
         }
 
@@ -373,7 +389,7 @@ fn orderly_consumer_dead_letters_after_the_maximum_and_moves_on() {
             [("first", 0), ("bad", 0), ("bad", 1), ("bad", 2), ("after", 0)].iter().map(|(b, t)| (b.to_string(), *t)).collect();
         assert_eq!(order, want, "local retries up to the maximum, then the queue moves on in order");
         assert_eq!(bodies(&dead), ["bad"], "the failing message, once, in the DLQ");
-        check_dead_letter(&dead[0], &sent, GROUP, TOPIC);
+        check_dead_letter(&dead[0], &sent, GROUP, TOPIC, Origin::BrokerSendBack);
 
         consumer.persist_offsets().await;
         let pull = PullConsumer::start(PullConsumerConfig::new(client.clone(), GROUP)).await.expect("pull");
@@ -412,7 +428,7 @@ fn orderly_fallback_message_at_the_maximum_lands_in_the_dlq() {
 
         let dead = read_all(&client, &dlq_topic(GROUP), 1).await;
         assert_eq!(bodies(&dead), ["fallback"]);
-        check_dead_letter(&dead[0], &sent, GROUP, TOPIC);
+        check_dead_letter(&dead[0], &sent, GROUP, TOPIC, Origin::ClientRetryMessage);
         assert_eq!(dead[0].reconsume_times, MAX, "the send header's reconsumeTimes is stored (RocketMQ's handleRetryAndDLQ)");
         member.shutdown().await;
         producer.shutdown().await;

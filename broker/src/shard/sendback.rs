@@ -5,7 +5,8 @@
 //! A message sent back is looked up by its commit log offset on the shard that holds it
 //! (the offset names the shard), and a copy is sent — through the owner of its new
 //! queue, like any send — to `%RETRY%<group>` with `DELAY = 3 + reconsumeTimes` (or the
-//! level asked for), `RETRY_TOPIC` (its first topic), `ORIGIN_MESSAGE_ID`, and
+//! level asked for), `RETRY_TOPIC` (its first topic), `ORIGIN_MESSAGE_ID` (the first
+//! message's offsetMsgId, kept across retries), and
 //! reconsumeTimes + 1; once reconsumeTimes reaches the limit (or the level asked for is
 //! negative) the copy goes to `%DLQ%<group>` instead, at once.
 //!
@@ -110,12 +111,12 @@ impl<R: Runtime> Shard<R> {
         if props.get(keys::RETRY_TOPIC).is_none() {
             let _ = props.set(keys::RETRY_TOPIC, &topic);
         }
-        let origin = cmd
-            .ext("originMsgId")
-            .filter(|m| !m.trim().is_empty())
-            .map(str::to_string)
-            .unwrap_or_else(|| super::send::offset_msg_id(&self.store_host, offset as u64));
-        let _ = props.set(PROPERTY_ORIGIN_MESSAGE_ID, &origin);
+        // As RocketMQ 4.9: the first send-back names the message by its own offsetMsgId,
+        // later ones keep that name (the request's `originMsgId` is not used), so every
+        // retry copy and the dead letter name the original message.
+        if props.get(PROPERTY_ORIGIN_MESSAGE_ID).is_none_or(|m| m.trim().is_empty()) {
+            let _ = props.set(PROPERTY_ORIGIN_MESSAGE_ID, &super::send::offset_msg_id(&self.store_host, offset as u64));
+        }
         let reconsume_times = view.reconsume_times();
         let (target, level) = send_back_target(group, reconsume_times, max_reconsume, delay_level);
         let queues = if target.starts_with(DLQ_TOPIC_PREFIX) { DLQ_QUEUE_NUMS } else { RETRY_QUEUE_NUMS };
