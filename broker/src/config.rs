@@ -56,6 +56,7 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "autoCreateTopicEnable",
     "defaultTopicQueueNums",
     "messageDelayLevel",
+    "timerMaxDelaySec",
 ];
 
 #[derive(Debug, Error)]
@@ -164,6 +165,8 @@ pub struct BrokerConfig {
     pub forward_batch_max: usize,
     /// Delay levels, RocketMQ's `messageDelayLevel` syntax (`1s 5s ... 2h`).
     pub message_delay_level: String,
+    /// Longest timer delay (RocketMQ's `timerMaxDelaySec`).
+    pub timer_max_delay_sec: u64,
     #[serde(deserialize_with = "de_store")]
     pub store: StoreConfig,
 }
@@ -190,6 +193,7 @@ impl Default for BrokerConfig {
             connections_per_shard_max: 10_000,
             forward_batch_max: 256,
             message_delay_level: crate::schedule::DEFAULT_DELAY_LEVELS.to_string(),
+            timer_max_delay_sec: crate::schedule::timer::TIMER_MAX_DELAY_SEC_DEFAULT,
             store: StoreConfig::default(),
         };
         config.derive_bounds();
@@ -389,6 +393,7 @@ fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) -> Result<C
         "brokerClusterName" => config.cluster_name = value.to_string(),
         "brokerName" => config.broker_name = value.to_string(),
         "messageDelayLevel" => config.message_delay_level = value.to_string(),
+        "timerMaxDelaySec" => config.timer_max_delay_sec = parse_number(value)?,
         "brokerId" => config.broker_id = parse_number(value)?,
         "brokerIP1" => config.broker_ip = Some(value.to_string()),
         "brokerRole" => {
@@ -663,6 +668,13 @@ impl BrokerConfig {
         if let Err(e) = crate::schedule::DelayLevels::parse(&self.message_delay_level) {
             return fail(e.to_string());
         }
+        if self.timer_max_delay_sec == 0 || self.timer_max_delay_sec > crate::schedule::timer::TIMER_MAX_DELAY_SEC_LIMIT {
+            return fail(format!(
+                "timer_max_delay_sec {} is not in 1..={}",
+                self.timer_max_delay_sec,
+                crate::schedule::timer::TIMER_MAX_DELAY_SEC_LIMIT
+            ));
+        }
         self.store.validate()?;
         Ok(())
     }
@@ -911,6 +923,7 @@ mod tests {
         autoCreateTopicEnable=TRUE
         defaultTopicQueueNums=4
         messageDelayLevel=1s 2s 1m 2h
+        timerMaxDelaySec=86400
     ";
 
     #[test]
@@ -935,6 +948,7 @@ mod tests {
             c.auto_create_topic = true;
             c.default_topic_queue_nums = 4;
             c.message_delay_level = "1s 2s 1m 2h".into();
+            c.timer_max_delay_sec = 86_400;
         });
         expected.validate().unwrap();
         check(Conf(EVERY_CONF_KEY), Ok(expected));

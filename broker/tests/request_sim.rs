@@ -43,6 +43,9 @@ const PULL_SLACK_MS: u64 = 500;
 /// A request on a live connection must be answered within this (suspend time aside).
 const REQUEST_DEADLINE_MS: u64 = 20_000;
 const TAGS: [&str; 3] = ["TagA", "TagB", "TagC"];
+/// The simulated broker's `timerMaxDelaySec` (small, so the wheel has few buckets and
+/// a day's clock jump makes it catch up whole turns).
+const SIM_TIMER_MAX_DELAY_SEC: u64 = 60;
 /// The simulated broker's `messageDelayLevel` ("1s 2s 5s"), in ms.
 const DELAY_LEVELS_MS: [i64; 3] = [1_000, 2_000, 5_000];
 
@@ -298,8 +301,18 @@ async fn producer(w: Rc<World>, actor: usize) {
         }
         // Some single sends wait a delay level (4 clamps to the table's last, 3).
         let delay_level = (kind >= 2 && kind < 9 && w.ex.chance(150_000)).then(|| 1 + w.ex.random(0..4) as usize);
+        // Some other single sends are timers: 0–7 s ahead (TIMER_DELAY_MS or an absolute
+        // TIMER_DELIVER_MS), now and then past the maximum (refused).
+        let timer_ms = (delay_level.is_none() && kind >= 2 && kind < 9 && w.ex.chance(120_000)).then(|| {
+            if w.ex.chance(50_000) { SIM_TIMER_MAX_DELAY_SEC as i64 * 1000 + 5_000 } else { w.ex.random(0..7_000) as i64 }
+        });
         let sent_wall_ms = w.wall_ms();
-        let cmd = send_cmd(&topic, queue_id, queues, &messages[0].0, &messages[0].1, (kind < 2).then_some(&messages[..]), delay_level);
+        let mut cmd = send_cmd(&topic, queue_id, queues, &messages[0].0, &messages[0].1, (kind < 2).then_some(&messages[..]), delay_level);
+        if let Some(ms) = timer_ms {
+            let extra = if w.ex.chance(500_000) { format!("TIMER_DELAY_MS\u{1}{ms}\u{2}") } else { format!("TIMER_DELIVER_MS\u{1}{}\u{2}", sent_wall_ms + ms) };
+            let props = cmd.ext("i").unwrap_or_default().to_string() + &extra;
+            cmd.ext_fields.insert("i".into(), props);
+        }
         if kind == 9 {
             // Oneway: never answered, may be stored.
             client.oneway(cmd.oneway()).await;
@@ -316,6 +329,13 @@ async fn producer(w: Rc<World>, actor: usize) {
                 if auto_topic(&topic) {
                     m.topics.entry(topic.clone()).or_insert(queues);
                 }
+                if let Some(ms) = timer_ms {
+                    if ms > SIM_TIMER_MAX_DELAY_SEC as i64 * 1000 {
+                        w.violation(format!("a timer {ms} ms ahead was accepted (max {SIM_TIMER_MAX_DELAY_SEC} s)"));
+                    }
+                    m.delayed.insert(messages[0].0.clone(), (topic.clone(), queue_id, sent_wall_ms + ms, w.epoch.get()));
+                    continue;
+                }
                 if let Some(level) = delay_level {
                     let level = level.min(DELAY_LEVELS_MS.len());
                     let due_ms = sent_wall_ms + DELAY_LEVELS_MS[level - 1];
@@ -327,6 +347,7 @@ async fn producer(w: Rc<World>, actor: usize) {
                 }
             }
             Ok(r) if matches!(r.code, rs::SYSTEM_BUSY | rs::SERVICE_NOT_AVAILABLE) => {}
+            Ok(r) if r.code == rs::MESSAGE_ILLEGAL && timer_ms.is_some_and(|ms| ms > SIM_TIMER_MAX_DELAY_SEC as i64 * 1000) => {}
             // A topic whose create was acknowledged exists on every shard at once.
             Ok(r) if r.code == rs::TOPIC_NOT_EXIST && auto_topic(&topic) => {}
             Ok(r) => w.violation(format!("send refused unexpectedly: code {} {:?}", r.code, r.remark)),
@@ -822,6 +843,7 @@ fn config(plan: &SimPlan) -> BrokerConfig {
     config.store.flush_mode = if plan.sync_flush { FlushMode::Sync } else { FlushMode::Async };
     config.store.flush_interval_ms = 20;
     config.message_delay_level = "1s 2s 5s".into();
+    config.timer_max_delay_sec = SIM_TIMER_MAX_DELAY_SEC;
     config
 }
 
@@ -832,6 +854,8 @@ fn run_seed(seed: u64) -> (Vec<String>, u64, String) {
     let plan = SimPlan::of(seed, &ex);
     let disk = SimDisk::new(seed);
     let broker = SimBroker::new(ex.clone(), disk, config(&plan));
+    // The wall clock starts anywhere in a minute: timers cross wheel buckets.
+    broker.clock_jump_ms.set(ex.random(0..60_000) as i64);
     let w = Rc::new(World {
         ex: ex.clone(),
         broker: broker.clone(),

@@ -14,6 +14,8 @@
 //! most the copies made since the last persist are delivered again (at-least-once);
 //! all of it is rebuildable from the CommitLog (the schedule queues are ConsumeQueues).
 
+pub mod timer;
+
 use ringmq_client::message::properties::{keys, Properties};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -1,4 +1,5 @@
 //! The shard's delay-level delivery (`schedule/` owns the rules): one task per shard
+//! (which also runs the timer passes of `shard/timer.rs`)
 //! walks every level's schedule queue in order, copies each message whose due time has
 //! passed to its real queue, and records progress; GET_ALL_DELAY_OFFSET reports it.
 //!
@@ -26,6 +27,8 @@ use ringmq_client::remoting::command::RemotingCommand;
 use std::rc::Rc;
 use std::time::Duration;
 
+/// Pause before retrying a due message the store refused (busy) or could not read.
+pub const DELIVERY_RETRY_MS: u64 = 10;
 /// Delivery passes whose copies may wait for a flush at once (each holds one entry per
 /// level it moved).
 pub const DELAY_PENDING_MAX: usize = 4096;
@@ -44,17 +47,25 @@ impl<R: Runtime> Shard<R> {
         let mut last_persist_us = self.rt.monotonic_us();
         while !self.store_stop.get() {
             let outcome = self.deliver_pass().await;
+            let (timers, timer_due) = self.timer_pass().await;
             let now_ms = self.now_ms();
             let idle_ms = DELIVERY_IDLE_POLL_MS as i64;
-            let wait_ms = match outcome {
-                PassOutcome { delivered, .. } if delivered > 0 => 0,
-                PassOutcome { next_due_ms: Some(due), .. } => (due - now_ms).clamp(0, idle_ms),
-                _ => idle_ms,
+            let next_due = match (outcome.next_due_ms, timer_due) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let wait_ms = match next_due {
+                _ if outcome.delivered > 0 || timers > 0 => 0,
+                // Something is due but nothing was delivered (the store is busy or a
+                // read failed): back off instead of trying again at once.
+                Some(due) => (due - now_ms).clamp(DELIVERY_RETRY_MS as i64, idle_ms),
+                None => idle_ms,
             };
             let now_us = self.rt.monotonic_us();
             if now_us.saturating_sub(last_persist_us) >= DELAY_OFFSETS_PERSIST_INTERVAL_MS * 1000 {
                 last_persist_us = now_us;
                 self.persist_delay_offsets().await;
+                self.persist_timer_progress().await;
             }
             if wait_ms > 0 {
                 self.rt.sleep(Duration::from_millis(wait_ms as u64)).await;

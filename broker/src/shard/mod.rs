@@ -13,6 +13,7 @@
 
 pub mod consumers;
 pub mod delay;
+pub mod timer;
 pub mod locks;
 pub mod longpoll;
 pub mod mesh;
@@ -125,6 +126,10 @@ pub struct Shard<R: Runtime> {
     delay_pending: RefCell<std::collections::VecDeque<(u64, usize, u64)>>,
     delay_offsets_dirty: Cell<bool>,
     delay_offsets_store: SnapshotStore<R::Disk>,
+    /// Timer messages: the wheel and this shard's progress through it.
+    timer_wheel: crate::schedule::timer::TimerWheel,
+    timer_state: RefCell<timer::TimerState>,
+    timer_progress_store: SnapshotStore<R::Disk>,
 }
 
 /// Header field that carries a send's born host (the producer's address, as Java's
@@ -166,6 +171,12 @@ impl<R: Runtime> Shard<R> {
             Some(bytes) => crate::schedule::DelayOffsets::decode(&bytes).map_err(meta_err("delay offsets"))?,
             None => crate::schedule::DelayOffsets::default(),
         };
+        let timer_wheel = crate::schedule::timer::TimerWheel::new(config.timer_max_delay_sec);
+        let timer_progress_store = SnapshotStore::new(rt.disk(), dir.join("config"), "timerOffset");
+        let timer_progress = match timer_progress_store.load().await.map_err(|e| meta_err("timer progress")(e.to_string()))? {
+            Some(bytes) => timer::decode_progress(&bytes).map_err(meta_err("timer progress"))?,
+            None => timer::TimerProgress::default(),
+        };
         let (groups, meta) = if id == META_OWNER_SHARD {
             let groups_store = SnapshotStore::new(rt.disk(), meta_dir, "subscriptionGroup");
             let groups = match groups_store.load().await.map_err(|e| meta_err("subscription groups")(e.to_string()))? {
@@ -204,6 +215,9 @@ impl<R: Runtime> Shard<R> {
             delay_pending: RefCell::new(std::collections::VecDeque::new()),
             delay_offsets_dirty: Cell::new(false),
             delay_offsets_store,
+            timer_wheel,
+            timer_state: RefCell::new(timer::TimerState::new(timer_progress)),
+            timer_progress_store,
         });
         crate::store::flusher::spawn_store_tasks(rt.clone(), store, shard.store_stop.clone(), Rc::new(|e: String| crate::fatal::fatal(&e)));
         let persister = shard.clone();
@@ -318,6 +332,7 @@ impl<R: Runtime> Shard<R> {
         // Flushed first, so the recorded delay progress covers every copy made.
         self.store.flush_all().await.map_err(|e| e.to_string())?;
         self.persist_delay_offsets().await;
+        self.persist_timer_progress().await;
         self.store_stop.set(true);
         self.store.close().await.map_err(|e| e.to_string())
     }

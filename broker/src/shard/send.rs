@@ -39,15 +39,10 @@ pub fn writable(topic: &TopicConfig) -> bool {
 const TRANSACTION_TYPE_MASK: i32 = 0x0C;
 const TRANSACTION_PREPARED_TYPE: i32 = 0x04;
 
-/// Why a message asks for something this broker does not do yet, if it does: timed
-/// delivery (RocketMQ 5 timers), transactional half messages. Refused with a clear error rather
+/// Why a message asks for something this broker does not do yet, if it does:
+/// transactional half messages. Refused with a clear error rather
 /// than delivered at once (which would do the wrong thing without a word).
 fn unsupported(sys_flag: i32, properties: &str) -> Option<String> {
-    for timer in ["TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS"] {
-        if properties::find(properties, timer).is_some() {
-            return Some(format!("timer messages (property {timer}) are not supported by this broker yet"));
-        }
-    }
     let prepared = sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE;
     if prepared || properties::find(properties, keys::TRAN_MSG).is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
         return Some("transactional messages are not supported by this broker yet".into());
@@ -149,7 +144,14 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 if let Some(reason) = unsupported(0, &props) {
                     return error_response(cmd, rs::MESSAGE_ILLEGAL, reason);
                 }
-                if matches!(self.delay_levels.level_of(properties::find(&props, keys::DELAY)), Ok(Some(_)) | Err(_)) {
+                let timed = [
+                    crate::schedule::timer::PROPERTY_TIMER_DELIVER_MS,
+                    crate::schedule::timer::PROPERTY_TIMER_DELAY_SEC,
+                    crate::schedule::timer::PROPERTY_TIMER_DELAY_MS,
+                ]
+                .iter()
+                .any(|t| properties::find(&props, t).is_some());
+                if timed || matches!(self.delay_levels.level_of(properties::find(&props, keys::DELAY)), Ok(Some(_)) | Err(_)) {
                     // As RocketMQ: a batch is stored as it is, so it cannot wait.
                     return error_response(cmd, rs::MESSAGE_ILLEGAL, "delayed messages cannot be batched (property DELAY in a batch)");
                 }
@@ -171,13 +173,30 @@ impl<R: crate::rt::Runtime> Shard<R> {
             };
             // A delayed message waits in this shard's schedule queue of its level
             // (this shard owns its target queue) until `run_delivery` copies it there.
+            let now_ms = self.now_ms();
+            let timer_due = match self.timer_wheel.due_ms(&properties, now_ms) {
+                Ok(due) => due.filter(|&d| d > now_ms),
+                Err(e) => return error_response(cmd, rs::MESSAGE_ILLEGAL, e),
+            };
             let scheduled;
-            let msg = match level {
-                Some(level) => {
+            let msg = match (timer_due, level) {
+                // A timer waits in the wheel bucket of the minute it is due in; one whose
+                // time has passed goes to its queue at once (RocketMQ 5).
+                (Some(due), _) => {
+                    scheduled = crate::schedule::timer::timer_properties(&properties, &header.topic, queue_id, due);
+                    MessageToStore {
+                        topic: crate::schedule::timer::TIMER_TOPIC,
+                        queue_id: self.timer_wheel.bucket_of(due),
+                        body: &cmd.body,
+                        properties: &scheduled,
+                        ..base
+                    }
+                }
+                (None, Some(level)) => {
                     scheduled = crate::schedule::schedule_properties(&properties, &header.topic, queue_id);
                     MessageToStore { topic: crate::schedule::SCHEDULE_TOPIC, queue_id: (level - 1) as i32, body: &cmd.body, properties: &scheduled, ..base }
                 }
-                None => MessageToStore { body: &cmd.body, properties: &properties, ..base },
+                (None, None) => MessageToStore { body: &cmd.body, properties: &properties, ..base },
             };
             match self.put(&msg) {
                 Ok(r) => results.push(r),
@@ -244,9 +263,7 @@ mod tests {
         check_unsupported(0, "", None);
         check_unsupported(0, "TAGS\u{1}a\u{2}KEYS\u{1}k\u{2}", None);
         check_unsupported(0, "DELAY\u{1}3\u{2}", None);
-        check_unsupported(0, "TIMER_DELIVER_MS\u{1}1700000000000\u{2}", Some("TIMER_DELIVER_MS"));
-        check_unsupported(0, "TIMER_DELAY_SEC\u{1}5\u{2}", Some("TIMER_DELAY_SEC"));
-        check_unsupported(0, "TIMER_DELAY_MS\u{1}5\u{2}", Some("TIMER_DELAY_MS"));
+        check_unsupported(0, "TIMER_DELAY_SEC\u{1}5\u{2}", None);
         check_unsupported(0, "TRAN_MSG\u{1}true\u{2}PGROUP\u{1}pg\u{2}", Some("transactional"));
         check_unsupported(0x04, "", Some("transactional"));
         // Commit (0x08) and rollback (0x0C) types are not half messages.
