@@ -502,3 +502,64 @@ fn a_message_with_delay_level_1_arrives_after_one_second() {
         producer.shutdown().await;
     });
 }
+
+#[test]
+fn timer_messages_arrive_at_their_time_and_too_distant_ones_are_refused() {
+    const GROUP: &str = "cg-timer";
+    const TOPIC: &str = "TIMED";
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = Cluster::start();
+    let client = cluster.client_config();
+    on_executor(move || async move {
+        create_topic(&client, TOPIC, 2).await;
+        let arrivals: Rc<RefCell<Vec<(Instant, MessageExt)>>> = Rc::default();
+        let mut consumer = PushConsumer::new(push_config(&client, GROUP));
+        consumer.subscribe(TOPIC, "*").expect("subscribe");
+        let a = arrivals.clone();
+        consumer.register_concurrently(move |msgs| {
+            let now = Instant::now();
+            a.borrow_mut().extend(msgs.iter().map(|m| (now, m.clone())));
+            ConsumeStatus::Success
+        });
+        consumer.start().await.expect("consumer");
+        wait_until("queues assigned", || consumer.assigned_queues().len() == 2).await;
+
+        let producer = Producer::start(ProducerConfig::new(client.clone(), "pg-timer")).await.expect("producer");
+        let epoch_ms = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis() as u64;
+        // body -> (send started, how long after it the timer is due, msgId)
+        let mut sent: BTreeMap<String, (Instant, Duration, String)> = BTreeMap::new();
+        let cases: [(&str, ringmq_client::message::Delivery, Duration); 4] = [
+            ("after-1500ms", ringmq_client::message::Delivery::AfterMs(1_500), Duration::from_millis(1_500)),
+            ("after-1s", ringmq_client::message::Delivery::AfterSecs(1), Duration::from_secs(1)),
+            ("at-plus-2s", ringmq_client::message::Delivery::AtMs(epoch_ms() + 2_000), Duration::from_millis(1_990)),
+            ("at-in-the-past", ringmq_client::message::Delivery::AtMs(epoch_ms() - 60_000), Duration::ZERO),
+        ];
+        for (body, delivery, due_after) in cases {
+            let msg = Message::new(TOPIC, body).with_delivery(delivery).expect("message");
+            let started = Instant::now();
+            let r = producer.send(msg).await.expect("send a timer");
+            sent.insert(body.to_string(), (started, due_after, r.msg_id));
+        }
+        // Past the broker's timerMaxDelaySec (3 days by default): refused, naming the limit.
+        let too_far = Message::new(TOPIC, "too-far").with_delivery(ringmq_client::message::Delivery::AfterSecs(4 * 86_400)).expect("message");
+        let refused = producer.send(too_far).await.expect_err("a timer past the maximum delay is refused");
+        assert!(refused.to_string().contains("timerMaxDelaySec"), "the refusal names the limit: {refused}");
+
+        wait_until("every timer", || arrivals.borrow().len() >= sent.len()).await;
+        glommio::timer::sleep(Duration::from_millis(300)).await;
+        let arrivals = arrivals.borrow();
+        assert_eq!(arrivals.len(), sent.len(), "each once: {:?}", arrivals.iter().map(|(_, m)| text(m)).collect::<Vec<_>>());
+        for (at, m) in arrivals.iter() {
+            let body = text(m);
+            let (started, due_after, msg_id) = &sent[&body];
+            let after = at.duration_since(*started);
+            eprintln!("timer {body}: arrived {after:?} after its send (due after {due_after:?})");
+            assert!(after + STORE_CLOCK_GRANULARITY >= *due_after, "{body} arrived {after:?} after its send: before its time");
+            assert!(after <= *due_after + DELAY_LATE_MAX, "{body} arrived {after:?} after its send: over {due_after:?} + {DELAY_LATE_MAX:?}");
+            assert_eq!((m.topic.as_str(), &m.msg_id), (TOPIC, msg_id), "{body}: topic and msgId kept");
+            assert_eq!(m.property("TIMER_DELAY_MS").or(m.property("TIMER_DELAY_SEC")).or(m.property("TIMER_DELIVER_MS")), None, "{body}: not timed again");
+        }
+        consumer.shutdown().await;
+        producer.shutdown().await;
+    });
+}

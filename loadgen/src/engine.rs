@@ -135,6 +135,8 @@ pub struct EngineSpec {
     pub keys: bool,
     /// Every message sent with this delay level.
     pub delay_level: Option<u32>,
+    /// Every message sent as a timer due this many seconds later.
+    pub timer_delay_secs: Option<u64>,
     /// Its delay: subtracted from end-to-end latency, which is then lateness.
     pub delay_ms: u64,
     pub group: String,
@@ -316,6 +318,9 @@ async fn send_loop(spec: Rc<EngineSpec>, producer: Producer, acc: SharedAcc, sto
             }
             if let Some(level) = spec.delay_level {
                 let _ = m.set_property("DELAY", &level.to_string());
+            }
+            if let Some(secs) = spec.timer_delay_secs {
+                let _ = m.set_property("TIMER_DELAY_SEC", &secs.to_string());
             }
             msgs.push(m);
             seq += 1;

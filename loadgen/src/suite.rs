@@ -89,6 +89,7 @@ fn base_args(dir: &Path, duration_secs: u64, warmup_secs: u64) -> WorkloadArgs {
         tags: Vec::new(),
         keys: false,
         delay_level: None,
+        timer_delay_secs: None,
         delay_levels: ringmq_broker::schedule::DEFAULT_DELAY_LEVELS.into(),
         from_first: false,
         backlog_messages: 0,

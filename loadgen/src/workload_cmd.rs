@@ -69,6 +69,10 @@ pub struct WorkloadArgs {
     /// end-to-end latency is then the lateness: arrival minus the due time.
     #[arg(long)]
     pub delay_level: Option<u32>,
+    /// Send every message as a RocketMQ 5 timer due this many seconds after its send
+    /// (`TIMER_DELAY_SEC`; single sends only). End-to-end latency becomes lateness.
+    #[arg(long)]
+    pub timer_delay_secs: Option<u64>,
     /// Embedded broker: its `messageDelayLevel` table (RocketMQ's syntax).
     #[arg(long, default_value = ringmq_broker::schedule::DEFAULT_DELAY_LEVELS)]
     pub delay_levels: String,
@@ -159,7 +163,7 @@ pub fn validate(a: &WorkloadArgs) -> Result<SizeDist, String> {
             return Err(format!("--rate must be > 0, got {r}"));
         }
     }
-    if a.delay_level.is_some() && a.batch > 1 {
+    if (a.delay_level.is_some() || a.timer_delay_secs.is_some()) && a.batch > 1 {
         return Err("--delay-level needs --batch 1 (delayed messages cannot be batched)".into());
     }
     if let Err(e) = ringmq_broker::schedule::DelayLevels::parse(&a.delay_levels) {
@@ -230,8 +234,10 @@ pub fn engine_spec(role: Role, a: &WorkloadArgs, sizes: SizeDist, namesrv_addrs:
         tags: a.tags.clone(),
         keys: a.keys,
         delay_level: a.delay_level,
-        delay_ms: match (a.delay_level, ringmq_broker::schedule::DelayLevels::parse(&a.delay_levels)) {
-            (Some(l), Ok(levels)) if l > 0 => levels.delay_ms((l as usize).min(levels.count())),
+        timer_delay_secs: a.timer_delay_secs,
+        delay_ms: match (a.timer_delay_secs, a.delay_level, ringmq_broker::schedule::DelayLevels::parse(&a.delay_levels)) {
+            (Some(secs), _, _) => secs * 1000,
+            (None, Some(l), Ok(levels)) if l > 0 => levels.delay_ms((l as usize).min(levels.count())),
             _ => 0,
         },
         group: format!("loadgen-{}-{}", std::process::id(), crate::engine::now_epoch_us() / 1000),

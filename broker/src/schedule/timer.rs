@@ -81,6 +81,16 @@ impl TimerWheel {
     }
 }
 
+/// Properties without the timer request (a timer due already is stored as it is,
+/// not timed again if it is ever re-sent).
+pub fn strip_timer_properties(properties: &str) -> String {
+    let mut p = Properties::decode_str(properties);
+    for name in [PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS] {
+        p.remove(name);
+    }
+    p.encode()
+}
+
 /// The properties a timer waits with: the original ones, where it goes, and when.
 pub fn timer_properties(properties: &str, real_topic: &str, real_queue: i32, due_ms: i64) -> String {
     let mut p = Properties::decode_str(properties);

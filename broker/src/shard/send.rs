@@ -174,10 +174,15 @@ impl<R: crate::rt::Runtime> Shard<R> {
             // A delayed message waits in this shard's schedule queue of its level
             // (this shard owns its target queue) until `run_delivery` copies it there.
             let now_ms = self.now_ms();
-            let timer_due = match self.timer_wheel.due_ms(&properties, now_ms) {
-                Ok(due) => due.filter(|&d| d > now_ms),
+            let (timer_due, untimed) = match self.timer_wheel.due_ms(&properties, now_ms) {
+                Ok(Some(due)) if due > now_ms => (Some(due), None),
+                // Due already: delivered at once, without the timer request.
+                Ok(Some(_)) => (None, Some(crate::schedule::timer::strip_timer_properties(&properties))),
+                Ok(None) => (None, None),
                 Err(e) => return error_response(cmd, rs::MESSAGE_ILLEGAL, e),
             };
+            let untimed_or_original = untimed.unwrap_or_else(|| properties.clone());
+            let properties = &untimed_or_original;
             let scheduled;
             let msg = match (timer_due, level) {
                 // A timer waits in the wheel bucket of the minute it is due in; one whose
