@@ -28,8 +28,9 @@ pub const DEFAULT_DELAY_LEVELS: &str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m
 /// Most levels a table may have (RocketMQ's table has 18; the schedule topic's queue
 /// ids are `level - 1`).
 pub const DELAY_LEVELS_MAX: usize = 64;
-/// Messages one delivery pass copies before it yields.
-pub const DELIVERY_BATCH_MAX: usize = 64;
+/// Messages of one level one delivery pass copies before it yields (large enough that
+/// a busy executor's scheduling rounds do not limit delivery: 256 per pass and level).
+pub const DELIVERY_BATCH_MAX: usize = 256;
 /// How often changed delivery offsets are persisted.
 pub const DELAY_OFFSETS_PERSIST_INTERVAL_MS: u64 = 1_000;
 /// Longest sleep of an idle level's task: a message stored meanwhile is found within it.

@@ -37,6 +37,8 @@ pub const DELAY_PENDING_MAX: usize = 4096;
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct PassOutcome {
     pub delivered: u64,
+    /// The store refused a copy for want of flushed space (busy): wait for a flush.
+    pub store_busy: bool,
     /// The earliest due time still ahead (wall-clock ms), if any message waits.
     pub next_due_ms: Option<i64>,
 }
@@ -67,7 +69,13 @@ impl<R: Runtime> Shard<R> {
                 self.persist_delay_offsets().await;
                 self.persist_timer_progress().await;
             }
-            if wait_ms > 0 {
+            if outcome.store_busy {
+                // Refused for want of flushed space: go again as soon as the flush that
+                // frees it completes (a fixed sleep would lose every race for the space
+                // to producers that retry at once, and due messages would starve).
+                let end = self.store.write_offset();
+                let _ = crate::rt::timeout(&self.rt, Duration::from_millis(DELIVERY_IDLE_POLL_MS), self.store.wait_durable(end)).await;
+            } else if wait_ms > 0 {
                 self.rt.sleep(Duration::from_millis(wait_ms as u64)).await;
             } else {
                 // Delivered a batch: let requests run before the next one.
@@ -89,7 +97,8 @@ impl<R: Runtime> Shard<R> {
                 continue;
             }
             let entries = match self.store.cq_entries(SCHEDULE_TOPIC, queue, from, DELIVERY_BATCH_MAX as u64).await {
-                Ok(e) => e,
+                Ok(e) if !e.is_empty() => e,
+                Ok(_) => continue,
                 Err(e) => {
                     tracing::warn!(shard = self.id, level, error = %e, "delay level not read; retried on the next pass");
                     continue;
@@ -98,8 +107,20 @@ impl<R: Runtime> Shard<R> {
             let mut next = from;
             // The CommitLog end the copies of this level need flushed (0: none made).
             let mut ticket = 0;
-            for entry in entries {
-                let record = match self.store.read_record(entry.phys_offset, Some(entry.size)).await {
+            // A level's messages fall due in order: read the head alone, and once it is
+            // due read the rest of the batch concurrently (under load they are cold,
+            // O_DIRECT reads: one at a time, their latency would bound delivery).
+            let head_due = match self.store.read_record(entries[0].phys_offset, Some(entries[0].size)).await {
+                Ok(Some(r)) => StoredMessageView::parse(&r).map(|v| self.delay_levels.due_ms(level, v.store_timestamp_ms(), self.now_ms()) <= self.now_ms()).unwrap_or(true),
+                _ => true, // gone, unreadable or no record: handled below
+            };
+            let records = if head_due {
+                futures_util::future::join_all(entries.iter().map(|e| self.store.read_record(e.phys_offset, Some(e.size)))).await
+            } else {
+                vec![self.store.read_record(entries[0].phys_offset, Some(entries[0].size)).await]
+            };
+            for record in records {
+                let record = match record {
                     Ok(Some(r)) => r,
                     Ok(None) => {
                         // Gone (retention) or not a record: nothing to deliver.
@@ -148,8 +169,13 @@ impl<R: Runtime> Shard<R> {
                         outcome.delivered += 1;
                         next += 1;
                     }
-                    Err(e @ (StoreError::Busy { .. } | StoreError::IndexBusy { .. } | StoreError::DiskFull { .. } | StoreError::NoSpace)) => {
-                        tracing::debug!(shard = self.id, level, error = %e, "delayed delivery waits for the store");
+                    Err(e @ (StoreError::Busy { .. } | StoreError::IndexBusy { .. })) => {
+                        tracing::debug!(shard = self.id, level, error = %e, "delayed delivery waits for a flush");
+                        outcome.store_busy = true;
+                        break;
+                    }
+                    Err(e @ (StoreError::DiskFull { .. } | StoreError::NoSpace)) => {
+                        tracing::debug!(shard = self.id, level, error = %e, "delayed delivery waits for disk space");
                         break;
                     }
                     Err(e @ (StoreError::TooLarge { .. } | StoreError::Illegal(_))) => {
