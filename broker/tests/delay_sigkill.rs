@@ -7,7 +7,8 @@
 //! A child broker (2 shards, sync flush, 8 MiB segments, `message_delay_level =
 //! "1s 2s 3s"`) gets `MESSAGES` SEND_MESSAGE_V2 requests to the `TOPIC_QUEUES` queues
 //! of one topic, pipelined over `CONNECTIONS` connections (at most `WINDOW` unanswered
-//! each, chunks spread over `SEND_SPREAD`), with DELAY levels 1..=3 and, every `LEVEL_9_EVERY`th, level 9 (clamped to the
+//! each, chunks spread over `SEND_SPREAD`), with DELAY levels 1..=3 (every `TIMER_EVERY`th a
+//! RocketMQ 5 timer with the same delay instead) and, every `LEVEL_9_EVERY`th, level 9 (clamped to the
 //! last level, 3 s). Each body names its id, its level and the wall-clock ms taken just
 //! before its request was written; each message has its own KEYS and UNIQ_KEY. Sends
 //! answered SUCCESS are "acknowledged".
@@ -82,6 +83,8 @@ const LATE_MAX_MS: i64 = 2_500;
 /// it: progress is persisted every second (`DELAY_OFFSETS_PERSIST_INTERVAL_MS`) at the
 /// end of a delivery pass; the rest is scheduling slack.
 const DUPLICATE_WINDOW_MS: i64 = 2_000;
+/// The same for timers: the wheel's bucket width plus that slack.
+const TIMER_DUPLICATE_WINDOW_MS: i64 = 62_000;
 /// Longest the sending, the drain, or one request may take.
 const SEND_TIMEOUT: Duration = Duration::from_secs(20);
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
@@ -91,7 +94,16 @@ fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970").as_millis() as i64
 }
 
-/// The level a message is sent with (what goes into DELAY).
+/// Every this many messages one is a RocketMQ 5 timer instead (`TIMER_DELAY_MS` = its
+/// level's delay): timers wait in the on-disk wheel, not in the schedule queues.
+const TIMER_EVERY: usize = 4;
+
+fn is_timer(id: usize) -> bool {
+    id % TIMER_EVERY == TIMER_EVERY - 2
+}
+
+/// The level a message is sent with (what goes into DELAY; a timer's delay is the
+/// same level's).
 fn sent_level(id: usize) -> usize {
     if id % LEVEL_9_EVERY == LEVEL_9_EVERY - 1 {
         9
@@ -149,12 +161,12 @@ fn send_share(addr: SocketAddr, ids: Vec<usize>, table: Arc<Mutex<Vec<Sent>>>, s
             for &id in chunk {
                 let level = sent_level(id);
                 let mut header = send_header(TOPIC, queue_of(id));
-                header.i = Some(format!(
-                    "TAGS\u{1}{}\u{2}KEYS\u{1}{}\u{2}UNIQ_KEY\u{1}{}\u{2}DELAY\u{1}{level}\u{2}",
-                    tags_of(level),
-                    key_of(id),
-                    uniq_key(id)
-                ));
+                let wait = if is_timer(id) {
+                    format!("TIMER_DELAY_MS\u{1}{}\u{2}", DELAYS_MS[effective_level(level) - 1])
+                } else {
+                    format!("DELAY\u{1}{level}\u{2}")
+                };
+                header.i = Some(format!("TAGS\u{1}{}\u{2}KEYS\u{1}{}\u{2}UNIQ_KEY\u{1}{}\u{2}{wait}", tags_of(level), key_of(id), uniq_key(id)));
                 header.g = sent_ms;
                 let body = format!("dsk id={id} level={level} sent={sent_ms}");
                 bytes.extend(encode(&send_with(header, body.as_bytes(), id as i32 + 1, SerializeType::RocketMq)));
@@ -245,7 +257,7 @@ fn drain(addr: SocketAddr, sent: &[Sent], problems: &mut Vec<String>) -> Vec<Cop
                 let topic = v.topic().unwrap_or("?");
                 let uniq = uniq_key(id);
                 let (tags, key) = (tags_of(level), key_of(id));
-                let got = (topic, v.queue_id(), props.get("TAGS"), props.get("KEYS"), props.get("UNIQ_KEY"), props.get("DELAY"));
+                let got = (topic, v.queue_id(), props.get("TAGS"), props.get("KEYS"), props.get("UNIQ_KEY"), props.get("DELAY").or(props.get("TIMER_DELAY_MS")));
                 let want = (TOPIC, queue_of(id), Some(tags.as_str()), Some(key.as_str()), Some(uniq.as_str()), None);
                 if got != want {
                     problems.push(format!("{where_}: id {id}: (topic, queue, TAGS, KEYS, UNIQ_KEY, DELAY) {got:?}, want {want:?}"));
@@ -384,7 +396,10 @@ fn delayed_messages_survive_sigkill_each_delivered_none_early() {
     let mut stray_duplicates = Vec::new();
     for (&id, v) in &copies_of {
         for &at in &v[..v.len() - 1] {
-            if !kills.iter().any(|&k| at <= k + CLOCK_SLACK_MS && at >= k - DUPLICATE_WINDOW_MS) {
+            // A timer's progress is recorded per finished minute of the wheel: a kill
+            // re-delivers what its unfinished minute delivered (up to a minute).
+            let window_ms = if is_timer(id) { TIMER_DUPLICATE_WINDOW_MS } else { DUPLICATE_WINDOW_MS };
+            if !kills.iter().any(|&k| at <= k + CLOCK_SLACK_MS && at >= k - window_ms) {
                 stray_duplicates.push(format!("id {id} level {}: copy stored at +{} ms delivered again, not within {DUPLICATE_WINDOW_MS} ms before a kill", sent_level(id), at - first_send_ms));
             }
         }
@@ -429,7 +444,7 @@ fn delayed_messages_survive_sigkill_each_delivered_none_early() {
         }
     }
     lateness_all.sort_unstable();
-    let per_level = |ids: &[usize], level: usize| ids.iter().filter(|&&id| effective_level(sent_level(id)) == level).count() as u64;
+    let per_level = |ids: &[usize], level: usize| ids.iter().filter(|&&id| !is_timer(id) && effective_level(sent_level(id)) == level).count() as u64;
     let mut offset_problems = Vec::new();
     for level in 1..=DELAYS_MS.len() {
         let (lo, hi) = (per_level(&acked, level), per_level(&written, level));
