@@ -34,3 +34,4 @@ for round in 1 2; do
   for f in alone-$round with-$round due-$round; do echo -n "$f: "; grep "^| RingMQ" $dir/$f.md | awk -F'|' '{print "sent", $5, "recv", $7, "send", $8, "e2e/lateness", $9}'; done
 done
 kill $bpid $nspid; wait 2>/dev/null
+rm -rf "$dir"

@@ -1640,3 +1640,48 @@ fn conn_idle_connections_are_closed() {
         }
     });
 }
+
+// ---------------------------------------------------------------------------------
+// sendback: a configured group's retryQueueNums and retryMaxTimes are used.
+
+#[test]
+fn a_configured_group_sets_its_retry_queues_and_its_retry_limit() {
+    for shards in [1, 2, 3] {
+        sim(900 + shards as u64, config(shards), move |ex, broker| async move {
+            let c = client(&ex, &broker, shards - 1);
+            let case = format!("{shards} shards");
+            let r = call(&c, create_topic("RQ", 1, 6), &case).await;
+            assert_eq!(r.code, rs::SUCCESS, "{case}: create topic");
+            let group = RemotingCommand::request(rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
+                .with_body(br#"{"groupName":"GQ","retryQueueNums":3,"retryMaxTimes":1}"#.to_vec());
+            assert_eq!(call(&c, group, &case).await.code, rs::SUCCESS, "{case}: create group");
+            // The heartbeat creates %RETRY%GQ with the group's 3 queues.
+            assert_eq!(call(&c, heartbeat("c1", "GQ", "RQ"), &case).await.code, rs::SUCCESS, "{case}: heartbeat");
+            let all = call(&c, RemotingCommand::request(rq::GET_ALL_TOPIC_CONFIG), &case).await;
+            let v: serde_json::Value = serde_json::from_slice(&all.body).expect("topic table JSON");
+            assert_eq!(v["topicConfigTable"]["%RETRY%GQ"]["readQueueNums"], 3, "{case}: retry queues from the group: {v}");
+            // A client cannot ask for another group's count: the private field is dropped.
+            let forged = create_topic("%RETRY%Other", 1, 6).with_ext("ringmqRetryOfGroup", "GQ");
+            assert_eq!(call(&c, forged, &case).await.code, rs::SUCCESS, "{case}: create %RETRY%Other");
+            let all = call(&c, RemotingCommand::request(rq::GET_ALL_TOPIC_CONFIG), &case).await;
+            let v: serde_json::Value = serde_json::from_slice(&all.body).expect("topic table JSON");
+            assert_eq!(v["topicConfigTable"]["%RETRY%Other"]["readQueueNums"], 1, "{case}: a client's create keeps its own count");
+            // A message already retried once, sent back without maxReconsumeTimes: the
+            // group's retryMaxTimes (1) sends it to the DLQ, at once.
+            let mut h = v2_header("RQ", 0, "t");
+            h.j = Some(1);
+            let sent = call(&c, RemotingCommand::request(rq::SEND_MESSAGE_V2).with_header(&h).with_body(b"again".to_vec()), &case).await;
+            assert_eq!(sent.code, rs::SUCCESS, "{case}: send");
+            let msg_id = sent.ext("msgId").expect("msgId").to_string();
+            let phys = u64::from_str_radix(&msg_id[16..], 16).expect("offset in the msgId");
+            let back = RemotingCommand::request(rq::CONSUMER_SEND_MSG_BACK)
+                .with_ext("offset", phys.to_string())
+                .with_ext("group", "GQ")
+                .with_ext("delayLevel", "0");
+            let r = call(&c, back, &case).await;
+            assert_eq!(r.code, rs::SUCCESS, "{case}: send back: {:?}", r.remark);
+            let pulled = call(&c, Pull::new("%DLQ%GQ", 0, 0).cmd(), &case).await;
+            assert_eq!(pulled.code, rs::SUCCESS, "{case}: the DLQ holds it: {:?}", pulled.remark);
+        });
+    }
+}

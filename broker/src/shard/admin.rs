@@ -134,10 +134,16 @@ impl<R: crate::rt::Runtime> Shard<R> {
         if !(0..=7).contains(&header.perm) {
             return error_response(cmd, rs::INVALID_PARAMETER, format!("perm {} is not a permission (2 write, 4 read, 6 rw)", header.perm));
         }
+        // A retry topic the broker creates for a group takes the group's
+        // `retryQueueNums` when the group is configured here (the metadata owner holds
+        // the group table).
+        let retry_queues = cmd
+            .ext(super::sendback::RETRY_OF_GROUP_EXT)
+            .and_then(|g| self.groups.borrow().get(g).map(|c| c.retry_queue_nums.clamp(1, TOPIC_QUEUE_NUMS_MAX)));
         let config = TopicConfig {
             name: header.topic.clone(),
-            read_queue_nums: header.read_queue_nums as u32,
-            write_queue_nums: header.write_queue_nums as u32,
+            read_queue_nums: retry_queues.unwrap_or(header.read_queue_nums as u32),
+            write_queue_nums: retry_queues.unwrap_or(header.write_queue_nums as u32),
             perm: header.perm as u32,
             order: header.order,
             topic_sys_flag: header.topic_sys_flag.unwrap_or(0) as u32,
@@ -277,6 +283,31 @@ impl<R: crate::rt::Runtime> Shard<R> {
             Ok(encoded) => ShardEvent::Topics { version: table.version().counter, encoded },
             Err(e) => crate::fatal::fatal(&format!("topic table does not encode: {e}")),
         }
+    }
+
+    /// GET_SUBSCRIPTIONGROUP_CONFIG (metadata owner): one group's config as RocketMQ's
+    /// `SubscriptionGroupConfig` JSON, or SUBSCRIPTION_GROUP_NOT_EXIST (26).
+    pub(super) fn handle_group_config(&self, cmd: &RemotingCommand) -> RemotingCommand {
+        let Some(name) = cmd.ext("group") else {
+            return error_response(cmd, rs::INVALID_PARAMETER, "missing header field group");
+        };
+        let groups = self.groups.borrow();
+        let Some(g) = groups.get(name) else {
+            return error_response(cmd, 26, format!("subscription group {name} does not exist"));
+        };
+        let body = serde_json::json!({
+            "groupName": g.group_name,
+            "consumeEnable": g.consume_enable,
+            "consumeBroadcastEnable": g.consume_broadcast_enable,
+            "retryQueueNums": g.retry_queue_nums,
+            "retryMaxTimes": g.retry_max_times,
+            "brokerId": g.broker_id,
+            "whichBrokerWhenConsumeSlowly": g.which_broker_when_consume_slowly,
+            "notifyConsumerIdsChangedEnable": g.notify_consumer_ids_changed_enable,
+        });
+        let mut r = cmd.create_response(rs::SUCCESS, None);
+        r.body = body.to_string().into_bytes().into();
+        r
     }
 
     /// Sends this shard's topic table to every other shard (at start-up).

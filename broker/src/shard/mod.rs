@@ -340,6 +340,10 @@ impl<R: Runtime> Shard<R> {
     /// Handles a request that arrived on this shard's socket; `None` for oneway.
     pub async fn handle(self: &Rc<Self>, mut cmd: RemotingCommand, ctx: ConnCtx) -> Option<RemotingCommand> {
         self.counters.requests.set(self.counters.requests.get() + 1);
+        if cmd.code == rq::UPDATE_AND_CREATE_TOPIC && ctx.conn_id != ConnCtx::FORWARDED.conn_id {
+            // Only the broker itself may ask for a group's retry queue count.
+            cmd.ext_fields.remove(sendback::RETRY_OF_GROUP_EXT);
+        }
         if matches!(cmd.code, rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE) {
             cmd.ext_fields.remove(BORN_HOST_EXT);
             cmd.ext_fields.remove(sendback::SEND_BACK_EXT);
@@ -396,7 +400,8 @@ impl<R: Runtime> Shard<R> {
             rq::UPDATE_AND_CREATE_TOPIC
             | rq::DELETE_TOPIC_IN_BROKER
             | rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
-            | rq::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => Some(META_OWNER_SHARD),
+            | rq::GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+            | rq::GET_SUBSCRIPTIONGROUP_CONFIG => Some(META_OWNER_SHARD),
             rq::LOCK_BATCH_MQ | rq::UNLOCK_BATCH_MQ => locks::lock_request_group(&cmd.body).map(|g| crate::routing::group_owner(&g, self.count)),
             _ => None,
         }
@@ -426,6 +431,7 @@ impl<R: Runtime> Shard<R> {
             rq::DELETE_TOPIC_IN_BROKER => self.handle_delete_topic(&cmd).await,
             rq::GET_ALL_TOPIC_CONFIG => self.handle_all_topic_config(&cmd),
             rq::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => self.handle_all_group_config(&cmd),
+            rq::GET_SUBSCRIPTIONGROUP_CONFIG => self.handle_group_config(&cmd),
             rq::GET_BROKER_RUNTIME_INFO => self.handle_runtime_info(&cmd).await,
             rq::GET_ALL_DELAY_OFFSET => self.handle_all_delay_offset(&cmd).await,
             rq::CONSUMER_SEND_MSG_BACK => self.handle_send_back(&cmd).await,

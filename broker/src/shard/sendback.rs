@@ -36,6 +36,9 @@ const PROPERTY_ORIGIN_MESSAGE_ID: &str = "ORIGIN_MESSAGE_ID";
 /// Private header field of the broker's own send-back copy: it is stored where the
 /// send-back decided, not redirected again (a client's value is removed on arrival).
 pub const SEND_BACK_EXT: &str = "ringmqSendBack";
+/// Private header field of the broker's own creation of a group's retry topic: the
+/// metadata owner then takes the group's `retryQueueNums` (stripped from clients).
+pub const RETRY_OF_GROUP_EXT: &str = "ringmqRetryOfGroup";
 
 pub fn retry_topic(group: &str) -> String {
     format!("{RETRY_TOPIC_PREFIX}{group}")
@@ -63,7 +66,11 @@ impl<R: Runtime> Shard<R> {
         if self.topic(name).is_some() {
             return Ok(());
         }
-        let create = RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)
+        let mut create = RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC);
+        if let Some(group) = name.strip_prefix(RETRY_TOPIC_PREFIX) {
+            create = create.with_ext(RETRY_OF_GROUP_EXT, group);
+        }
+        let create = create
             .with_ext("topic", name)
             .with_ext("defaultTopic", "TBW102")
             .with_ext("topicFilterType", "SINGLE_TAG")
@@ -75,6 +82,17 @@ impl<R: Runtime> Shard<R> {
             Some(r) => Err((r.code, r.remark.unwrap_or_default())),
             None => Err((rs::SYSTEM_ERROR, format!("no answer creating {name}"))),
         }
+    }
+
+    /// A group's configured `retryMaxTimes`, asked of the metadata owner.
+    async fn group_retry_max_times(self: &Rc<Self>, group: &str) -> Option<i32> {
+        let ask = RemotingCommand::request(rq::GET_SUBSCRIPTIONGROUP_CONFIG).with_ext("group", group);
+        let r = Box::pin(self.handle(ask, ConnCtx::FORWARDED)).await?;
+        if r.code != rs::SUCCESS {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+        v.get("retryMaxTimes")?.as_i64().map(|m| m as i32)
     }
 
     /// A send made by the broker itself, routed to its queue's owner with the born host
@@ -93,7 +111,11 @@ impl<R: Runtime> Shard<R> {
             return error_response(cmd, rs::INVALID_PARAMETER, "CONSUMER_SEND_MSG_BACK needs header fields offset and group");
         };
         let delay_level = num("delayLevel").unwrap_or(0) as i32;
-        let max_reconsume = num("maxReconsumeTimes").map(|m| m as i32).unwrap_or(MAX_RECONSUME_TIMES_DEFAULT);
+        let max_reconsume = match num("maxReconsumeTimes") {
+            Some(m) => m as i32,
+            // Not in the request (clients before 3.4.9): the group's `retryMaxTimes`.
+            None => self.group_retry_max_times(group).await.unwrap_or(MAX_RECONSUME_TIMES_DEFAULT),
+        };
         if offset < 0 || ShardId::of_phys(offset as u64).0 as usize != self.id {
             return error_response(cmd, rs::SYSTEM_ERROR, format!("look message by offset failed, {offset}"));
         }
