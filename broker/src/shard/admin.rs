@@ -37,6 +37,21 @@ const SUMMED_COUNTERS: [&str; 8] = [
 /// RocketMQ's limit on queues per topic.
 pub const TOPIC_QUEUE_NUMS_MAX: u32 = 1024;
 
+/// RocketMQ's `SubscriptionGroupConfig` JSON.
+fn group_json(g: &crate::meta::groups::SubscriptionGroupConfig) -> serde_json::Value {
+    serde_json::json!({
+        "groupName": g.group_name,
+        "consumeEnable": g.consume_enable,
+        "consumeFromMinEnable": true,
+        "consumeBroadcastEnable": g.consume_broadcast_enable,
+        "retryQueueNums": g.retry_queue_nums,
+        "retryMaxTimes": g.retry_max_times,
+        "brokerId": g.broker_id,
+        "whichBrokerWhenConsumeSlowly": g.which_broker_when_consume_slowly,
+        "notifyConsumerIdsChangedEnable": g.notify_consumer_ids_changed_enable,
+    })
+}
+
 impl<R: crate::rt::Runtime> Shard<R> {
     /// HEART_BEAT: answered once every shard has applied it, so a consumer list or pull
     /// asked right after, on any shard, sees the client.
@@ -252,20 +267,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let table: serde_json::Map<String, serde_json::Value> = groups
             .groups
             .values()
-            .map(|g| {
-                let v = serde_json::json!({
-                    "groupName": g.group_name,
-                    "consumeEnable": g.consume_enable,
-                    "consumeFromMinEnable": true,
-                    "consumeBroadcastEnable": g.consume_broadcast_enable,
-                    "retryQueueNums": g.retry_queue_nums,
-                    "retryMaxTimes": g.retry_max_times,
-                    "brokerId": g.broker_id,
-                    "whichBrokerWhenConsumeSlowly": g.which_broker_when_consume_slowly,
-                    "notifyConsumerIdsChangedEnable": g.notify_consumer_ids_changed_enable,
-                });
-                (g.group_name.clone(), v)
-            })
+            .map(|g| (g.group_name.clone(), group_json(g)))
             .collect();
         let version = groups.version();
         let body = serde_json::json!({
@@ -295,18 +297,8 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let Some(g) = groups.get(name) else {
             return error_response(cmd, 26, format!("subscription group {name} does not exist"));
         };
-        let body = serde_json::json!({
-            "groupName": g.group_name,
-            "consumeEnable": g.consume_enable,
-            "consumeBroadcastEnable": g.consume_broadcast_enable,
-            "retryQueueNums": g.retry_queue_nums,
-            "retryMaxTimes": g.retry_max_times,
-            "brokerId": g.broker_id,
-            "whichBrokerWhenConsumeSlowly": g.which_broker_when_consume_slowly,
-            "notifyConsumerIdsChangedEnable": g.notify_consumer_ids_changed_enable,
-        });
         let mut r = cmd.create_response(rs::SUCCESS, None);
-        r.body = body.to_string().into_bytes().into();
+        r.body = group_json(g).to_string().into_bytes().into();
         r
     }
 

@@ -148,19 +148,7 @@ impl<R: Runtime> Shard<R> {
                     next += 1;
                     continue;
                 };
-                let msg = MessageToStore {
-                    topic: &topic,
-                    queue_id,
-                    flag: view.flag(),
-                    body: view.body(),
-                    properties: &delivered_properties,
-                    sys_flag: view.sys_flag(),
-                    born_timestamp_ms: view.born_timestamp_ms(),
-                    born_host: view.born_host(),
-                    store_host: self.store_host,
-                    reconsume_times: view.reconsume_times(),
-                    prepared_transaction_offset: 0,
-                };
+                let msg = self.delivered_copy(&view, &topic, queue_id, &delivered_properties);
                 match self.store.put(&msg) {
                     Ok(put) => {
                         ticket = put.durable_ticket;
@@ -202,6 +190,24 @@ impl<R: Runtime> Shard<R> {
         }
         self.settle_delay_progress();
         outcome
+    }
+
+    /// A waiting message (delayed or timed) as it is delivered to its real queue: its
+    /// own body, flags, born info and reconsume count, stored by this broker.
+    pub(super) fn delivered_copy<'a>(&self, view: &StoredMessageView<'a>, topic: &'a str, queue_id: i32, properties: &'a str) -> MessageToStore<'a> {
+        MessageToStore {
+            topic,
+            queue_id,
+            flag: view.flag(),
+            body: view.body(),
+            properties,
+            sys_flag: view.sys_flag(),
+            born_timestamp_ms: view.born_timestamp_ms(),
+            born_host: view.born_host(),
+            store_host: self.store_host,
+            reconsume_times: view.reconsume_times(),
+            prepared_transaction_offset: 0,
+        }
     }
 
     /// Records the progress whose copies the flushed CommitLog now covers.

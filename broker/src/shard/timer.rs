@@ -17,7 +17,6 @@
 use super::Shard;
 use crate::rt::Runtime;
 use crate::schedule::timer::{timer_delivered, TimerWheel, TIMER_BUCKET_MS, TIMER_TOPIC};
-use crate::store::engine::MessageToStore;
 use crate::store::error::StoreError;
 use ringmq_client::message::stored::StoredMessageView;
 use serde::{Deserialize, Serialize};
@@ -236,19 +235,7 @@ impl<R: Runtime> Shard<R> {
         };
         let Ok(view) = StoredMessageView::parse(&record) else { return Ok(None) };
         let Some((_, topic, queue_id, properties)) = timer_delivered(&String::from_utf8_lossy(view.properties_bytes())) else { return Ok(None) };
-        let msg = MessageToStore {
-            topic: &topic,
-            queue_id,
-            flag: view.flag(),
-            body: view.body(),
-            properties: &properties,
-            sys_flag: view.sys_flag(),
-            born_timestamp_ms: view.born_timestamp_ms(),
-            born_host: view.born_host(),
-            store_host: self.store_host,
-            reconsume_times: view.reconsume_times(),
-            prepared_transaction_offset: 0,
-        };
+        let msg = self.delivered_copy(&view, &topic, queue_id, &properties);
         match self.store.put(&msg) {
             Ok(put) => {
                 self.counters.messages_put.set(self.counters.messages_put.get() + 1);
