@@ -435,6 +435,27 @@ fn orderly_fallback_message_at_the_maximum_lands_in_the_dlq() {
     });
 }
 
+/// Arrival times and messages a consumer saw.
+type Arrivals = Rc<RefCell<Vec<(Instant, MessageExt)>>>;
+
+/// Creates `topic` (2 queues) and a started push consumer of `group` on it that
+/// records when each message arrived; returns once it holds both queues.
+async fn recording_consumer(client: &ClientConfig, group: &str, topic: &str) -> (PushConsumer, Arrivals) {
+    create_topic(client, topic, 2).await;
+    let arrivals: Arrivals = Rc::default();
+    let mut consumer = PushConsumer::new(push_config(client, group));
+    consumer.subscribe(topic, "*").expect("subscribe");
+    let a = arrivals.clone();
+    consumer.register_concurrently(move |msgs| {
+        let now = Instant::now();
+        a.borrow_mut().extend(msgs.iter().map(|m| (now, m.clone())));
+        ConsumeStatus::Success
+    });
+    consumer.start().await.expect("consumer");
+    wait_until("queues assigned", || consumer.assigned_queues().len() == 2).await;
+    (consumer, arrivals)
+}
+
 #[test]
 fn a_message_with_delay_level_1_arrives_after_one_second() {
     const GROUP: &str = "cg-delay";
@@ -444,18 +465,7 @@ fn a_message_with_delay_level_1_arrives_after_one_second() {
     let cluster = Cluster::start();
     let client = cluster.client_config();
     on_executor(move || async move {
-        create_topic(&client, TOPIC, 2).await;
-        let arrivals: Rc<RefCell<Vec<(Instant, MessageExt)>>> = Rc::default();
-        let mut consumer = PushConsumer::new(push_config(&client, GROUP));
-        consumer.subscribe(TOPIC, "*").expect("subscribe");
-        let a = arrivals.clone();
-        consumer.register_concurrently(move |msgs| {
-            let now = Instant::now();
-            a.borrow_mut().extend(msgs.iter().map(|m| (now, m.clone())));
-            ConsumeStatus::Success
-        });
-        consumer.start().await.expect("consumer");
-        wait_until("queues assigned", || consumer.assigned_queues().len() == 2).await;
+        let (mut consumer, arrivals) = recording_consumer(&client, GROUP, TOPIC).await;
 
         let producer = Producer::start(ProducerConfig::new(client.clone(), "pg-delay")).await.expect("producer");
         // body → (send started, msgId, queue id, key)
@@ -511,18 +521,7 @@ fn timer_messages_arrive_at_their_time_and_too_distant_ones_are_refused() {
     let cluster = Cluster::start();
     let client = cluster.client_config();
     on_executor(move || async move {
-        create_topic(&client, TOPIC, 2).await;
-        let arrivals: Rc<RefCell<Vec<(Instant, MessageExt)>>> = Rc::default();
-        let mut consumer = PushConsumer::new(push_config(&client, GROUP));
-        consumer.subscribe(TOPIC, "*").expect("subscribe");
-        let a = arrivals.clone();
-        consumer.register_concurrently(move |msgs| {
-            let now = Instant::now();
-            a.borrow_mut().extend(msgs.iter().map(|m| (now, m.clone())));
-            ConsumeStatus::Success
-        });
-        consumer.start().await.expect("consumer");
-        wait_until("queues assigned", || consumer.assigned_queues().len() == 2).await;
+        let (mut consumer, arrivals) = recording_consumer(&client, GROUP, TOPIC).await;
 
         let producer = Producer::start(ProducerConfig::new(client.clone(), "pg-timer")).await.expect("producer");
         let epoch_ms = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis() as u64;
