@@ -231,7 +231,10 @@ impl<R: Runtime> Shard<R> {
         }
         let encoded = self.delay_offsets.borrow().encode();
         if let Err(e) = self.delay_offsets_store.save(&encoded).await {
-            crate::fatal::fatal(&format!("shard {}: delay offsets could not be saved: {e}", self.id));
+            // Not fatal (a full disk must not stop the broker): progress only saves
+            // re-delivery; it stays dirty and is saved on a later round.
+            tracing::warn!(shard = self.id, error = %e, "delay offsets not saved; retried");
+            self.delay_offsets_dirty.set(true);
         }
     }
 

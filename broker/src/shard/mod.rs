@@ -321,7 +321,10 @@ impl<R: Runtime> Shard<R> {
             }
         };
         if let Err(e) = self.offsets_store.save(&encoded).await {
-            crate::fatal::fatal(&format!("shard {}: consumer offsets could not be saved: {e}", self.id));
+            // Not fatal (a full disk must not stop the broker): the table stays dirty
+            // and is saved on a later round; a crash meanwhile re-delivers, never loses.
+            tracing::warn!(shard = self.id, error = %e, "consumer offsets not saved; retried");
+            self.offsets.borrow_mut().mark_dirty();
         }
     }
 

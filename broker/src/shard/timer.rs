@@ -275,7 +275,10 @@ impl<R: Runtime> Shard<R> {
             st.encode()
         };
         if let Err(e) = self.timer_progress_store.save(&encoded).await {
-            crate::fatal::fatal(&format!("shard {}: timer progress could not be saved: {e}", self.id));
+            // Not fatal (a full disk must not stop the broker): progress only saves
+            // re-delivery; it stays dirty and is saved on a later round.
+            tracing::warn!(shard = self.id, error = %e, "timer progress not saved; retried");
+            self.timer_state.borrow_mut().dirty = true;
         }
     }
 
