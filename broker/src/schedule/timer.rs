@@ -44,9 +44,9 @@ impl TimerWheel {
     /// The due time a message asks for, if it asks (`None`: not a timer message).
     /// Errors name the property and, for a delay too long, the limit.
     pub fn due_ms(&self, properties: &str, now_ms: i64) -> Result<Option<i64>, String> {
-        let p = Properties::decode_str(properties);
+        // Byte searches, no decode: this runs on every send.
         let number = |name: &str| -> Result<Option<i64>, String> {
-            match p.get(name) {
+            match ringmq_client::message::properties::find(properties, name) {
                 None => Ok(None),
                 Some(v) => v.trim().parse::<i64>().map(Some).map_err(|_| format!("timer property {name} = `{v}` is not a number")),
             }
@@ -60,10 +60,11 @@ impl TimerWheel {
         } else {
             return Ok(None);
         };
-        if due - now_ms > self.max_delay_ms {
+        // Saturating: a client's value may be anything an i64 holds.
+        if due.saturating_sub(now_ms) > self.max_delay_ms {
             return Err(format!(
                 "timer message due in {} ms exceeds the maximum delay of {} s (timerMaxDelaySec)",
-                due - now_ms,
+                due.saturating_sub(now_ms),
                 self.max_delay_ms / 1000
             ));
         }
@@ -138,6 +139,27 @@ mod tests {
         check("TIMER_DELAY_MS\u{1}x\u{2}", 1_000, Err("not a number"));
         check("TIMER_DELAY_SEC\u{1}3601\u{2}", 1_000, Err("3600 s"));
         check("TIMER_DELAY_SEC\u{1}3600\u{2}", 0, Ok(Some(3_600_000)));
+        check("TIMER_DELIVER_MS\u{1}-9223372036854775808\u{2}", 1_000, Ok(Some(i64::MIN)));
+        check("TIMER_DELIVER_MS\u{1}9223372036854775807\u{2}", -1_000, Err("timerMaxDelaySec"));
+        check("TIMER_DELAY_SEC\u{1}-9223372036854775808\u{2}", 1_000, Ok(Some(i64::MIN + 1_000)));
+    }
+
+    proptest::proptest! {
+        /// Whatever a client puts in its properties, the due time and the bucket are
+        /// computed without a panic.
+        #[test]
+        fn any_properties_give_a_due_time_or_an_error(props in ".{0,64}", value in proptest::num::i64::ANY, now in proptest::num::i64::ANY) {
+            let wheel = TimerWheel::new(3600);
+            for name in [PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS] {
+                let text = format!("{props}{name}\u{1}{value}\u{2}");
+                if let Ok(Some(due)) = wheel.due_ms(&text, now) {
+                    let b = wheel.bucket_of(due);
+                    proptest::prop_assert!((0..wheel.buckets as i32).contains(&b));
+                }
+                let _ = wheel.due_ms(&props, now);
+                let _ = timer_delivered(&text);
+            }
+        }
     }
 
     #[test]

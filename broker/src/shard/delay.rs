@@ -49,15 +49,15 @@ impl<R: Runtime> Shard<R> {
         let mut last_persist_us = self.rt.monotonic_us();
         while !self.store_stop.get() {
             let outcome = self.deliver_pass().await;
-            let (timers, timer_due) = self.timer_pass().await;
+            let timers = self.timer_pass().await;
             let now_ms = self.now_ms();
             let idle_ms = DELIVERY_IDLE_POLL_MS as i64;
-            let next_due = match (outcome.next_due_ms, timer_due) {
+            let next_due = match (outcome.next_due_ms, timers.next_due_ms) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
             let wait_ms = match next_due {
-                _ if outcome.delivered > 0 || timers > 0 => 0,
+                _ if outcome.delivered > 0 || timers.delivered > 0 || timers.more => 0,
                 // Something is due but nothing was delivered (the store is busy or a
                 // read failed): back off instead of trying again at once.
                 Some(due) => (due - now_ms).clamp(DELIVERY_RETRY_MS as i64, idle_ms),

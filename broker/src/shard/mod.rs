@@ -137,6 +137,21 @@ pub struct Shard<R: Runtime> {
 /// Whatever a client puts there is replaced on arrival.
 pub const BORN_HOST_EXT: &str = "ringmqBornHost";
 
+/// Loads a snapshot (or makes the default when there is none yet) at start-up.
+async fn load<D: crate::store::io::Disk, T>(
+    store: &SnapshotStore<D>,
+    shard: usize,
+    what: &'static str,
+    decode: impl FnOnce(&[u8]) -> Result<T, String>,
+    default: impl FnOnce() -> T,
+) -> Result<T, OpenError> {
+    let fail = |reason: String| OpenError::Meta { shard, what, reason };
+    match store.load().await.map_err(|e| fail(e.to_string()))? {
+        Some(bytes) => decode(&bytes).map_err(fail),
+        None => Ok(default()),
+    }
+}
+
 pub fn error_response(req: &RemotingCommand, code: i32, remark: impl AsRef<str>) -> RemotingCommand {
     req.create_response(code, Some(remark.as_ref()))
 }
@@ -152,37 +167,25 @@ impl<R: Runtime> Shard<R> {
             .await
             .map_err(|e| OpenError::Store { shard: id, reason: e.to_string() })?;
         tracing::info!(shard = id, unclean = report.unclean, end = report.end_offset, records = report.records_scanned, "store open");
-        let meta_err = |what: &'static str| move |reason: String| OpenError::Meta { shard: id, what, reason };
         let meta_dir = config.store_root.join("config");
+        let shard_meta_dir = dir.join("config");
         let topics_store = SnapshotStore::new(rt.disk(), meta_dir.clone(), "topics");
-        let topics = match topics_store.load().await.map_err(|e| meta_err("topic table")(e.to_string()))? {
-            Some(bytes) => TopicTable::decode(&bytes).map_err(|e| meta_err("topic table")(e.to_string()))?,
-            None => TopicTable::with_defaults(config.default_topic_queue_nums),
-        };
-        let offsets_store = SnapshotStore::new(rt.disk(), dir.join("config"), "consumerOffset");
-        let offsets = match offsets_store.load().await.map_err(|e| meta_err("consumer offsets")(e.to_string()))? {
-            Some(bytes) => ConsumerOffsetTable::decode(&bytes).map_err(|e| meta_err("consumer offsets")(e.to_string()))?,
-            None => ConsumerOffsetTable::default(),
-        };
+        let topics = load(&topics_store, id, "topic table", |b| TopicTable::decode(b).map_err(|e| e.to_string()), || {
+            TopicTable::with_defaults(config.default_topic_queue_nums)
+        })
+        .await?;
+        let offsets_store = SnapshotStore::new(rt.disk(), shard_meta_dir.clone(), "consumerOffset");
+        let offsets = load(&offsets_store, id, "consumer offsets", |b| ConsumerOffsetTable::decode(b).map_err(|e| e.to_string()), Default::default).await?;
         let delay_levels = crate::schedule::DelayLevels::parse(&config.message_delay_level)
             .map_err(|e| OpenError::Meta { shard: id, what: "delay levels", reason: e.to_string() })?;
-        let delay_offsets_store = SnapshotStore::new(rt.disk(), dir.join("config"), "delayOffset");
-        let delay_offsets = match delay_offsets_store.load().await.map_err(|e| meta_err("delay offsets")(e.to_string()))? {
-            Some(bytes) => crate::schedule::DelayOffsets::decode(&bytes).map_err(meta_err("delay offsets"))?,
-            None => crate::schedule::DelayOffsets::default(),
-        };
+        let delay_offsets_store = SnapshotStore::new(rt.disk(), shard_meta_dir.clone(), "delayOffset");
+        let delay_offsets = load(&delay_offsets_store, id, "delay offsets", crate::schedule::DelayOffsets::decode, Default::default).await?;
         let timer_wheel = crate::schedule::timer::TimerWheel::new(config.timer_max_delay_sec);
-        let timer_progress_store = SnapshotStore::new(rt.disk(), dir.join("config"), "timerOffset");
-        let timer_progress = match timer_progress_store.load().await.map_err(|e| meta_err("timer progress")(e.to_string()))? {
-            Some(bytes) => timer::decode_progress(&bytes).map_err(meta_err("timer progress"))?,
-            None => timer::TimerProgress::default(),
-        };
+        let timer_progress_store = SnapshotStore::new(rt.disk(), shard_meta_dir, "timerOffset");
+        let timer_progress = load(&timer_progress_store, id, "timer progress", timer::decode_progress, Default::default).await?;
         let (groups, meta) = if id == META_OWNER_SHARD {
             let groups_store = SnapshotStore::new(rt.disk(), meta_dir, "subscriptionGroup");
-            let groups = match groups_store.load().await.map_err(|e| meta_err("subscription groups")(e.to_string()))? {
-                Some(bytes) => GroupTable::decode(&bytes).map_err(|e| meta_err("subscription groups")(e.to_string()))?,
-                None => GroupTable::default(),
-            };
+            let groups = load(&groups_store, id, "subscription groups", |b| GroupTable::decode(b).map_err(|e| e.to_string()), Default::default).await?;
             (groups, Some(MetaStores { lock: Lock::new(META_WRITERS_WAITING_MAX), topics: topics_store, groups: groups_store }))
         } else {
             (GroupTable::default(), None)
@@ -343,10 +346,9 @@ impl<R: Runtime> Shard<R> {
     /// Handles a request that arrived on this shard's socket; `None` for oneway.
     pub async fn handle(self: &Rc<Self>, mut cmd: RemotingCommand, ctx: ConnCtx) -> Option<RemotingCommand> {
         self.counters.requests.set(self.counters.requests.get() + 1);
-        if cmd.code == rq::UPDATE_AND_CREATE_TOPIC && ctx.conn_id != ConnCtx::FORWARDED.conn_id {
-            // Only the broker itself may ask for a group's retry queue count.
-            cmd.ext_fields.remove(sendback::RETRY_OF_GROUP_EXT);
-        }
+        // Private fields only the broker sets (through `call_internal`): a client's
+        // values are dropped.
+        cmd.ext_fields.remove(sendback::RETRY_OF_GROUP_EXT);
         if matches!(cmd.code, rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE) {
             cmd.ext_fields.remove(BORN_HOST_EXT);
             cmd.ext_fields.remove(sendback::SEND_BACK_EXT);

@@ -59,21 +59,8 @@ impl<R: crate::rt::Runtime> Shard<R> {
         if !self.config.auto_create_topic {
             return Err((rs::TOPIC_NOT_EXIST, format!("topic[{name}] not exist, apply first please!")));
         }
-        let queues = self.config.default_topic_queue_nums;
-        let create = RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)
-            .with_ext("topic", name)
-            .with_ext("defaultTopic", "TBW102")
-            .with_ext("readQueueNums", queues.to_string())
-            .with_ext("writeQueueNums", queues.to_string())
-            .with_ext("perm", "6")
-            .with_ext("topicFilterType", "SINGLE_TAG");
-        // Boxed: creation goes back through `handle`, which may route here again.
-        let response = Box::pin(self.handle(create, super::ConnCtx::FORWARDED)).await;
-        match response {
-            Some(r) if r.code == rs::SUCCESS => self.topic(name).ok_or((rs::SYSTEM_ERROR, format!("topic {name} created but not visible"))),
-            Some(r) => Err((r.code, r.remark.unwrap_or_default())),
-            None => Err((rs::SYSTEM_ERROR, "no response creating topic".into())),
-        }
+        self.ensure_topic(name, self.config.default_topic_queue_nums).await?;
+        self.topic(name).ok_or((rs::SYSTEM_ERROR, format!("topic {name} created but not visible")))
     }
 
     pub(super) async fn handle_send(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {

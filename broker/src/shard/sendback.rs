@@ -77,17 +77,16 @@ impl<R: Runtime> Shard<R> {
             .with_ext("readQueueNums", queues.to_string())
             .with_ext("writeQueueNums", queues.to_string())
             .with_ext("perm", "6");
-        match Box::pin(self.handle(create, ConnCtx::FORWARDED)).await {
-            Some(r) if r.code == rs::SUCCESS => Ok(()),
-            Some(r) => Err((r.code, r.remark.unwrap_or_default())),
-            None => Err((rs::SYSTEM_ERROR, format!("no answer creating {name}"))),
+        match self.call_internal(create).await {
+            r if r.code == rs::SUCCESS => Ok(()),
+            r => Err((r.code, r.remark.unwrap_or_default())),
         }
     }
 
     /// A group's configured `retryMaxTimes`, asked of the metadata owner.
     async fn group_retry_max_times(self: &Rc<Self>, group: &str) -> Option<i32> {
         let ask = RemotingCommand::request(rq::GET_SUBSCRIPTIONGROUP_CONFIG).with_ext("group", group);
-        let r = Box::pin(self.handle(ask, ConnCtx::FORWARDED)).await?;
+        let r = self.call_internal(ask).await;
         if r.code != rs::SUCCESS {
             return None;
         }
@@ -95,9 +94,10 @@ impl<R: Runtime> Shard<R> {
         v.get("retryMaxTimes")?.as_i64().map(|m| m as i32)
     }
 
-    /// A send made by the broker itself, routed to its queue's owner with the born host
-    /// it carries (not replaced, as a client's would be).
-    pub(super) async fn send_internal(self: &Rc<Self>, cmd: RemotingCommand) -> RemotingCommand {
+    /// A request made by the broker itself, run by the shard that owns it. Unlike
+    /// `handle` (the entry for client requests) it keeps the private header fields the
+    /// broker sets (`BORN_HOST_EXT`, `SEND_BACK_EXT`, `RETRY_OF_GROUP_EXT`).
+    pub(super) async fn call_internal(self: &Rc<Self>, cmd: RemotingCommand) -> RemotingCommand {
         match self.route(&cmd) {
             Some(owner) if owner != self.id => self.mesh.call(owner, cmd).await,
             _ => Box::pin(self.handle_here(cmd, ConnCtx::FORWARDED)).await,
@@ -176,7 +176,7 @@ impl<R: Runtime> Shard<R> {
             .with_ext(super::BORN_HOST_EXT, view.born_host().to_string())
             .with_ext(SEND_BACK_EXT, "1")
             .with_body(view.body().to_vec());
-        let r = self.send_internal(send).await;
+        let r = self.call_internal(send).await;
         if r.code != rs::SUCCESS {
             return error_response(cmd, r.code, format!("send back to {target} failed: {}", r.remark.unwrap_or_default()));
         }
@@ -209,7 +209,7 @@ impl<R: Runtime> Shard<R> {
                 redirected.ext_fields.insert(key.into(), props.encode());
             }
         }
-        Some(self.send_internal(redirected).await)
+        Some(self.call_internal(redirected).await)
     }
 }
 

@@ -10,9 +10,10 @@
 //! delay progress; after a crash the unfinished minutes are read again and their timers
 //! delivered again (at-least-once: at most a minute's worth of duplicates).
 //!
-//! Invariants: never a timer before its due time; a timer in a minute that has begun is
-//! delivered within one pass of falling due; the pass never spins (it sleeps until the
-//! next due time, at most `DELIVERY_IDLE_POLL_MS`).
+//! Invariants: never a timer before its due time; a pass reads and delivers at most
+//! `TIMER_PASS_BUDGET` timers each before the task yields (so a million timers falling
+//! due at once never hold the shard); an idle pass sleeps until the next due time, at
+//! most `DELIVERY_IDLE_POLL_MS` — it never spins.
 
 use super::Shard;
 use crate::rt::Runtime;
@@ -26,6 +27,19 @@ use std::collections::{BTreeMap, VecDeque};
 pub const TIMER_LOADED_MAX: usize = 1_000_000;
 /// ConsumeQueue entries read per call while loading a minute.
 const TIMER_LOAD_BATCH: u64 = 256;
+/// Timers one pass reads into memory, and delivers, before it lets requests run (its
+/// reads may all come from the in-memory tail and never suspend).
+pub const TIMER_PASS_BUDGET: usize = 1024;
+
+/// What one timer pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TimerPass {
+    pub delivered: u64,
+    /// The earliest due time in memory, if any.
+    pub next_due_ms: Option<i64>,
+    /// The pass stopped at its budget with more to read or deliver: go again at once.
+    pub more: bool,
+}
 
 /// What survives a restart.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,7 +95,7 @@ pub fn decode_progress(bytes: &[u8]) -> Result<TimerProgress, String> {
 impl<R: Runtime> Shard<R> {
     /// One timer pass: read the minutes that began, deliver what is due, finish the
     /// minutes that ended. Returns (timers delivered, the next due time if any).
-    pub async fn timer_pass(&self) -> (u64, Option<i64>) {
+    pub async fn timer_pass(&self) -> TimerPass {
         self.settle_timer_progress();
         let now = self.now_ms();
         let wheel = self.timer_wheel;
@@ -106,10 +120,12 @@ impl<R: Runtime> Shard<R> {
         // Load every begun, unfinished minute.
         let first = self.timer_state.borrow().cursor_ms;
         let mut bt = first;
-        while bt <= last {
-            self.load_timer_bucket(&wheel, bt).await;
+        let mut load_budget = TIMER_PASS_BUDGET;
+        while bt <= last && load_budget > 0 {
+            self.load_timer_bucket(&wheel, bt, &mut load_budget).await;
             bt += TIMER_BUCKET_MS;
         }
+        let mut more = load_budget == 0;
         // Deliver what is due, in due order.
         let mut delivered = 0;
         loop {
@@ -119,6 +135,10 @@ impl<R: Runtime> Shard<R> {
             };
             let Some(((due, bucket, off), (phys, size))) = next else { break };
             if due > self.now_ms() {
+                break;
+            }
+            if delivered as usize >= TIMER_PASS_BUDGET {
+                more = true;
                 break;
             }
             match self.deliver_timer(phys, size).await {
@@ -164,14 +184,15 @@ impl<R: Runtime> Shard<R> {
             st.cursor_ms = bt + TIMER_BUCKET_MS;
         }
         self.settle_timer_progress();
-        let next_due = self.timer_state.borrow().loaded.keys().next().map(|k| k.0);
-        (delivered, next_due)
+        let next_due_ms = self.timer_state.borrow().loaded.keys().next().map(|k| k.0);
+        TimerPass { delivered, next_due_ms, more }
     }
 
     /// Reads the new timers of the minute starting at `bt` into memory.
-    async fn load_timer_bucket(&self, wheel: &TimerWheel, bt: i64) {
+    /// Reads at most `budget` timers (decremented).
+    async fn load_timer_bucket(&self, wheel: &TimerWheel, bt: i64, budget: &mut usize) {
         let b = wheel.bucket_of(bt);
-        loop {
+        while *budget > 0 {
             let from = {
                 let st = self.timer_state.borrow();
                 if st.next_turn_at.contains_key(&b) || st.loaded.len() >= TIMER_LOADED_MAX {
@@ -184,7 +205,7 @@ impl<R: Runtime> Shard<R> {
             if from >= self.store.max_offset(TIMER_TOPIC, b) {
                 return;
             }
-            let entries = match self.store.cq_entries(TIMER_TOPIC, b, from, TIMER_LOAD_BATCH).await {
+            let entries = match self.store.cq_entries(TIMER_TOPIC, b, from, TIMER_LOAD_BATCH.min(*budget as u64)).await {
                 Ok(e) if !e.is_empty() => e,
                 Ok(_) => return,
                 Err(e) => {
@@ -198,8 +219,10 @@ impl<R: Runtime> Shard<R> {
                     Ok(Some(r)) => StoredMessageView::parse(&r).ok().and_then(|v| timer_delivered(&String::from_utf8_lossy(v.properties_bytes())).map(|d| d.0)),
                     Ok(None) => None,
                     Err(e) => {
+                        // Returned, not retried here: the same read would fail again at
+                        // once, and this loop would spin.
                         tracing::warn!(shard = self.id, bucket = b, error = %e, "timer not read; retried on the next pass");
-                        break;
+                        return;
                     }
                 };
                 let mut st = self.timer_state.borrow_mut();
@@ -218,6 +241,7 @@ impl<R: Runtime> Shard<R> {
                 }
                 next += 1;
                 st.loaded_upto.insert(b, next);
+                *budget = budget.saturating_sub(1);
             }
         }
     }
