@@ -551,7 +551,17 @@ impl<D: Disk, C: Clock> Store<D, C> {
         self.check_alive()?;
         let result = self.flush_logics_inner().await;
         if let Err(e) = &result {
-            if e.is_fatal() || matches!(e, StoreError::Index(_)) {
+            // ConsumeQueues are derived from the CommitLog and a failed flush leaves their
+            // range dirty (rewritten next round, the checkpoint not moved): a full disk
+            // here waits for space, as pre-allocation does, instead of stopping the store.
+            let no_space = match e {
+                StoreError::NoSpace => true,
+                StoreError::Io(io) => io.kind == IoErrorKind::NoSpace,
+                _ => false,
+            };
+            if no_space {
+                tracing::warn!(shard = self.shard.0, error = %e, "ConsumeQueue flush waits for disk space");
+            } else if e.is_fatal() || matches!(e, StoreError::Index(_)) {
                 self.fail(e);
             }
         }
