@@ -20,6 +20,12 @@ pub mod keys {
     pub const PGROUP: &str = "PGROUP";
     pub const REAL_TOPIC: &str = "REAL_TOPIC";
     pub const REAL_QID: &str = "REAL_QID";
+    /// Transactions: how many times the broker asked the producer about a half message.
+    pub const TRANSACTION_CHECK_TIMES: &str = "TRANSACTION_CHECK_TIMES";
+    /// Transactions: seconds before the first check-back (overrides `transactionTimeOut`).
+    pub const CHECK_IMMUNITY_TIME_IN_SECONDS: &str = "CHECK_IMMUNITY_TIME_IN_SECONDS";
+    /// Transactions: the id the broker stamps on a half message (its UNIQ_KEY).
+    pub const TRANSACTION_ID: &str = "__transactionId__";
     pub const RETRY_TOPIC: &str = "RETRY_TOPIC";
     /// The first msgId of a message sent back (kept across every retry copy).
     pub const ORIGIN_MESSAGE_ID: &str = "ORIGIN_MESSAGE_ID";

@@ -445,6 +445,23 @@ ext_header! {
 }
 
 ext_header! {
+    /// CHECK_TRANSACTION_STATE (39), broker to producer (oneway): "is the local
+    /// transaction of this half message committed?". The body is the half message in
+    /// the stored layout with its real topic and queue; the producer answers with
+    /// END_TRANSACTION naming the same `tranStateTableOffset` and `commitLogOffset`,
+    /// `fromTransactionCheck = true`.
+    CheckTransactionStateRequestHeader {
+        topic: Option<String> = "topic";
+        tran_state_table_offset: i64 = "tranStateTableOffset";
+        commit_log_offset: i64 = "commitLogOffset";
+        msg_id: Option<String> = "msgId";
+        transaction_id: Option<String> = "transactionId";
+        offset_msg_id: Option<String> = "offsetMsgId";
+        broker_name: Option<String> = "brokerName";
+    }
+}
+
+ext_header! {
     /// UPDATE_AND_CREATE_TOPIC.
     CreateTopicRequestHeader {
         topic: String = "topic";
