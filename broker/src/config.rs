@@ -57,6 +57,10 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "defaultTopicQueueNums",
     "messageDelayLevel",
     "timerMaxDelaySec",
+    "transactionTimeOut",
+    "transactionCheckInterval",
+    "transactionCheckMax",
+    "rejectTransactionMessage",
 ];
 
 #[derive(Debug, Error)]
@@ -167,6 +171,19 @@ pub struct BrokerConfig {
     pub message_delay_level: String,
     /// Longest timer delay (RocketMQ's `timerMaxDelaySec`).
     pub timer_max_delay_sec: u64,
+    /// Age of a half message before its first check-back (RocketMQ's
+    /// `transactionTimeOut`, ms; a message's `CHECK_IMMUNITY_TIME_IN_SECONDS` overrides it).
+    pub transaction_timeout_ms: u64,
+    /// Time between two check-back passes (RocketMQ's `transactionCheckInterval`, ms).
+    pub transaction_check_interval_ms: u64,
+    /// Check-backs of one half message before it is moved to
+    /// `TRANS_CHECK_MAX_TIME_TOPIC` (RocketMQ's `transactionCheckMax`).
+    pub transaction_check_max: u32,
+    /// Refuse half messages with NO_PERMISSION (RocketMQ's `rejectTransactionMessage`).
+    pub reject_transaction_message: bool,
+    /// Open transactions (half messages neither committed nor rolled back) one shard
+    /// holds; past it a half message is refused with SYSTEM_BUSY.
+    pub transaction_pending_max: usize,
     #[serde(deserialize_with = "de_store")]
     pub store: StoreConfig,
 }
@@ -194,6 +211,11 @@ impl Default for BrokerConfig {
             forward_batch_max: 256,
             message_delay_level: crate::schedule::DEFAULT_DELAY_LEVELS.to_string(),
             timer_max_delay_sec: crate::schedule::timer::TIMER_MAX_DELAY_SEC_DEFAULT,
+            transaction_timeout_ms: crate::txn::TRANSACTION_TIMEOUT_MS_DEFAULT,
+            transaction_check_interval_ms: crate::txn::TRANSACTION_CHECK_INTERVAL_MS_DEFAULT,
+            transaction_check_max: crate::txn::TRANSACTION_CHECK_MAX_DEFAULT,
+            reject_transaction_message: false,
+            transaction_pending_max: crate::txn::TRANSACTION_PENDING_MAX_DEFAULT,
             store: StoreConfig::default(),
         };
         config.derive_bounds();
@@ -394,6 +416,10 @@ fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) -> Result<C
         "brokerName" => config.broker_name = value.to_string(),
         "messageDelayLevel" => config.message_delay_level = value.to_string(),
         "timerMaxDelaySec" => config.timer_max_delay_sec = parse_number(value)?,
+        "transactionTimeOut" => config.transaction_timeout_ms = parse_number(value)?,
+        "transactionCheckInterval" => config.transaction_check_interval_ms = parse_number(value)?,
+        "transactionCheckMax" => config.transaction_check_max = parse_number(value)?,
+        "rejectTransactionMessage" => config.reject_transaction_message = parse_bool(value)?,
         "brokerId" => config.broker_id = parse_number(value)?,
         "brokerIP1" => config.broker_ip = Some(value.to_string()),
         "brokerRole" => {
@@ -661,6 +687,8 @@ impl BrokerConfig {
             ("connections_per_shard_max", self.connections_per_shard_max as u64),
             ("forward_batch_max", self.forward_batch_max as u64),
             ("store.flush_interval_ms", self.store.flush_interval_ms),
+            ("transaction_check_interval_ms", self.transaction_check_interval_ms),
+            ("transaction_pending_max", self.transaction_pending_max as u64),
         ];
         if let Some((field, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return fail(format!("{field} must be positive"));
@@ -924,6 +952,10 @@ mod tests {
         defaultTopicQueueNums=4
         messageDelayLevel=1s 2s 1m 2h
         timerMaxDelaySec=86400
+        transactionTimeOut=3000
+        transactionCheckInterval=5000
+        transactionCheckMax=3
+        rejectTransactionMessage=true
     ";
 
     #[test]
@@ -949,6 +981,10 @@ mod tests {
             c.default_topic_queue_nums = 4;
             c.message_delay_level = "1s 2s 1m 2h".into();
             c.timer_max_delay_sec = 86_400;
+            c.transaction_timeout_ms = 3_000;
+            c.transaction_check_interval_ms = 5_000;
+            c.transaction_check_max = 3;
+            c.reject_transaction_message = true;
         });
         expected.validate().unwrap();
         check(Conf(EVERY_CONF_KEY), Ok(expected));

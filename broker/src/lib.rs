@@ -13,3 +13,4 @@ pub mod schedule;
 pub mod shard;
 pub mod sim;
 pub mod store;
+pub mod txn;

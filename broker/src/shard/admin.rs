@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// Runtime-info counters that are summed over shards.
-const SUMMED_COUNTERS: [&str; 8] = [
+const SUMMED_COUNTERS: [&str; 17] = [
     "putMessageTimesTotal",
     "getMessageTransferedMsgCount",
     "requestsTotal",
@@ -32,6 +32,15 @@ const SUMMED_COUNTERS: [&str; 8] = [
     "suspendedPulls",
     "suspendedPullsRefusedTotal",
     "readErrorsTotal",
+    "transactionOpen",
+    "transactionHalfTotal",
+    "transactionCommitTotal",
+    "transactionRollbackTotal",
+    "transactionCheckTotal",
+    "transactionDiscardTotal",
+    "transactionDuplicateEndTotal",
+    "transactionExpiredTotal",
+    "transactionCheckNoProducerTotal",
 ];
 
 /// RocketMQ's limit on queues per topic.
@@ -377,6 +386,16 @@ impl<R: crate::rt::Runtime> Shard<R> {
         table.insert("suspendedPulls", self.waiters.suspended().to_string());
         table.insert("suspendedPullsRefusedTotal", self.waiters.refused_total().to_string());
         table.insert("readErrorsTotal", self.store.stats().read_errors.to_string());
+        let t = self.txn_counters();
+        table.insert("transactionOpen", self.open_transactions().to_string());
+        table.insert("transactionHalfTotal", t.halves.get().to_string());
+        table.insert("transactionCommitTotal", t.commits.get().to_string());
+        table.insert("transactionRollbackTotal", t.rollbacks.get().to_string());
+        table.insert("transactionCheckTotal", t.checks.get().to_string());
+        table.insert("transactionDiscardTotal", t.discards.get().to_string());
+        table.insert("transactionDuplicateEndTotal", t.duplicate_ends.get().to_string());
+        table.insert("transactionExpiredTotal", t.expired.get().to_string());
+        table.insert("transactionCheckNoProducerTotal", t.checks_without_producer.get().to_string());
         table
     }
 }

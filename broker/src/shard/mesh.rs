@@ -36,6 +36,9 @@ pub enum ShardEvent {
     Heartbeat { client_id: String, data: HeartbeatData, origin: super::consumers::HeartbeatOrigin },
     /// A client's connection closed or went idle.
     ClientGone { client_id: String },
+    /// A server request (CHECK_TRANSACTION_STATE) for a connection the receiving shard
+    /// holds; sent to that shard only (`Mesh::send_event`).
+    Push { conn_id: u64, cmd: RemotingCommand },
 }
 
 #[derive(Debug)]
@@ -151,6 +154,11 @@ impl<R: Runtime> Mesh<R> {
                 crate::fatal::fatal("mesh acknowledgement channel closed");
             }
         }
+    }
+
+    /// Sends `event` to shard `to` only.
+    pub fn send_event(self: &Rc<Self>, to: usize, event: ShardEvent) {
+        self.enqueue(to, Envelope::Event(event));
     }
 
     /// Sends `event` to every other shard.

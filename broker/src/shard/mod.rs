@@ -21,6 +21,7 @@ mod admin;
 mod pull;
 mod send;
 pub mod sendback;
+pub mod txn;
 
 use crate::config::BrokerConfig;
 use crate::meta::groups::GroupTable;
@@ -130,6 +131,12 @@ pub struct Shard<R: Runtime> {
     timer_wheel: crate::schedule::timer::TimerWheel,
     timer_state: RefCell<timer::TimerState>,
     timer_progress_store: SnapshotStore<R::Disk>,
+    /// Open transactions of this shard's queues (`txn/`), saved as `transactionState`.
+    txn: RefCell<crate::txn::TxnTable>,
+    txn_store: SnapshotStore<R::Disk>,
+    txn_counters: txn::TxnCounters,
+    /// UNIQ_KEYs for half messages sent without one.
+    txn_ids: ringmq_client::msgid::MsgIdGenerator,
 }
 
 /// Header field that carries a send's born host (the producer's address, as Java's
@@ -181,8 +188,11 @@ impl<R: Runtime> Shard<R> {
         let delay_offsets_store = SnapshotStore::new(rt.disk(), shard_meta_dir.clone(), "delayOffset");
         let delay_offsets = load(&delay_offsets_store, id, "delay offsets", crate::schedule::DelayOffsets::decode, Default::default).await?;
         let timer_wheel = crate::schedule::timer::TimerWheel::new(config.timer_max_delay_sec);
-        let timer_progress_store = SnapshotStore::new(rt.disk(), shard_meta_dir, "timerOffset");
+        let timer_progress_store = SnapshotStore::new(rt.disk(), shard_meta_dir.clone(), "timerOffset");
         let timer_progress = load(&timer_progress_store, id, "timer progress", timer::decode_progress, Default::default).await?;
+        let txn_store = SnapshotStore::new(rt.disk(), shard_meta_dir, "transactionState");
+        let txn_snapshot = load(&txn_store, id, "transaction state", |b| crate::txn::TxnSnapshot::decode(b).map(Some), || None).await?;
+        let txn_table = txn::rebuild(&store, id, txn_snapshot, config.transaction_pending_max).await?;
         let (groups, meta) = if id == META_OWNER_SHARD {
             let groups_store = SnapshotStore::new(rt.disk(), meta_dir, "subscriptionGroup");
             let groups = load(&groups_store, id, "subscription groups", |b| GroupTable::decode(b).map_err(|e| e.to_string()), Default::default).await?;
@@ -221,6 +231,10 @@ impl<R: Runtime> Shard<R> {
             timer_wheel,
             timer_state: RefCell::new(timer::TimerState::new(timer_progress)),
             timer_progress_store,
+            txn: RefCell::new(txn_table),
+            txn_store,
+            txn_counters: txn::TxnCounters::default(),
+            txn_ids: ringmq_client::msgid::MsgIdGenerator::new(store_host.ip(), std::process::id(), id as u32),
         });
         crate::store::flusher::spawn_store_tasks(rt.clone(), store, shard.store_stop.clone(), Rc::new(|e: String| crate::fatal::fatal(&e)));
         let persister = shard.clone();
@@ -231,6 +245,7 @@ impl<R: Runtime> Shard<R> {
             }
         });
         rt.spawn(shard.clone().run_delivery());
+        rt.spawn(shard.clone().run_txn_checks());
         if id == META_OWNER_SHARD {
             shard.broadcast_topics();
         }
@@ -339,6 +354,7 @@ impl<R: Runtime> Shard<R> {
         self.store.flush_all().await.map_err(|e| e.to_string())?;
         self.persist_delay_offsets().await;
         self.persist_timer_progress().await;
+        self.persist_txn_state().await;
         self.store_stop.set(true);
         self.store.close().await.map_err(|e| e.to_string())
     }
@@ -398,6 +414,10 @@ impl<R: Runtime> Shard<R> {
                 let offset: u64 = cmd.ext("offset")?.trim().parse().ok()?;
                 Some(crate::store::engine::ShardId::of_phys(offset).0 as usize).filter(|&s| s < self.count)
             }
+            rq::END_TRANSACTION => {
+                let offset: u64 = cmd.ext("commitLogOffset")?.trim().parse().ok()?;
+                Some(crate::store::engine::ShardId::of_phys(offset).0 as usize).filter(|&s| s < self.count)
+            }
             rq::VIEW_MESSAGE_BY_ID => {
                 let offset: u64 = cmd.ext("offset")?.trim().parse().ok()?;
                 Some(crate::store::engine::ShardId::of_phys(offset).0 as usize).filter(|&s| s < self.count)
@@ -440,6 +460,7 @@ impl<R: Runtime> Shard<R> {
             rq::GET_BROKER_RUNTIME_INFO => self.handle_runtime_info(&cmd).await,
             rq::GET_ALL_DELAY_OFFSET => self.handle_all_delay_offset(&cmd).await,
             rq::CONSUMER_SEND_MSG_BACK => self.handle_send_back(&cmd).await,
+            rq::END_TRANSACTION => self.handle_end_transaction(&cmd).await,
             code => error_response(&cmd, rs::REQUEST_CODE_NOT_SUPPORTED, format!("request code {code} not supported")),
         }
     }
@@ -466,6 +487,11 @@ impl<R: Runtime> Shard<R> {
                     }
                 };
                 self.notify_groups_changed(&changed);
+            }
+            ShardEvent::Push { conn_id, cmd } => {
+                if !self.push_local(conn_id, cmd) {
+                    tracing::debug!(shard = self.id, conn_id, "server request for a connection that is gone or full: dropped");
+                }
             }
             ShardEvent::ClientGone { client_id } => {
                 let changed = self.consumers.borrow_mut().remove_client(&client_id);

@@ -35,21 +35,6 @@ pub fn writable(topic: &TopicConfig) -> bool {
     topic.perm & PERM_WRITE != 0
 }
 
-/// sysFlag bits of a transactional message (RocketMQ's `MessageSysFlag`).
-const TRANSACTION_TYPE_MASK: i32 = 0x0C;
-const TRANSACTION_PREPARED_TYPE: i32 = 0x04;
-
-/// Why a message asks for something this broker does not do yet, if it does:
-/// transactional half messages. Refused with a clear error rather
-/// than delivered at once (which would do the wrong thing without a word).
-fn unsupported(sys_flag: i32, properties: &str) -> Option<String> {
-    let prepared = sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE;
-    if prepared || properties::find(properties, keys::TRAN_MSG).is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
-        return Some("transactional messages are not supported by this broker yet".into());
-    }
-    None
-}
-
 impl<R: crate::rt::Runtime> Shard<R> {
     /// The topic's config, creating it when auto-creation is on.
     pub(super) async fn topic_for_send(self: &Rc<Self>, name: &str) -> Result<TopicConfig, (i32, String)> {
@@ -109,10 +94,9 @@ impl<R: crate::rt::Runtime> Shard<R> {
             prepared_transaction_offset: 0,
         };
         let properties = header.properties.clone().unwrap_or_default();
-        if let Some(reason) = unsupported(header.sys_flag, &properties) {
-            return error_response(cmd, rs::MESSAGE_ILLEGAL, reason);
-        }
         let mut results: Vec<PutResult> = Vec::new();
+        // The properties of a half message as stored (its transaction id answered).
+        let mut half_properties = None;
         if cmd.code == rq::SEND_BATCH_MESSAGE || header.batch {
             let messages = match batch::decode(&cmd.body) {
                 Ok(m) => m,
@@ -128,8 +112,9 @@ impl<R: crate::rt::Runtime> Shard<R> {
             }
             for m in &messages {
                 let props = String::from_utf8_lossy(&m.properties);
-                if let Some(reason) = unsupported(0, &props) {
-                    return error_response(cmd, rs::MESSAGE_ILLEGAL, reason);
+                if crate::txn::is_half(header.sys_flag, &props) {
+                    // As RocketMQ: a transaction is one message.
+                    return error_response(cmd, rs::MESSAGE_ILLEGAL, "transactional messages cannot be batched (property TRAN_MSG in a batch)");
                 }
                 let timed = [
                     crate::schedule::timer::PROPERTY_TIMER_DELIVER_MS,
@@ -152,6 +137,16 @@ impl<R: crate::rt::Runtime> Shard<R> {
                     // the producer retries the whole batch (at-least-once).
                     Err(resp) => return error_response(cmd, resp.0, resp.1),
                 }
+            }
+        } else if crate::txn::is_half(header.sys_flag, &properties) {
+            // A half message waits, invisible, in this shard's half queue until its
+            // producer ends the transaction (`shard/txn.rs`).
+            match self.put_half(&header.topic, queue_id, MessageToStore { body: &cmd.body, ..base }, &properties) {
+                Ok((r, stored)) => {
+                    results.push(r);
+                    half_properties = Some(stored);
+                }
+                Err((code, remark)) => return error_response(cmd, code, remark),
             }
         } else {
             let level = match self.delay_levels.level_of(properties::find(&properties, keys::DELAY)) {
@@ -207,7 +202,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             msg_id,
             queue_id,
             queue_offset: results[0].queue_offset as i64,
-            transaction_id: properties::find(&properties, keys::UNIQ_KEY).map(str::to_string),
+            transaction_id: properties::find(half_properties.as_deref().unwrap_or(&properties), keys::UNIQ_KEY).map(str::to_string),
             batch_uniq_id: None,
         };
         let mut response = cmd.create_response(rs::SUCCESS, None);
@@ -218,7 +213,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
     }
 
     /// Appends one message; maps store refusals to response codes.
-    fn put(&self, msg: &MessageToStore<'_>) -> Result<PutResult, (i32, String)> {
+    pub(super) fn put(&self, msg: &MessageToStore<'_>) -> Result<PutResult, (i32, String)> {
         match self.store.put(msg) {
             Ok(r) => {
                 self.counters.messages_put.set(self.counters.messages_put.get() + 1);
@@ -240,27 +235,6 @@ mod tests {
         let addr: SocketAddr = host.parse().unwrap();
         assert_eq!(offset_msg_id(&addr, phys), expected);
         assert_eq!(decode_offset_msg_id(expected), Some((addr, phys)));
-    }
-
-    fn check_unsupported(sys_flag: i32, properties: &str, refused: Option<&str>) {
-        let got = unsupported(sys_flag, properties);
-        match refused {
-            Some(word) => assert!(got.as_deref().is_some_and(|r| r.contains(word)), "{properties:?} (sysFlag {sys_flag}): {got:?}"),
-            None => assert_eq!(got, None, "{properties:?} (sysFlag {sys_flag})"),
-        }
-    }
-
-    #[test]
-    fn messages_asking_for_what_is_not_built_are_refused() {
-        check_unsupported(0, "", None);
-        check_unsupported(0, "TAGS\u{1}a\u{2}KEYS\u{1}k\u{2}", None);
-        check_unsupported(0, "DELAY\u{1}3\u{2}", None);
-        check_unsupported(0, "TIMER_DELAY_SEC\u{1}5\u{2}", None);
-        check_unsupported(0, "TRAN_MSG\u{1}true\u{2}PGROUP\u{1}pg\u{2}", Some("transactional"));
-        check_unsupported(0x04, "", Some("transactional"));
-        // Commit (0x08) and rollback (0x0C) types are not half messages.
-        check_unsupported(0x08, "", None);
-        check_unsupported(0x02, "", None);
     }
 
     #[test]
