@@ -43,6 +43,8 @@ pub const SYSTEM_TOPICS: &[&str] = &[
     "SELF_TEST_TOPIC",
     "OFFSET_MOVED_EVENT",
 ];
+/// System topics the broker creates on first use (clients cannot create them).
+pub const BROKER_CREATED_SYSTEM_TOPICS: &[&str] = &["TRANS_CHECK_MAX_TIME_TOPIC"];
 /// RocketMQ `TopicValidator.SYSTEM_TOPIC_PREFIX`.
 pub const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
 

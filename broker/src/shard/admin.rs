@@ -148,7 +148,11 @@ impl<R: crate::rt::Runtime> Shard<R> {
             Ok(h) => h,
             Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, format!("bad create-topic header: {e}")),
         };
-        if let Err(e) = crate::meta::topics::validate_topic_name(&header.topic) {
+        // The system topics the broker makes itself (TRANS_CHECK_MAX_TIME_TOPIC) come
+        // with a private field clients cannot set (stripped in `handle`).
+        let broker_made = cmd.ext(super::SYSTEM_TOPIC_EXT).is_some() && crate::meta::topics::BROKER_CREATED_SYSTEM_TOPICS.contains(&header.topic.as_str());
+        let name_ok = if broker_made { crate::meta::topics::check_topic_syntax(&header.topic) } else { crate::meta::topics::validate_topic_name(&header.topic) };
+        if let Err(e) = name_ok {
             return error_response(cmd, rs::INVALID_PARAMETER, e.to_string());
         }
         let queues_ok = |n: i32| n > 0 && n as u32 <= TOPIC_QUEUE_NUMS_MAX;

@@ -144,6 +144,10 @@ pub struct Shard<R: Runtime> {
 /// Whatever a client puts there is replaced on arrival.
 pub const BORN_HOST_EXT: &str = "ringmqBornHost";
 
+/// Header field of a topic create the broker makes for one of its own system topics
+/// (`meta::topics::BROKER_CREATED_SYSTEM_TOPICS`); stripped from client requests.
+pub const SYSTEM_TOPIC_EXT: &str = "ringmqSystemTopic";
+
 /// Loads a snapshot (or makes the default when there is none yet) at start-up.
 async fn load<D: crate::store::io::Disk, T>(
     store: &SnapshotStore<D>,
@@ -365,6 +369,7 @@ impl<R: Runtime> Shard<R> {
         // Private fields only the broker sets (through `call_internal`): a client's
         // values are dropped.
         cmd.ext_fields.remove(sendback::RETRY_OF_GROUP_EXT);
+        cmd.ext_fields.remove(SYSTEM_TOPIC_EXT);
         if matches!(cmd.code, rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE) {
             cmd.ext_fields.remove(BORN_HOST_EXT);
             cmd.ext_fields.remove(sendback::SEND_BACK_EXT);

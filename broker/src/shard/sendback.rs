@@ -70,6 +70,9 @@ impl<R: Runtime> Shard<R> {
         if let Some(group) = name.strip_prefix(RETRY_TOPIC_PREFIX) {
             create = create.with_ext(RETRY_OF_GROUP_EXT, group);
         }
+        if crate::meta::topics::BROKER_CREATED_SYSTEM_TOPICS.contains(&name) {
+            create = create.with_ext(super::SYSTEM_TOPIC_EXT, "1");
+        }
         let create = create
             .with_ext("topic", name)
             .with_ext("defaultTopic", "TBW102")

@@ -463,8 +463,9 @@ impl<R: Runtime> Shard<R> {
             CheckStep::Discard => self.discard_half(half_offset, &half, pending.checks).await,
             CheckStep::Check { n } => {
                 let reserved_ms = self.config.store.file_reserved_hours.saturating_mul(3_600_000) as i64;
-                if now_ms.saturating_sub(born_ms) > reserved_ms {
-                    // Java's needSkip: older than the retention.
+                if now_ms.saturating_sub(view.store_timestamp_ms()) > reserved_ms {
+                    // Java's needSkip (older than the retention), by the broker's own
+                    // clock rather than the producer's born time.
                     if self.txn.borrow_mut().remove(half_offset).is_some() {
                         inc(&self.txn_counters.expired);
                         tracing::warn!(shard = self.id, half_offset, "open half message older than fileReservedTime: dropped");
