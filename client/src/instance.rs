@@ -1,6 +1,8 @@
 //! The per-thread client instance (RocketMQ's `MQClientInstance`): the NameServer list,
 //! topic routes, one connection per address, heartbeats to every broker, and the
-//! dispatch of requests brokers push to us. Every producer and consumer owns one.
+//! dispatch of requests brokers push to us (NOTIFY_CONSUMER_IDS_CHANGED to the
+//! consumer's rebalance, CHECK_TRANSACTION_STATE to the transactional producer of the
+//! half message's group). Every producer and consumer owns one.
 //!
 //! Invariants:
 //! - one connection per address at a time; a closed one is replaced on the next call;
@@ -10,7 +12,9 @@
 //! - NameServers are tried in turn starting from the last one that answered: a stopped
 //!   NameServer costs one failed call, not one per request;
 //! - background tasks stop when `shutdown` is called; after that every call fails with
-//!   `ShutDown`.
+//!   `ShutDown`;
+//! - registered consumers and transaction checkers are held weakly: the instance never
+//!   keeps one alive, and a request for a dropped one is ignored (the broker asks again).
 
 use crate::error::ClientError;
 use crate::net::{Connection, ServerRequestHandler};
@@ -21,6 +25,7 @@ use crate::remoting::frame::SerializeType;
 use crate::remoting::headers::GetRouteInfoRequestHeader;
 use crate::remoting::heartbeat::{ConsumerData, HeartbeatData, ProducerData};
 use crate::remoting::route::TopicRouteData;
+use crate::transaction::{decode_check_request, TransactionCheck};
 use glommio::task::JoinHandle;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -136,6 +141,15 @@ pub trait ConsumerHook {
     fn membership_changed(&self);
 }
 
+/// What a transactional producer registers to answer a broker's CHECK_TRANSACTION_STATE
+/// for its group.
+pub trait TransactionCheckHook {
+    /// The broker at `addr` (the connection the check came on) asks about a half
+    /// message. Called on the connection's reader task: must not block; answer from a
+    /// spawned task.
+    fn check_transaction_state(self: Rc<Self>, addr: &str, check: TransactionCheck);
+}
+
 static INSTANCE_SEQ: AtomicU32 = AtomicU32::new(0);
 
 pub struct ClientInstance {
@@ -149,6 +163,8 @@ pub struct ClientInstance {
     namesrv_next: Cell<usize>,
     producer_groups: RefCell<HashSet<String>>,
     consumers: RefCell<BTreeMap<String, Weak<dyn ConsumerHook>>>,
+    /// Producer group → its transactional producer's check hook.
+    transaction_checkers: RefCell<BTreeMap<String, Weak<dyn TransactionCheckHook>>>,
     stopped: Cell<bool>,
     tasks: RefCell<Vec<JoinHandle<()>>>,
 }
@@ -182,6 +198,7 @@ impl ClientInstance {
             namesrv_next: Cell::new(0),
             producer_groups: RefCell::new(HashSet::new()),
             consumers: RefCell::new(BTreeMap::new()),
+            transaction_checkers: RefCell::new(BTreeMap::new()),
             stopped: Cell::new(false),
             tasks: RefCell::new(Vec::new()),
         });
@@ -229,7 +246,7 @@ impl ClientInstance {
 
     fn server_request_handler(self: &Rc<Self>) -> ServerRequestHandler {
         let weak = Rc::downgrade(self);
-        Rc::new(move |_addr: &str, cmd: RemotingCommand| {
+        Rc::new(move |addr: &str, cmd: RemotingCommand| {
             let me = weak.upgrade()?;
             match cmd.code {
                 rq::NOTIFY_CONSUMER_IDS_CHANGED => {
@@ -242,9 +259,33 @@ impl ClientInstance {
                     }
                     None
                 }
+                rq::CHECK_TRANSACTION_STATE => {
+                    me.dispatch_transaction_check(addr, &cmd);
+                    // Brokers send checks oneway (nothing to answer); one sent as a request
+                    // gets an acknowledgement rather than "code not supported".
+                    (!cmd.is_oneway()).then(|| cmd.create_response(rs::SUCCESS, None))
+                }
                 _ => None,
             }
         })
+    }
+
+    /// Hands a CHECK_TRANSACTION_STATE to the transactional producer of the half
+    /// message's group (`PGROUP`). A check that cannot be decoded or has no producer here
+    /// is dropped with a log line: the broker checks again later (Java does the same).
+    fn dispatch_transaction_check(&self, addr: &str, cmd: &RemotingCommand) {
+        let check = match decode_check_request(cmd) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(addr, error = %e, "CHECK_TRANSACTION_STATE dropped");
+                return;
+            }
+        };
+        let hook = self.transaction_checkers.borrow().get(&check.group).and_then(Weak::upgrade);
+        match hook {
+            Some(hook) => hook.check_transaction_state(addr, check),
+            None => tracing::debug!(addr, group = %check.group, "CHECK_TRANSACTION_STATE for a group with no transactional producer here: ignored"),
+        }
     }
 
     /// The open connection to `addr`, connecting if needed.
@@ -366,6 +407,11 @@ impl ClientInstance {
 
     pub fn register_consumer(&self, group: &str, hook: Weak<dyn ConsumerHook>) {
         self.consumers.borrow_mut().insert(group.to_string(), hook);
+    }
+
+    /// Routes CHECK_TRANSACTION_STATE for `group` to `hook` (replacing any earlier one).
+    pub fn register_transaction_checker(&self, group: &str, hook: Weak<dyn TransactionCheckHook>) {
+        self.transaction_checkers.borrow_mut().insert(group.to_string(), hook);
     }
 
     pub fn use_topic(&self, topic: &str) {

@@ -5,7 +5,8 @@
 //! (`message::properties`), Java-compatible hashing (`hash`), the remoting codec
 //! (`remoting`), and the client runtime: connections (`net`), the per-thread client
 //! instance with routes and heartbeats (`instance`), message ids (`msgid`), the
-//! producer (`producer`) and the pull and push consumers (`consumer`).
+//! producer (`producer`), the transactional producer (`transaction`) and the pull and
+//! push consumers (`consumer`).
 //!
 //! The runtime is thread-per-core like the broker: a client lives on one glommio
 //! executor (`Rc`, `!Send`); run one per core for more throughput.
@@ -22,7 +23,9 @@ pub mod msgid;
 pub mod net;
 pub mod producer;
 pub mod remoting;
+pub mod transaction;
 
 pub use error::ClientError;
 pub use instance::{ClientConfig, ClientInstance};
 pub use message::{Message, MessageExt};
+pub use transaction::{LocalTransactionState, TransactionListener, TransactionProducer, TransactionSendResult};

@@ -11,7 +11,10 @@
 //!   `send_timeout_ms` in total; only `ClientError::is_retriable` errors are retried;
 //! - every message gets a `UNIQ_KEY` before its first attempt, so a retried message keeps
 //!   its id (consumers can de-duplicate);
-//! - a body over `max_message_bytes` is refused locally, before any IO.
+//! - a body over `max_message_bytes` is refused locally, before any IO;
+//! - a message whose `TRAN_MSG` is `true` travels as a half message (sysFlag
+//!   `TRANSACTION_PREPARED_TYPE`, as Java's `sendKernelImpl` sets it) and is never
+//!   batched (a broker refuses transactional batches); `transaction` drives the rest.
 
 use crate::error::ClientError;
 use crate::hash::java_string_hash;
@@ -25,6 +28,7 @@ use crate::remoting::bodies::MessageQueue;
 use crate::remoting::codes::{request_code as rq, response_code as rs};
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::headers::{SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader};
+use crate::transaction::{is_transactional, send_sys_flag};
 use bytes::{Bytes, BytesMut};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -68,8 +72,11 @@ pub struct SendResult {
     /// Store host and physical offset (comma-joined for a batch).
     pub offset_msg_id: String,
     pub queue: MessageQueue,
-    /// Offset of the (first) message in its queue.
+    /// Offset of the (first) message in its queue. For a half message: its offset in
+    /// the broker's half queue (Java's `tranStateTableOffset`).
     pub queue_offset: i64,
+    /// The broker's `transactionId` response field (half messages; None when absent).
+    pub transaction_id: Option<String>,
 }
 
 struct State {
@@ -240,6 +247,9 @@ impl Producer {
             if DELIVERY_PROPERTIES.iter().any(|p| m.properties.get(p).is_some()) {
                 return Err(ClientError::Config("delayed or timed messages cannot be batched (RocketMQ refuses them too)".into()));
             }
+            if is_transactional(&m.properties) {
+                return Err(ClientError::Config("transactional (TRAN_MSG) messages cannot be batched (RocketMQ refuses them too)".into()));
+            }
             self.prepare(m)?;
             total_bytes += m.body.len() + m.properties.encoded_len() + 20;
         }
@@ -309,8 +319,8 @@ impl Producer {
             .get(&queue.broker_name)
             .cloned()
             .ok_or_else(|| ClientError::NoRoute { topic: queue.topic.clone() })?;
-        let (code, flag, properties, body, is_batch) = match request {
-            Outgoing::Single(m) => (rq::SEND_MESSAGE_V2, m.flag, m.properties.encode(), m.body.clone(), false),
+        let (code, flag, sys_flag, properties, body, is_batch) = match request {
+            Outgoing::Single(m) => (rq::SEND_MESSAGE_V2, m.flag, send_sys_flag(&m.properties), m.properties.encode(), m.body.clone(), false),
             Outgoing::Batch { msgs, .. } => {
                 let items: Vec<BatchMessage> = msgs
                     .iter()
@@ -318,7 +328,7 @@ impl Producer {
                     .collect();
                 let mut out = BytesMut::new();
                 batch::encode(&items, &mut out).map_err(|e| ClientError::Protocol(e.to_string()))?;
-                (rq::SEND_BATCH_MESSAGE, 0, String::new(), out.freeze(), true)
+                (rq::SEND_BATCH_MESSAGE, 0, 0, String::new(), out.freeze(), true)
             }
         };
         let header = SendMessageRequestHeader {
@@ -327,7 +337,7 @@ impl Producer {
             default_topic: DEFAULT_TOPIC.into(),
             default_topic_queue_nums: DEFAULT_TOPIC_QUEUE_NUMS,
             queue_id: queue.queue_id,
-            sys_flag: 0,
+            sys_flag,
             born_timestamp: now_ms(),
             flag,
             properties: (!properties.is_empty()).then_some(properties),
@@ -348,7 +358,13 @@ impl Producer {
         match r.code {
             rs::SUCCESS => {
                 let h: SendMessageResponseHeader = r.header()?;
-                Ok(SendResult { msg_id, offset_msg_id: h.msg_id, queue: queue.clone(), queue_offset: h.queue_offset })
+                Ok(SendResult {
+                    msg_id,
+                    offset_msg_id: h.msg_id,
+                    queue: queue.clone(),
+                    queue_offset: h.queue_offset,
+                    transaction_id: h.transaction_id,
+                })
             }
             rs::FLUSH_DISK_TIMEOUT => Err(ClientError::FlushTimeout { addr, msg_id, status: "FLUSH_DISK_TIMEOUT" }),
             rs::FLUSH_SLAVE_TIMEOUT => Err(ClientError::FlushTimeout { addr, msg_id, status: "FLUSH_SLAVE_TIMEOUT" }),

@@ -217,6 +217,12 @@ impl MessageExt {
         self.properties.get(name)
     }
 
+    /// The transaction id of a half message a broker checks (Java's
+    /// `MessageExt.getTransactionId()` there): its `UNIQ_KEY`, else its msgId.
+    pub fn transaction_id(&self) -> &str {
+        self.properties.get(keys::UNIQ_KEY).filter(|id| !id.is_empty()).unwrap_or(&self.msg_id)
+    }
+
     /// Store host and physical offset (for VIEW_MESSAGE_BY_ID); built on demand, as
     /// few consumers need it and decoding is on every received message's path.
     pub fn offset_msg_id(&self) -> String {
