@@ -613,6 +613,11 @@ impl<R: Runtime> Shard<R> {
         self.txn.borrow().len()
     }
 
+    /// Up to `max` open halves (half queue offset, state), oldest first.
+    pub fn open_halves(&self, max: usize) -> Vec<(u64, txn::Pending)> {
+        self.txn.borrow().range_from(0, max)
+    }
+
     pub fn txn_counters(&self) -> &TxnCounters {
         &self.txn_counters
     }

@@ -164,7 +164,14 @@ pub struct SimClient {
     closed: Rc<Cell<bool>>,
     /// Responses nobody waited for, as text: each one is a broken invariant.
     pub violations: Rc<RefCell<Vec<String>>>,
+    /// Server requests other than NOTIFY_CONSUMER_IDS_CHANGED (CHECK_TRANSACTION_STATE),
+    /// oldest first; at most `CLIENT_PUSHES_MAX` kept (more are dropped, as a client
+    /// with a full check queue drops them).
+    pushes: Rc<RefCell<std::collections::VecDeque<RemotingCommand>>>,
 }
+
+/// Server requests a `SimClient` keeps until taken.
+pub const CLIENT_PUSHES_MAX: usize = 4096;
 
 impl SimClient {
     pub fn new(ex: SimExecutor, end: PipeEnd) -> Self {
@@ -180,7 +187,8 @@ impl SimClient {
         let pending: Rc<RefCell<BTreeMap<i32, OneshotSender<RemotingCommand>>>> = Rc::default();
         let closed = Rc::new(Cell::new(false));
         let violations: Rc<RefCell<Vec<String>>> = Rc::default();
-        let (p, c, v) = (pending.clone(), closed.clone(), violations.clone());
+        let pushes: Rc<RefCell<std::collections::VecDeque<RemotingCommand>>> = Rc::default();
+        let (p, c, v, q) = (pending.clone(), closed.clone(), violations.clone(), pushes.clone());
         ex.spawn_in(Some(CLIENT_GROUP), async move {
             let limits = FrameLimits::default();
             let mut buf = BytesMut::new();
@@ -195,7 +203,12 @@ impl SimClient {
                                 None => v.borrow_mut().push(format!("response to opaque {} that no request waits for (code {}, remark {:?})", cmd.opaque, cmd.code, cmd.remark)),
                             }
                         }
-                        Ok(Some(_push)) => {} // NOTIFY_CONSUMER_IDS_CHANGED and such
+                        Ok(Some(push)) => {
+                            let mut q = q.borrow_mut();
+                            if push.code != ringmq_client::remoting::codes::request_code::NOTIFY_CONSUMER_IDS_CHANGED && q.len() < CLIENT_PUSHES_MAX {
+                                q.push_back(push);
+                            }
+                        }
                         Ok(None) => break,
                         Err(e) => {
                             v.borrow_mut().push(format!("undecodable frame from the broker: {e}"));
@@ -212,7 +225,12 @@ impl SimClient {
             // Every request still waiting learns that its connection is gone.
             p.borrow_mut().clear();
         });
-        Self { ex, out, pending, next_opaque: Cell::new(1), closed, violations }
+        Self { ex, out, pending, next_opaque: Cell::new(1), closed, violations, pushes }
+    }
+
+    /// The server requests received since the last call, oldest first.
+    pub fn take_pushes(&self) -> Vec<RemotingCommand> {
+        self.pushes.borrow_mut().drain(..).collect()
     }
 
     pub fn is_closed(&self) -> bool {

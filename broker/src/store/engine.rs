@@ -297,6 +297,11 @@ impl<D: Disk, C: Clock> Store<D, C> {
         if msg.properties.len() > i16::MAX as usize {
             return Err(StoreError::Illegal(format!("properties are {} bytes (max 32767)", msg.properties.len())));
         }
+        if msg.properties.as_bytes().contains(&0) {
+            // Recovery reads NUL in properties as a torn write (the body CRC does not
+            // cover them).
+            return Err(StoreError::Illegal("properties contain a NUL byte".into()));
+        }
         let size = ringmq_client::message::stored::encoded_len(
             msg.topic.len(),
             msg.body.len(),
@@ -338,7 +343,8 @@ impl<D: Disk, C: Clock> Store<D, C> {
         let local = log.write_pos;
         let cq = inner.queues.get_mut(&key).expect("queue inserted above");
         let queue_offset = cq.max_offset();
-        let store_timestamp_ms = self.clock.now_ms();
+        // Never 0: recovery reads a zero store time as a torn record.
+        let store_timestamp_ms = self.clock.now_ms().max(1);
         let record = StoredMessage {
             queue_id: msg.queue_id,
             flag: msg.flag,

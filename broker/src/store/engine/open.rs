@@ -562,6 +562,13 @@ async fn scan<D: Disk, C: Clock>(
                 if view.physical_offset() as u64 != store.shard.phys(pos) {
                     return Ok((pos, ScanEnd::Bad(format!("record says physical offset {}", view.physical_offset()))));
                 }
+                // The body CRC does not cover the header or the properties: a torn write
+                // that zeroed those sectors would pass it. Every record the store writes
+                // has a store time and properties without NUL (`Store::put` refuses
+                // them), so zeros there mean a torn record.
+                if view.store_timestamp_ms() == 0 || view.properties_bytes().contains(&0) {
+                    return Ok((pos, ScanEnd::Bad("torn record: zeroed store time or properties".into())));
+                }
                 let view_copy = view;
                 on_record(store, pos, &view_copy);
                 pos += n as u64;
