@@ -11,19 +11,29 @@
 //! machine, one clock), so it is exact to the microsecond, unlike the born timestamp
 //! (ms) that RocketMQ's B2C figure uses — both are reported.
 //!
+//! Transactional runs (`transactional`): each send is a half send, then
+//! END_TRANSACTION sent as a request (so the send latency ends when the broker has
+//! committed, not when a oneway frame was written), the same wire sequence as
+//! `TransactionProducer::send_message_in_transaction` in `EndTransactionMode::Request`.
+//! Commit-to-visible latency uses the commit-time table of `txn.rs`.
+//!
 //! Invariants:
 //! - each worker thread owns its accumulator behind a `Mutex` that only it and the
-//!   reporter (once per interval) take; no other state is shared between threads;
+//!   reporter (once per interval) take; no other state is shared between threads, but
+//!   in transactional runs the bounded commit-time table (`txn::CommitTimes`, producers
+//!   insert, consumers take) and the check counter (listeners add, the reporter takes);
 //! - at most `in_flight_per_producer` sends (or batches) are outstanding per producer;
 //! - consumers are bounded by the client's flow control (`queue_messages_max`);
 //! - every wait is bounded: start-up by `START_TIMEOUT_SECS`, the final drain by
 //!   `drain_secs`.
 
-use crate::record::{new_latency_histogram, record_us, Durability, IntervalStats, RunRecord, Workload};
+use crate::record::{new_latency_histogram, record_us, Durability, IntervalStats, RunRecord, TxnStats, Workload};
+use crate::txn::{CommitTimes, OUTCOME_COMMIT, OUTCOME_PROPERTY, OUTCOME_ROLLBACK};
 use bytes::{Bytes, BytesMut};
 use hdrhistogram::Histogram;
 use ringmq_client::consumer::{ConsumeFrom, ConsumeStatus, PushConsumer, PushConsumerConfig};
 use ringmq_client::producer::{Producer, ProducerConfig};
+use ringmq_client::transaction::{EndTransactionMode, LocalTransactionState, TransactionProducer};
 use ringmq_client::{ClientConfig, ClientError, Message, MessageExt};
 use std::cell::Cell;
 use std::io::Write as _;
@@ -33,6 +43,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub const START_TIMEOUT_SECS: u64 = 30;
+/// Transactional runs with rollbacks: how long consumers keep listening after the drain.
+pub const ROLLBACK_GRACE_MS: u64 = 1_000;
 /// Bytes at the start of every body holding the send time (µs since the epoch).
 pub const TIMESTAMP_BYTES: usize = 8;
 
@@ -157,6 +169,9 @@ pub struct EngineSpec {
     pub rss_pid: Option<u32>,
     /// Keep closing intervals while the consumers drain after the producers stopped.
     pub record_drain_intervals: bool,
+    /// Transactional sends (half + END_TRANSACTION), rolling back this percentage of
+    /// them; None: plain sends.
+    pub transactional: Option<u32>,
 }
 
 /// VmRSS of `pid` in KiB.
@@ -180,6 +195,7 @@ struct Acc {
     s2c_ms_sum: u64,
     s2c_ms_max: u64,
     last_error: Option<String>,
+    txn: TxnStats,
 }
 
 impl Acc {
@@ -198,6 +214,7 @@ impl Acc {
             s2c_ms_sum: 0,
             s2c_ms_max: 0,
             last_error: None,
+            txn: TxnStats::new(0),
         }
     }
 
@@ -217,6 +234,7 @@ impl Acc {
         if o.last_error.is_some() {
             self.last_error.clone_from(&o.last_error);
         }
+        self.txn.add(&o.txn);
     }
 }
 
@@ -283,7 +301,63 @@ fn body(template: &Bytes, size: usize) -> Bytes {
     b.freeze()
 }
 
-async fn send_loop(spec: Rc<EngineSpec>, producer: Producer, acc: SharedAcc, stop: Arc<AtomicBool>, pacer: Option<Rc<Pacer>>, task_id: u64) {
+/// What a producer thread sends with.
+#[derive(Clone)]
+enum Sender {
+    Plain(Producer),
+    /// With the commit-time table when consumers run.
+    Txn(TransactionProducer, Option<Arc<CommitTimes>>),
+}
+
+/// Whether the `n`th transaction of a task is rolled back: `percent` of them, spread
+/// evenly (Bresenham), so any window of 100 holds exactly `percent`.
+pub fn rolls_back(n: u64, percent: u32) -> bool {
+    let p = u64::from(percent.min(100));
+    (n + 1) * p / 100 != n * p / 100
+}
+
+/// One transaction: half send, then (commit or rollback) END_TRANSACTION as a request.
+/// Ok when the half was stored and the broker answered the END; latencies and
+/// transaction counts go to `acc` (the caller counts the failure of an Err).
+async fn send_transaction(txp: &TransactionProducer, table: Option<&CommitTimes>, m: Message, rollback: bool, scheduled: Instant, bytes: u64, acc: &SharedAcc) -> Result<(), ClientError> {
+    let sent = txp.send_half_message(m).await?;
+    let half_us = scheduled.elapsed().as_micros() as u64;
+    let state = if rollback { LocalTransactionState::RollbackMessage } else { LocalTransactionState::CommitMessage };
+    let mut untracked = false;
+    if let (Some(t), false) = (table, rollback) {
+        // Recorded before END is written: the message cannot be visible earlier.
+        untracked = !t.insert(&sent.msg_id, now_epoch_us());
+    }
+    let end_start = Instant::now();
+    let end = txp.end_transaction_request(&sent, state).await;
+    let end_us = end_start.elapsed().as_micros() as u64;
+    let total_us = scheduled.elapsed().as_micros() as u64;
+    let mut a = lock(acc);
+    record_us(&mut a.txn.half_us, half_us);
+    a.txn.untracked_commits += u64::from(untracked);
+    match end {
+        Ok(()) => {
+            record_us(&mut a.txn.end_us, end_us);
+            if rollback {
+                a.txn.rolled_back += 1;
+            } else {
+                a.sent += 1;
+                a.sent_bytes += bytes;
+                record_us(&mut a.send_us, total_us);
+            }
+            Ok(())
+        }
+        Err(e) => {
+            // The half stays open and the broker checks it (the listener answers from
+            // the message's marker); a committed one may still arrive, late.
+            a.txn.end_failed += 1;
+            drop(a);
+            Err(e)
+        }
+    }
+}
+
+async fn send_loop(spec: Rc<EngineSpec>, sender: Sender, acc: SharedAcc, stop: Arc<AtomicBool>, pacer: Option<Rc<Pacer>>, task_id: u64) {
     let template = Bytes::from((0..spec.sizes.max_bytes()).map(|i| b'a' + (i % 26) as u8).collect::<Vec<u8>>());
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (task_id + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
     let batch = spec.workload.batch_size.max(1);
@@ -326,6 +400,27 @@ async fn send_loop(spec: Rc<EngineSpec>, producer: Producer, acc: SharedAcc, sto
             seq += 1;
         }
         let count = msgs.len() as u64;
+        let producer = match &sender {
+            Sender::Plain(p) => p,
+            Sender::Txn(txp, table) => {
+                let rollback = rolls_back(seq - 1, spec.transactional.unwrap_or(0));
+                let mut m = msgs.pop().expect("one message");
+                let _ = m.set_property(OUTCOME_PROPERTY, if rollback { OUTCOME_ROLLBACK } else { OUTCOME_COMMIT });
+                if let Err(e) = send_transaction(txp, table.as_deref(), m, rollback, scheduled, bytes, &acc).await {
+                    {
+                        let mut a = lock(&acc);
+                        if is_response_failure(&e) {
+                            a.response_failed += 1;
+                        } else {
+                            a.send_failed += 1;
+                        }
+                        a.last_error = Some(e.to_string());
+                    }
+                    glommio::timer::sleep(Duration::from_millis(10)).await;
+                }
+                continue;
+            }
+        };
         let result = match (spec.workload.send_mode.as_str(), batch) {
             ("oneway", _) => {
                 let mut r = Ok(());
@@ -367,7 +462,16 @@ async fn send_loop(spec: Rc<EngineSpec>, producer: Producer, acc: SharedAcc, sto
     }
 }
 
-fn producer_thread(index: usize, spec: Arc<EngineSpec>, acc: SharedAcc, stop: Arc<AtomicBool>, ready: Arc<AtomicUsize>) -> std::thread::JoinHandle<Result<(), String>> {
+#[allow(clippy::too_many_arguments)]
+fn producer_thread(
+    index: usize,
+    spec: Arc<EngineSpec>,
+    acc: SharedAcc,
+    checks: Arc<Mutex<TxnStats>>,
+    commit_times: Option<Arc<CommitTimes>>,
+    stop: Arc<AtomicBool>,
+    ready: Arc<AtomicUsize>,
+) -> std::thread::JoinHandle<Result<(), String>> {
     std::thread::spawn(move || {
         let ex = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
             .name(&format!("loadgen-p{index}"))
@@ -376,7 +480,19 @@ fn producer_thread(index: usize, spec: Arc<EngineSpec>, acc: SharedAcc, stop: Ar
                 let mut config = ProducerConfig::new(client_config(&spec, format!("loadgen-p{index}-{}", std::process::id())), format!("{}-producer", spec.group));
                 config.send_timeout_ms = spec.send_timeout_ms;
                 config.max_message_bytes = config.max_message_bytes.max(spec.sizes.max_bytes() * spec.workload.batch_size.max(1) + 64 * 1024);
-                let producer = Producer::start(config).await.map_err(|e| format!("producer {index}: {e}"))?;
+                let sender = match spec.transactional {
+                    None => Sender::Plain(Producer::start(config).await.map_err(|e| format!("producer {index}: {e}"))?),
+                    Some(_) => {
+                        let listener = Rc::new(crate::txn::Listener { checks: checks.clone() });
+                        let txp = TransactionProducer::start(config, listener).await.map_err(|e| format!("transactional producer {index}: {e}"))?;
+                        txp.set_end_transaction_mode(EndTransactionMode::Request);
+                        Sender::Txn(txp, commit_times)
+                    }
+                };
+                let producer = match &sender {
+                    Sender::Plain(p) => p.clone(),
+                    Sender::Txn(t, _) => t.producer().clone(),
+                };
                 for t in &spec.topics {
                     producer.instance().route(t).await.map_err(|e| format!("producer {index}: {e}"))?;
                 }
@@ -389,13 +505,16 @@ fn producer_thread(index: usize, spec: Arc<EngineSpec>, acc: SharedAcc, stop: Ar
                 let tasks: Vec<_> = (0..spec.workload.in_flight_per_producer.max(1))
                     .map(|t| {
                         let task_id = (index as u64) << 32 | t as u64;
-                        glommio::spawn_local(send_loop(spec.clone(), producer.clone(), acc.clone(), stop.clone(), pacer.clone(), task_id)).detach()
+                        glommio::spawn_local(send_loop(spec.clone(), sender.clone(), acc.clone(), stop.clone(), pacer.clone(), task_id)).detach()
                     })
                     .collect();
                 for t in tasks {
                     t.await;
                 }
-                producer.shutdown().await;
+                match &sender {
+                    Sender::Plain(p) => p.shutdown().await,
+                    Sender::Txn(t, _) => t.shutdown().await,
+                }
                 Ok(())
             })
             .map_err(|e| format!("producer executor {index}: {e}"))?;
@@ -404,12 +523,21 @@ fn producer_thread(index: usize, spec: Arc<EngineSpec>, acc: SharedAcc, stop: Ar
 }
 
 /// `due_delay_us`: the delay every message was sent with (its end-to-end latency is
-/// counted from its due time).
-fn on_messages(acc: &SharedAcc, msgs: &[MessageExt], due_delay_us: u64) {
+/// counted from its due time). `commit_times`: transactional runs (commit-to-visible).
+fn on_messages(acc: &SharedAcc, msgs: &[MessageExt], due_delay_us: u64, commit_times: Option<&CommitTimes>) {
     let now_us = now_epoch_us();
     let now_ms = (now_us / 1000) as i64;
     let mut a = lock(acc);
     for m in msgs {
+        if let Some(table) = commit_times {
+            match m.property(OUTCOME_PROPERTY) {
+                Some(OUTCOME_ROLLBACK) => a.txn.rolled_back_received += 1,
+                _ => match table.take(&m.msg_id) {
+                    Some(commit_us) => record_us(&mut a.txn.commit_visible_us, now_us.saturating_sub(commit_us)),
+                    None => a.txn.untimed_received += 1,
+                },
+            }
+        }
         a.received += 1;
         a.received_bytes += m.body.len() as u64;
         if m.body.len() >= TIMESTAMP_BYTES {
@@ -425,7 +553,14 @@ fn on_messages(acc: &SharedAcc, msgs: &[MessageExt], due_delay_us: u64) {
     }
 }
 
-fn consumer_thread(index: usize, spec: Arc<EngineSpec>, acc: SharedAcc, stop: Arc<AtomicBool>, ready: Arc<AtomicUsize>) -> std::thread::JoinHandle<Result<(), String>> {
+fn consumer_thread(
+    index: usize,
+    spec: Arc<EngineSpec>,
+    acc: SharedAcc,
+    commit_times: Option<Arc<CommitTimes>>,
+    stop: Arc<AtomicBool>,
+    ready: Arc<AtomicUsize>,
+) -> std::thread::JoinHandle<Result<(), String>> {
     std::thread::spawn(move || {
         let ex = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
             .name(&format!("loadgen-c{index}"))
@@ -449,7 +584,7 @@ fn consumer_thread(index: usize, spec: Arc<EngineSpec>, acc: SharedAcc, stop: Ar
                         // Blocks this consumer's thread on purpose: a slow application.
                         std::thread::sleep(Duration::from_micros(delay_us * msgs.len() as u64));
                     }
-                    on_messages(&listener_acc, msgs, due_delay_us);
+                    on_messages(&listener_acc, msgs, due_delay_us, commit_times.as_deref());
                     ConsumeStatus::Success
                 });
                 consumer.start().await.map_err(|e| format!("consumer {index}: {e}"))?;
@@ -539,9 +674,11 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
     let mut consumer_accs = Vec::new();
     let mut consumer_threads = Vec::new();
     let consumers = if spec.role.consumes() { spec.workload.consumers.max(1) } else { 0 };
+    // Transactional runs with consumers: commit times, from producers to consumers.
+    let commit_times = (spec.transactional.is_some() && consumers > 0).then(|| Arc::new(CommitTimes::default()));
     for i in 0..consumers {
         let acc = Arc::new(Mutex::new(Acc::new()));
-        consumer_threads.push(consumer_thread(i, spec_arc.clone(), acc.clone(), stop_consumers.clone(), ready.clone()));
+        consumer_threads.push(consumer_thread(i, spec_arc.clone(), acc.clone(), commit_times.clone(), stop_consumers.clone(), ready.clone()));
         consumer_accs.push(acc);
     }
     let wait_ready = |want: usize, what: &str, threads: &[std::thread::JoinHandle<Result<(), String>>]| -> Result<(), String> {
@@ -568,9 +705,11 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
     let mut producer_accs = Vec::new();
     let mut producer_threads = Vec::new();
     let producers = if spec.role.produces() { spec.workload.producers.max(1) } else { 0 };
+    // The listeners count checks here (they run on the producers' executors).
+    let checks = Arc::new(Mutex::new(TxnStats::new(0)));
     for i in 0..producers {
         let acc = Arc::new(Mutex::new(Acc::new()));
-        producer_threads.push(producer_thread(i, spec_arc.clone(), acc.clone(), stop_producers.clone(), ready.clone()));
+        producer_threads.push(producer_thread(i, spec_arc.clone(), acc.clone(), checks.clone(), commit_times.clone(), stop_producers.clone(), ready.clone()));
         producer_accs.push(acc);
     }
     if let Err(e) = wait_ready(consumers + producers, "producer", &producer_threads) {
@@ -583,6 +722,10 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
         return Err(e);
     }
     let mut record = RunRecord::new(system, config_label, durability, spec.workload.clone());
+    record.txn = spec.transactional.map(TxnStats::new);
+    // Whole-run transaction counts (warm-up and drain included), for `errors`.
+    let mut txn_totals = TxnStats::new(0);
+    let take_checks = || std::mem::replace(&mut *checks.lock().unwrap_or_else(|e| e.into_inner()), TxnStats::new(0));
     let interval = Duration::from_millis(spec.interval_ms.max(100));
     let total_secs = (spec.workload.warmup_secs + spec.workload.duration_secs) as f64;
     let started = Instant::now();
@@ -596,10 +739,13 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
         }
         let elapsed = started.elapsed().as_secs_f64();
         let interval_secs = interval.as_secs_f64();
-        let p = take(&producer_accs);
+        let mut p = take(&producer_accs);
+        p.txn.add_counts(&take_checks());
         let c = take(&consumer_accs);
         sent_total += p.sent;
         received_total += c.received;
+        txn_totals.add_counts(&p.txn);
+        txn_totals.add_counts(&c.txn);
         let warmup = elapsed <= spec.workload.warmup_secs as f64 + 1e-6;
         let mut stats = IntervalStats::new(elapsed, interval_secs, warmup);
         stats.sent = p.sent;
@@ -610,6 +756,8 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
         stats.send_latency_us = p.send_us.clone();
         stats.e2e_latency_us = c.e2e_us.clone();
         stats.broker_rss_kib = spec.rss_pid.and_then(rss_kib);
+        stats.txn.add(&p.txn);
+        stats.txn.add(&c.txn);
         if tty {
             eprint!("\r\x1b[K");
         }
@@ -652,11 +800,16 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
         }
     }
     // Sends that completed after the last interval closed.
-    let tail = take(&producer_accs);
+    let mut tail = take(&producer_accs);
+    tail.txn.add_counts(&take_checks());
     record.sent += tail.sent;
     record.sent_bytes += tail.sent_bytes;
     record.send_failed += tail.send_failed + tail.response_failed;
     let _ = record.send_latency_us.add(&tail.send_us);
+    if let Some(t) = record.txn.as_mut() {
+        t.add(&tail.txn);
+    }
+    txn_totals.add_counts(&tail.txn);
     sent_total += tail.sent;
     // Drain: messages sent in the measured window still count when they arrive.
     if consumers > 0 && producers > 0 {
@@ -671,6 +824,7 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
                 next += interval;
                 let c = take(&consumer_accs);
                 received_total += c.received;
+                txn_totals.add_counts(&c.txn);
                 if spec.lines {
                     println!("{}", consumer_line(&c, interval.as_secs_f64()));
                 }
@@ -679,6 +833,7 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
                 stats.backlog = Some(sent_total as i64 - received_total as i64);
                 stats.e2e_latency_us = c.e2e_us;
                 stats.broker_rss_kib = spec.rss_pid.and_then(rss_kib);
+                stats.txn = c.txn;
                 record.push_interval(stats);
                 continue;
             }
@@ -687,10 +842,19 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
             received_total += c.received;
             record.received += c.received;
             let _ = record.e2e_latency_us.add(&c.e2e_us);
+            txn_totals.add_counts(&c.txn);
+            if let Some(t) = record.txn.as_mut() {
+                t.add(&c.txn);
+            }
         }
         if received_total < sent_total {
             record.errors.push(("not received within the drain time".into(), sent_total - received_total));
         }
+    }
+    if consumers > 0 && spec.transactional.is_some_and(|p| p > 0) {
+        // Rolled-back messages must never arrive: give a wrongly delivered one a moment
+        // to show up after the last committed one did.
+        std::thread::sleep(Duration::from_millis(ROLLBACK_GRACE_MS));
     }
     stop_consumers.store(true, Ordering::SeqCst);
     for t in consumer_threads {
@@ -702,6 +866,28 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
     }
     if record.send_failed > 0 {
         record.errors.push(("send failed".into(), record.send_failed));
+    }
+    // A few ms for rolled-back messages that would arrive right after the last commit.
+    let late = take(&consumer_accs);
+    txn_totals.add_counts(&late.txn);
+    if spec.transactional.is_some() {
+        let t = &txn_totals;
+        for (what, n) in [
+            ("rolled-back messages received", t.rolled_back_received),
+            ("committed messages received with no commit record (delivered twice?)", t.untimed_received.saturating_sub(t.untracked_commits)),
+            ("END_TRANSACTION failed (half left to the broker's check)", t.end_failed),
+            ("transaction checks answered (an END was lost or late)", t.checks_answered),
+        ] {
+            if n > 0 {
+                record.errors.push((what.into(), n));
+            }
+        }
+        if let Some(table) = &commit_times {
+            let left = table.len() as u64;
+            if left > 0 && received_total >= sent_total {
+                record.errors.push(("commit records never matched by a receipt".into(), left));
+            }
+        }
     }
     if !thread_errors.is_empty() {
         return Err(thread_errors.join("; "));
@@ -753,6 +939,65 @@ mod tests {
         let line = consumer_line(&c, 2.0);
         assert!(line.contains("Consume TPS: 5 | AVG(B2C) RT(ms):   2.000"), "{line}");
         assert!(line.contains("MAX(B2C) RT(ms): 5"), "{line}");
+    }
+
+    fn received(id: &str, outcome: Option<&str>, sent_us: u64) -> MessageExt {
+        let mut properties = ringmq_client::message::Properties::new();
+        if let Some(o) = outcome {
+            properties.set(OUTCOME_PROPERTY, o).unwrap();
+        }
+        let addr: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
+        MessageExt {
+            topic: "t".into(),
+            broker_name: "b".into(),
+            queue_id: 0,
+            queue_offset: 0,
+            commit_log_offset: 0,
+            body: Bytes::from(sent_us.to_be_bytes().to_vec()),
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp_ms: 0,
+            born_host: addr,
+            store_timestamp_ms: 0,
+            store_host: addr,
+            reconsume_times: 0,
+            properties,
+            msg_id: id.into(),
+        }
+    }
+
+    #[test]
+    fn consumers_time_commits_and_flag_rollbacks_and_second_deliveries() {
+        let table = CommitTimes::with_max(8);
+        let now = now_epoch_us();
+        assert!(table.insert("A", now - 5_000));
+        assert!(table.insert("B", now - 1_000));
+        let acc: SharedAcc = Arc::new(Mutex::new(Acc::new()));
+        let msgs = [
+            received("A", Some(OUTCOME_COMMIT), now - 9_000),
+            received("R", Some(OUTCOME_ROLLBACK), now - 9_000),
+            received("B", Some(OUTCOME_COMMIT), now - 2_000),
+            received("A", Some(OUTCOME_COMMIT), now - 9_000),
+        ];
+        on_messages(&acc, &msgs, 0, Some(&table));
+        let a = lock(&acc);
+        assert_eq!((a.received, a.txn.rolled_back_received, a.txn.untimed_received), (4, 1, 1));
+        assert_eq!(a.txn.commit_visible_us.len(), 2);
+        assert!(a.txn.commit_visible_us.min() >= 1_000 && a.txn.commit_visible_us.max() < 1_000_000, "{:?}", a.txn.commit_visible_us);
+        assert!(a.e2e_us.min() >= 2_000, "end-to-end counts from the half send");
+        assert_eq!(table.len(), 0, "entries leave the table when consumed");
+    }
+
+    #[test]
+    fn rollbacks_are_spread_evenly() {
+        for percent in [0u32, 1, 10, 33, 50, 99, 100] {
+            let n = (0..1000u64).filter(|&i| rolls_back(i, percent)).count();
+            assert_eq!(n, 10 * percent as usize, "{percent}%");
+            let first_100 = (0..100u64).filter(|&i| rolls_back(i, percent)).count();
+            assert_eq!(first_100, percent as usize, "{percent}% in the first 100");
+        }
+        assert!(!rolls_back(0, 0) && rolls_back(0, 100));
+        assert_eq!((0..10u64).filter(|&i| rolls_back(i, 200)).count(), 10, "clamped to 100");
     }
 
     #[test]

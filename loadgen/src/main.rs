@@ -12,6 +12,7 @@
 //!   reporting (RocketMQ's benchmark lines), the run record (`record`).
 //! - `workload_cmd`: `produce`, `consume`, `e2e` options, the embedded cluster
 //!   (`embedded`) when no NameServer is given, outputs (`summary`).
+//! - `txn`: the transactional workload's commit-time table and check listener.
 //!
 //! Subcommands: `store-bench`, `broker-bench`, `produce`, `consume`, `e2e`.
 
@@ -29,6 +30,7 @@ mod netbench;
 mod suite;
 mod summary;
 mod verify;
+mod txn;
 mod workload_cmd;
 
 use clap::{Args, Parser, Subcommand};

@@ -256,6 +256,31 @@ pub fn to_omb_json(run: &RunRecord, facts: &MachineFacts) -> Result<Value, OmbEr
             },
         }),
     );
+    if let Some(t) = &run.txn {
+        let ringmq = out.get_mut("ringmq").and_then(Value::as_object_mut).expect("just inserted");
+        ringmq.insert(
+            "transactions".into(),
+            json!({
+                "rollbackPercent": t.rollback_percent,
+                "committed": run.sent,
+                "rolledBack": t.rolled_back,
+                "endFailed": t.end_failed,
+                "untrackedCommits": t.untracked_commits,
+                "checksAnswered": t.checks_answered,
+                "rolledBackReceived": t.rolled_back_received,
+                "untimedReceived": t.untimed_received,
+                "sendLatency": "half send + END_TRANSACTION answered",
+                "halfSendLatencyQuantiles": quantile_map(&t.half_us),
+                "endTransactionLatencyQuantiles": quantile_map(&t.end_us),
+                "commitToVisibleLatencyQuantiles": quantile_map(&t.commit_visible_us),
+            }),
+        );
+        if let Some(h) = ringmq.get_mut("histograms").and_then(Value::as_object_mut) {
+            h.insert("halfSendLatency".into(), json!(encode_histogram(&t.half_us)?));
+            h.insert("endTransactionLatency".into(), json!(encode_histogram(&t.end_us)?));
+            h.insert("commitToVisibleLatency".into(), json!(encode_histogram(&t.commit_visible_us)?));
+        }
+    }
     Ok(Value::Object(out))
 }
 

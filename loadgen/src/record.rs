@@ -6,7 +6,8 @@
 //! Invariants: latencies are microseconds in HDR histograms bounded by
 //! `LATENCY_MAX_US` with 3 significant digits (values above saturate, never panic);
 //! whole-run histograms exclude the warm-up; interval `elapsed_secs` are strictly
-//! increasing.
+//! increasing. Transactional runs add `TxnStats` (half send, END, commit-to-visible,
+//! rollbacks) folded the same way.
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -66,6 +67,68 @@ pub struct Workload {
     pub warmup_secs: u64,
 }
 
+/// What a transactional run measures besides sends and receipts (`--transactional`).
+/// In a `RunRecord` histograms and counts exclude the warm-up like the others (the
+/// engine reports failures of the whole run, warm-up and drain included, in `errors`).
+#[derive(Debug, Clone)]
+pub struct TxnStats {
+    /// Share of transactions rolled back on purpose, in percent.
+    pub rollback_percent: u32,
+    /// Half send: from the (scheduled) start to the broker's answer.
+    pub half_us: Histogram<u64>,
+    /// END_TRANSACTION as a request: from issuing it to the broker's answer.
+    pub end_us: Histogram<u64>,
+    /// From issuing the commit (END_TRANSACTION) to the consumer receiving the message.
+    pub commit_visible_us: Histogram<u64>,
+    /// Transactions rolled back (and acknowledged) by the producer.
+    pub rolled_back: u64,
+    /// END_TRANSACTIONs that failed (the broker checks those halves later).
+    pub end_failed: u64,
+    /// Commits whose time could not be recorded: the commit-time table was full.
+    pub untracked_commits: u64,
+    /// CHECK_TRANSACTION_STATE answered by the producers' listeners.
+    pub checks_answered: u64,
+    /// Rolled-back messages a consumer received: a failure, always.
+    pub rolled_back_received: u64,
+    /// Committed messages received with no commit time in the table (a second
+    /// delivery, or a commit the table had no room for).
+    pub untimed_received: u64,
+}
+
+impl TxnStats {
+    pub fn new(rollback_percent: u32) -> Self {
+        Self {
+            rollback_percent,
+            half_us: new_latency_histogram(),
+            end_us: new_latency_histogram(),
+            commit_visible_us: new_latency_histogram(),
+            rolled_back: 0,
+            end_failed: 0,
+            untracked_commits: 0,
+            checks_answered: 0,
+            rolled_back_received: 0,
+            untimed_received: 0,
+        }
+    }
+
+    /// Adds `o`'s histograms and counts.
+    pub fn add(&mut self, o: &TxnStats) {
+        self.half_us.add(&o.half_us).expect("same bounds");
+        self.end_us.add(&o.end_us).expect("same bounds");
+        self.commit_visible_us.add(&o.commit_visible_us).expect("same bounds");
+        self.add_counts(o);
+    }
+
+    pub fn add_counts(&mut self, o: &TxnStats) {
+        self.rolled_back += o.rolled_back;
+        self.end_failed += o.end_failed;
+        self.untracked_commits += o.untracked_commits;
+        self.checks_answered += o.checks_answered;
+        self.rolled_back_received += o.rolled_back_received;
+        self.untimed_received += o.untimed_received;
+    }
+}
+
 /// One reporting interval (usually 1 s).
 #[derive(Debug, Clone)]
 pub struct IntervalStats {
@@ -83,6 +146,8 @@ pub struct IntervalStats {
     pub broker_rss_kib: Option<u64>,
     pub send_latency_us: Histogram<u64>,
     pub e2e_latency_us: Histogram<u64>,
+    /// Transactional runs: this interval's transaction figures (empty otherwise).
+    pub txn: TxnStats,
 }
 
 impl IntervalStats {
@@ -99,6 +164,7 @@ impl IntervalStats {
             broker_rss_kib: None,
             send_latency_us: new_latency_histogram(),
             e2e_latency_us: new_latency_histogram(),
+            txn: TxnStats::new(0),
         }
     }
 }
@@ -124,6 +190,9 @@ pub struct RunRecord {
     pub received: u64,
     /// Receive errors, corrupt messages and the like, with a count each.
     pub errors: Vec<(String, u64)>,
+    /// Transactional runs (`--transactional`): `sent` counts commits, and the send
+    /// latency is the half send plus the answered END_TRANSACTION.
+    pub txn: Option<TxnStats>,
 }
 
 impl RunRecord {
@@ -142,6 +211,7 @@ impl RunRecord {
             send_failed: 0,
             received: 0,
             errors: Vec::new(),
+            txn: None,
         }
     }
 
@@ -158,6 +228,9 @@ impl RunRecord {
             self.received += interval.received;
             self.send_latency_us.add(&interval.send_latency_us).expect("same bounds");
             self.e2e_latency_us.add(&interval.e2e_latency_us).expect("same bounds");
+            if let Some(t) = self.txn.as_mut() {
+                t.add(&interval.txn);
+            }
         }
         self.intervals.push(interval);
     }

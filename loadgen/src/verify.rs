@@ -710,6 +710,7 @@ pub fn run_slow_consumer(args: &SlowConsumerArgs) -> Result<SlowConsumerReport, 
         consume_delay_us: (1e6 / args.consume_rate) as u64,
         rss_pid: Some(pid),
         record_drain_intervals: true,
+        transactional: None,
     };
     let run = crate::engine::run(&spec, "RingMQ", "async flush, slow consumer", crate::record::Durability::WithinOneSecond);
     let rss_end = crate::engine::rss_kib(pid).unwrap_or(0);

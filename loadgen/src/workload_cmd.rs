@@ -73,6 +73,20 @@ pub struct WorkloadArgs {
     /// (`TIMER_DELAY_SEC`; single sends only). End-to-end latency becomes lateness.
     #[arg(long)]
     pub timer_delay_secs: Option<u64>,
+    /// Transactional sends (`produce`, `e2e`): each message is a half message, then an
+    /// END_TRANSACTION commit sent as a request (the send latency ends when the broker
+    /// has committed). `e2e` also measures commit-to-visible latency.
+    #[arg(long)]
+    pub transactional: bool,
+    /// With --transactional: roll back this percentage of the transactions (0..=100).
+    /// A rolled-back message that reaches a consumer is reported as a failure.
+    #[arg(long, default_value_t = 0)]
+    pub rollback_percent: u32,
+    /// With --transactional: first run the same workload with plain sends (on a fresh
+    /// embedded cluster of its own), then the transactional one, and write both rows and
+    /// their ratios to one results file.
+    #[arg(long)]
+    pub baseline_plain: bool,
     /// Embedded broker: its `messageDelayLevel` table (RocketMQ's syntax).
     #[arg(long, default_value = ringmq_broker::schedule::DEFAULT_DELAY_LEVELS)]
     pub delay_levels: String,
@@ -169,6 +183,26 @@ pub fn validate(a: &WorkloadArgs) -> Result<SizeDist, String> {
     if let Err(e) = ringmq_broker::schedule::DelayLevels::parse(&a.delay_levels) {
         return Err(format!("--delay-levels: {e}"));
     }
+    if a.rollback_percent > 100 {
+        return Err(format!("--rollback-percent must be 0..=100, got {}", a.rollback_percent));
+    }
+    if !a.transactional && (a.rollback_percent > 0 || a.baseline_plain) {
+        return Err("--rollback-percent and --baseline-plain need --transactional".into());
+    }
+    if a.transactional {
+        if a.batch > 1 {
+            return Err("--transactional sends single messages: use --batch 1".into());
+        }
+        if a.send_mode != SendModeArg::Sync {
+            return Err("--transactional sends each half synchronously: use --send-mode sync".into());
+        }
+        if a.delay_level.is_some() || a.timer_delay_secs.is_some() {
+            return Err("--transactional messages cannot be delayed or timed (a broker does not schedule a half)".into());
+        }
+        if a.baseline_plain && a.namesrv.is_some() && a.from_first {
+            return Err("--baseline-plain with --namesrv and --from-first: the transactional row would read the plain row's messages".into());
+        }
+    }
     if a.send_mode == SendModeArg::Oneway && a.batch > 1 {
         return Err("--send-mode oneway sends single messages: use --batch 1".into());
     }
@@ -217,7 +251,7 @@ pub fn workload(name: &str, a: &WorkloadArgs, sizes: &SizeDist, role: Role) -> W
         consumers: if role == Role::Produce { 0 } else { a.consumers },
         in_flight_per_producer: a.in_flight,
         batch_size: a.batch,
-        send_mode: a.send_mode.name().to_string(),
+        send_mode: if a.transactional { "transactional".to_string() } else { a.send_mode.name().to_string() },
         target_rate_per_sec: a.rate,
         duration_secs: a.duration_secs,
         warmup_secs: a.warmup_secs,
@@ -225,9 +259,10 @@ pub fn workload(name: &str, a: &WorkloadArgs, sizes: &SizeDist, role: Role) -> W
 }
 
 pub fn engine_spec(role: Role, a: &WorkloadArgs, sizes: SizeDist, namesrv_addrs: Vec<String>, embedded: bool) -> EngineSpec {
+    let txn_suffix = if a.transactional { "-transactional" } else { "" };
     EngineSpec {
         role,
-        workload: workload(&format!("{}-{}", role.name(), a.message_bytes), a, &sizes, role),
+        workload: workload(&format!("{}-{}{txn_suffix}", role.name(), a.message_bytes), a, &sizes, role),
         sizes,
         namesrv_addrs,
         topics: topic_names(a),
@@ -252,6 +287,7 @@ pub fn engine_spec(role: Role, a: &WorkloadArgs, sizes: SizeDist, namesrv_addrs:
         consume_delay_us: 0,
         rss_pid: None,
         record_drain_intervals: false,
+        transactional: a.transactional.then_some(a.rollback_percent),
     }
 }
 
@@ -269,7 +305,7 @@ pub fn write_outputs(out: &Path, runs: &[RunRecord], title: &str, store_dir: &Pa
     }
     let facts = crate::report::MachineInfo::collect(store_dir, crate::report::command_line());
     let md = format!(
-        "# {title}\n\n- Machine: {} x {}, {} MiB, kernel {}\n- Store: {} ({})\n- Commit: {} ({} uncommitted paths)\n- Command: `{}`\n- When: {}\n\n{}",
+        "# {title}\n\n- Machine: {} x {}, {} MiB, kernel {}\n- Store: {} ({})\n- Commit: {} ({} uncommitted paths)\n- Command: `{}`\n- When: {}\n\n{}{}",
         facts.cpu_count,
         facts.cpu_model,
         facts.mem_total_kib / 1024,
@@ -280,7 +316,8 @@ pub fn write_outputs(out: &Path, runs: &[RunRecord], title: &str, store_dir: &Pa
         facts.git_dirty_paths,
         facts.command_line,
         crate::report::utc_now(),
-        crate::summary::table(runs)
+        crate::summary::table(runs),
+        crate::summary::txn_sections(runs)
     );
     std::fs::write(out.with_extension("md"), md).map_err(|e| format!("{}: {e}", out.with_extension("md").display()))?;
     let omb_facts = crate::omb::MachineFacts::collect(store_dir);
@@ -298,10 +335,16 @@ pub fn print_histograms(path: &Path) -> Result<(), String> {
     for r in runs {
         let m = &r["ringmq"];
         println!("{} / {} / {}", m["system"].as_str().unwrap_or("?"), m["config"].as_str().unwrap_or("?"), m["durability"].as_str().unwrap_or("?"));
-        for (name, key) in [("send", "publishLatency"), ("end-to-end", "endToEndLatency")] {
+        for (name, key) in [
+            ("send", "publishLatency"),
+            ("end-to-end", "endToEndLatency"),
+            ("half send", "halfSendLatency"),
+            ("END", "endTransactionLatency"),
+            ("commit→visible", "commitToVisibleLatency"),
+        ] {
             let Some(encoded) = m["histograms"][key].as_str() else { continue };
             let h = crate::omb::decode_histogram(encoded).map_err(|e| format!("{name} histogram: {e}"))?;
-            println!("  {name:>10} (ms) p50/p90/p99/p99.9/max: {}  ({} samples)", crate::summary::percentiles_ms(&h), h.len());
+            println!("  {name:>14} (ms) p50/p90/p99/p99.9/max: {}  ({} samples)", crate::summary::percentiles_ms(&h), h.len());
         }
     }
     Ok(())
@@ -309,7 +352,34 @@ pub fn print_histograms(path: &Path) -> Result<(), String> {
 
 pub fn run(role: Role, a: WorkloadArgs) -> Result<(), String> {
     let sizes = validate(&a)?;
-    let (embedded, namesrv_addrs, durability, config_label, store_dir) = match &a.namesrv {
+    if a.transactional && role == Role::Consume {
+        return Err("--transactional applies to `produce` and `e2e`".into());
+    }
+    let rows = if a.baseline_plain {
+        let plain = WorkloadArgs { transactional: false, rollback_percent: 0, baseline_plain: false, ..a.clone() };
+        vec![plain, a.clone()]
+    } else {
+        vec![a.clone()]
+    };
+    let mut runs = Vec::new();
+    let mut store_dir = PathBuf::from(".");
+    for row in &rows {
+        let (record, dir) = run_row(role, row, &sizes, a.baseline_plain && !row.transactional)?;
+        runs.push(record);
+        store_dir = dir;
+    }
+    let out = a.out.clone().unwrap_or_else(|| PathBuf::from(format!("results/loadgen-{}.json", role.name())));
+    println!("\n{}{}", crate::summary::table(&runs), crate::summary::txn_sections(&runs));
+    write_outputs(&out, &runs, &format!("loadgen {}", role.name()), &store_dir)?;
+    eprintln!("loadgen: wrote {} (OMB JSON), {} and {}", out.display(), out.with_extension("md").display(), out.with_extension("svg").display());
+    Ok(())
+}
+
+/// One row: the embedded cluster (fresh, when no NameServer is given), topics, the run.
+/// Returns the record and the directory the store lived under.
+/// `baseline`: the plain row of `--baseline-plain` (labelled "plain sends").
+fn run_row(role: Role, a: &WorkloadArgs, sizes: &SizeDist, baseline: bool) -> Result<(RunRecord, PathBuf), String> {
+    let (embedded, namesrv_addrs, durability, mut config_label, store_dir) = match &a.namesrv {
         Some(addrs) => {
             let addrs = ringmq_broker::config::split_addrs(addrs);
             // The cluster's flush mode is not visible from here: the row is labelled with
@@ -333,31 +403,34 @@ pub fn run(role: Role, a: WorkloadArgs) -> Result<(), String> {
             (Some(cluster), addrs, a.flush.durability(), label, parent)
         }
     };
-    let topics = topic_names(&a);
+    if a.transactional {
+        config_label.push_str(", transactional (half + END request)");
+        if a.rollback_percent > 0 {
+            config_label.push_str(&format!(", {}% rolled back", a.rollback_percent));
+        }
+    } else if baseline {
+        config_label.push_str(", plain sends");
+    }
+    let topics = topic_names(a);
     create_topics(&namesrv_addrs, &topics, a.queues)?;
-    let mut runs = Vec::new();
-    if role == Role::Consume {
+    let record = if role == Role::Consume {
         // Build the backlog first, then read it back as fast as possible.
-        let mut preload = engine_spec(Role::Produce, &a, sizes.clone(), namesrv_addrs.clone(), embedded.is_some());
+        let mut preload = engine_spec(Role::Produce, a, sizes.clone(), namesrv_addrs.clone(), embedded.is_some());
         preload.workload.duration_secs = DURATION_SECS_MAX;
         preload.workload.warmup_secs = 0;
         preload.lines = false;
         preload.progress = false;
         eprintln!("loadgen: producing a backlog of {} messages", a.backlog_messages);
         let backlog = preload_backlog(&preload, a.backlog_messages)?;
-        let mut spec = engine_spec(Role::Consume, &a, sizes, namesrv_addrs.clone(), embedded.is_some());
+        let mut spec = engine_spec(Role::Consume, a, sizes.clone(), namesrv_addrs.clone(), embedded.is_some());
         spec.consume_target_messages = Some(backlog);
-        runs.push(engine::run(&spec, "RingMQ", &config_label, durability)?);
+        engine::run(&spec, "RingMQ", &config_label, durability)?
     } else {
-        let spec = engine_spec(role, &a, sizes, namesrv_addrs.clone(), embedded.is_some());
-        runs.push(engine::run(&spec, "RingMQ", &config_label, durability)?);
-    }
+        let spec = engine_spec(role, a, sizes.clone(), namesrv_addrs.clone(), embedded.is_some());
+        engine::run(&spec, "RingMQ", &config_label, durability)?
+    };
     drop(embedded);
-    let out = a.out.clone().unwrap_or_else(|| PathBuf::from(format!("results/loadgen-{}.json", role.name())));
-    println!("\n{}", crate::summary::table(&runs));
-    write_outputs(&out, &runs, &format!("loadgen {}", role.name()), &store_dir)?;
-    eprintln!("loadgen: wrote {} (OMB JSON), {} and {}", out.display(), out.with_extension("md").display(), out.with_extension("svg").display());
-    Ok(())
+    Ok((record, store_dir))
 }
 
 /// Produces until `messages` were acknowledged (or an hour passed); returns the count.
