@@ -20,9 +20,10 @@
 //! broker used.
 //!
 //! What the client does on the wire is recorded, not assumed: the client reaches the
-//! broker only through a recording proxy (the NameServer is reached through a second
-//! proxy that rewrites the broker address in its answers to the broker proxy's, a
-//! same-length byte substitution), so each test checks the request codes and header
+//! broker only through a recording proxy (`common_interop`'s cluster with
+//! `BrokerPath::Proxied`: the NameServer is reached through a second proxy that
+//! rewrites the broker address in its answers to the broker proxy's, a same-length
+//! byte substitution), so each test checks the request codes and header
 //! fields the client sent (HEART_BEAT 34, CONSUMER_SEND_MSG_BACK 36 with its
 //! delayLevel / maxReconsumeTimes / originMsgId, PULL_MESSAGE 11 of the retry topic,
 //! no fallback send to `%RETRY%`) and the broker's answers.
@@ -40,38 +41,33 @@
 //!
 //! Tests run one at a time (`SERIAL`: their timing bounds assume an unloaded broker);
 //! every wait is bounded.
+//!
+//! Owns: the scenarios, this test's broker settings (`DELAY_LEVELS`) and timing
+//! bounds, what a test sent and saw (`Sent`, `Delivery`), and its push consumer and
+//! readers.
 
-use bytes::BytesMut;
-use ringmq_broker::config::BrokerConfig;
-use ringmq_broker::runtime::{self, BrokerHandle};
-use ringmq_broker::store::config::FlushMode;
+mod common_interop;
+
+use common_interop::{
+    bounded, ignore_disk_watermarks, label_of, push_consumer, raw_call, serialize_code, start_lite_pull_from_start, start_producer,
+    wait_until, BrokerPath, Cluster, QUEUES,
+};
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
-use ringmq_client::remoting::frame::{FrameLimits, SerializeType as RingSerializeType};
 use ringmq_client::remoting::route::TopicConfigSerializeWrapper;
 use rocketmq_client_rust::{
-    ClientRuntime, ClientRuntimeConfig, ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultLitePullConsumer, DefaultMQProducer,
-    DefaultMQPushConsumer, MQPushConsumer, SendStatus, TelemetryHandle,
+    ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQProducer, DefaultMQPushConsumer, MQPushConsumer, SendStatus,
 };
-use rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere;
 use rocketmq_model::common::message::message_ext::MessageExt;
 use rocketmq_model::common::message::message_single::Message;
 use rocketmq_model::common::message::MessageTrait;
-use rocketmq_protocol::protocol::heartbeat::message_model::MessageModel;
-use rocketmq_protocol::protocol::remoting_command_defaults::{RemotingCommandDefaults, RemotingCommandFactory};
 use rocketmq_protocol::protocol::SerializeType;
-use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Bound on any single wait for the cluster or the client.
+/// Bound on any single wait for the cluster or the client (`common_interop` uses it too).
 const WAIT: Duration = Duration::from_secs(40);
-const BROKER_NAME: &str = "broker-a";
-const QUEUES: i32 = 4;
 /// The broker's `messageDelayLevel` in these tests: 18 levels, level L = `DELAY_S[L-1]`
 /// seconds. Level 3 (a first retry) is 1 s, level 4 (a second retry) 2 s, level 18
 /// (the last, where higher levels clamp) 3 s.
@@ -97,275 +93,16 @@ const QUIET_AFTER_DLQ: Duration = Duration::from_millis(3_500);
 /// not poison it).
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// The client needs a Tokio runtime owner that outlives every client; dropping one
-/// inside an async test would panic, so it lives for the whole process.
-static CLIENT_OWNER: LazyLock<RuntimeOwner> = LazyLock::new(|| {
-    RuntimeOwner::plan(RuntimeConfig { thread_name: "ringmq-interop-client".to_string(), ..Default::default() })
-        .expect("client runtime configuration")
-        .build()
-        .expect("client runtime starts")
-});
-
-/// A client runtime whose every request uses `serialize_type` for its header.
-fn client_runtime(scope: &'static str, serialize_type: SerializeType) -> Arc<ClientRuntime> {
-    init_logging();
-    let version = rocketmq_model::version::CURRENT_VERSION as i32;
-    ClientRuntime::try_new_with_remoting_command_factory(
-        CLIENT_OWNER.root_context().component(scope),
-        ClientRuntimeConfig::default(),
-        TelemetryHandle::noop(),
-        RemotingCommandFactory::new(RemotingCommandDefaults::new(version, serialize_type)),
-    )
-    .expect("client runtime")
-}
-
-/// `RINGMQ_TEST_LOG=debug` (an `EnvFilter`) shows the client's and broker's logs.
-fn init_logging() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        if let Ok(filter) = std::env::var("RINGMQ_TEST_LOG") {
-            let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(filter)).with_test_writer().try_init();
-        }
-    });
-}
-
-fn label_of(serialize_type: SerializeType) -> &'static str {
-    match serialize_type {
-        SerializeType::JSON => "Json",
-        SerializeType::ROCKETMQ => "Bin",
-    }
-}
-
-fn serialize_code(serialize_type: SerializeType) -> u8 {
-    match serialize_type {
-        SerializeType::JSON => 0,
-        SerializeType::ROCKETMQ => 1,
-    }
-}
-
-// ---------------------------------------------------------------------------------
-// The recording proxy.
-
-/// One command that crossed a proxy, decoded.
-#[derive(Debug, Clone)]
-struct WireFrame {
-    /// Connection number (per proxy).
-    conn: usize,
-    /// Client → server (a request, or an answer to a server's request).
-    to_server: bool,
-    serialize_type: u8,
-    code: i32,
-    opaque: i32,
-    response: bool,
-    ext: BTreeMap<String, String>,
-    remark: Option<String>,
-}
-
-/// A TCP proxy on 127.0.0.1 that forwards whole frames, records each one decoded, and
-/// can substitute one byte string for another of the same length in server → client
-/// frames (so no frame length changes).
-struct RecordingProxy {
-    addr: SocketAddr,
-    log: Arc<Mutex<Vec<WireFrame>>>,
-    stop: Arc<AtomicBool>,
-}
-
-type Rewrite = Option<Arc<(Vec<u8>, Vec<u8>)>>;
-
-impl RecordingProxy {
-    fn start(listener: TcpListener, upstream: SocketAddr, rewrite: Rewrite) -> Self {
-        listener.set_nonblocking(true).expect("nonblocking listener");
-        let addr = listener.local_addr().expect("proxy address");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (log2, stop2) = (log.clone(), stop.clone());
-        let conns = AtomicUsize::new(0);
-        std::thread::spawn(move || {
-            while !stop2.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((client, _)) => {
-                        let Ok(server) = TcpStream::connect(upstream) else { continue };
-                        let _ = client.set_nonblocking(false);
-                        let _ = client.set_nodelay(true);
-                        let _ = server.set_nodelay(true);
-                        let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else { continue };
-                        let conn = conns.fetch_add(1, Ordering::Relaxed);
-                        let (l1, l2) = (log2.clone(), log2.clone());
-                        std::thread::spawn(move || pump(client, server, true, conn, l1, None));
-                        let rw = rewrite.clone();
-                        std::thread::spawn(move || pump(s2, c2, false, conn, l2, rw));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
-                }
-            }
-        });
-        Self { addr, log, stop }
-    }
-
-    fn frames(&self) -> Vec<WireFrame> {
-        self.log.lock().expect("proxy log").clone()
-    }
-
-    /// Requests the client sent with `code`, each with the server's answer if any.
-    fn exchanges(&self, code: i32) -> Vec<(WireFrame, Option<WireFrame>)> {
-        let frames = self.frames();
-        frames
-            .iter()
-            .filter(|f| f.to_server && !f.response && f.code == code)
-            .map(|req| {
-                let answer = frames.iter().find(|a| !a.to_server && a.response && a.conn == req.conn && a.opaque == req.opaque);
-                (req.clone(), answer.cloned())
-            })
-            .collect()
-    }
-}
-
-impl Drop for RecordingProxy {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
-/// Copies `from` → `to` frame by frame, recording each frame and rewriting it if asked.
-fn pump(mut from: TcpStream, mut to: TcpStream, to_server: bool, conn: usize, log: Arc<Mutex<Vec<WireFrame>>>, rewrite: Rewrite) {
-    let mut pending: Vec<u8> = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    'outer: loop {
-        let n = match from.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        pending.extend_from_slice(&chunk[..n]);
-        while pending.len() >= 4 {
-            let len = u32::from_be_bytes([pending[0], pending[1], pending[2], pending[3]]) as usize;
-            if pending.len() < 4 + len {
-                break;
-            }
-            let mut frame: Vec<u8> = pending.drain(..4 + len).collect();
-            if let Some(rw) = &rewrite {
-                replace_all(&mut frame, &rw.0, &rw.1);
-            }
-            let mut buf = BytesMut::from(&frame[..]);
-            if let Ok(Some(cmd)) = RemotingCommand::decode(&mut buf, &FrameLimits::default()) {
-                log.lock().expect("proxy log").push(WireFrame {
-                    conn,
-                    to_server,
-                    serialize_type: frame.get(4).copied().unwrap_or(0xff),
-                    code: cmd.code,
-                    opaque: cmd.opaque,
-                    response: cmd.is_response(),
-                    ext: cmd.ext_fields.clone(),
-                    remark: cmd.remark.clone(),
-                });
-            }
-            if to.write_all(&frame).is_err() {
-                break 'outer;
-            }
-        }
-    }
-    let _ = to.shutdown(std::net::Shutdown::Both);
-}
-
-/// RocketMQ's properties string: `name \x01 value \x02` repeated.
-fn decode_properties(s: &str) -> BTreeMap<String, String> {
-    s.split('\u{2}').filter_map(|kv| kv.split_once('\u{1}')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
-}
-
-fn replace_all(haystack: &mut [u8], from: &[u8], to: &[u8]) {
-    assert_eq!(from.len(), to.len(), "a same-length substitution");
-    let mut i = 0;
-    while i + from.len() <= haystack.len() {
-        if &haystack[i..i + from.len()] == from {
-            haystack[i..i + from.len()].copy_from_slice(to);
-            i += from.len();
-        } else {
-            i += 1;
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------
-// The cluster.
-
-struct Cluster {
-    broker: Option<BrokerHandle>,
-    namesrv: Option<namesrv::server::ServerHandle>,
-    /// What clients are given as the NameServer: answers name the broker proxy.
-    ns_proxy: RecordingProxy,
-    /// Every client ↔ broker frame goes through this one.
-    broker_proxy: RecordingProxy,
-    _root: tempfile::TempDir,
-}
-
-impl Cluster {
-    fn start() -> Self {
-        init_logging();
-        let mut ns_config = namesrv::config::ServerConfig::default();
-        ns_config.listen = "127.0.0.1:0".parse().expect("address");
-        let namesrv = namesrv::server::spawn(ns_config).expect("namesrv starts");
-        let ns_addr = namesrv.local_addr();
-        let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp store");
-        let mut config = BrokerConfig::default();
-        config.store_root = root.path().to_path_buf();
-        config.listen_port = 0; // the broker picks a free port; its handle says which
-        config.shard_count = 2;
-        config.broker_ip = Some("127.0.0.1".into());
-        config.broker_name = BROKER_NAME.into();
-        config.namesrv_addrs = vec![ns_addr.to_string()];
-        config.register_interval_ms = 1_000;
-        config.auto_create_topic = false;
+/// This test's broker: the short delay table.
+fn start_cluster() -> Cluster {
+    Cluster::start(BrokerPath::Proxied, |config| {
         config.message_delay_level = DELAY_LEVELS.into();
-        // This client's shutdown waits for its suspended pulls: answer them sooner.
-        config.pull_suspend_max_ms = 2_000;
-        config.store.flush_mode = FlushMode::Sync;
-        config.store.segment_bytes = 8 * 1024 * 1024;
-        config.store.record_bytes_max = config.max_message_bytes + 64 * 1024;
-        config.store.dirty_bytes_max = 8 * 1024 * 1024;
-        // The disk is shared with other builds (it has crossed 90% used while these
-        // tests ran): disk watermarks are not what is tested here.
-        config.store.disk_warn_ratio = 1.0;
-        config.store.disk_force_clean_ratio = 1.0;
-        config.store.disk_refuse_ratio = 1.0;
-        let broker = runtime::start(config).expect("broker starts");
-        let broker_port = broker.addr.port();
-        let broker_addr = SocketAddr::from(([127, 0, 0, 1], broker_port));
+        ignore_disk_watermarks(config);
+    })
+}
 
-        // The broker proxy's port must have as many digits as the broker's, so the
-        // NameServer proxy's substitution keeps every length.
-        let listener = (0..100)
-            .map(|_| TcpListener::bind("127.0.0.1:0").expect("proxy binds"))
-            .find(|l| l.local_addr().expect("address").port().to_string().len() == broker_port.to_string().len())
-            .expect("a proxy port with as many digits as the broker's");
-        let proxy_port = listener.local_addr().expect("address").port();
-        let broker_proxy = RecordingProxy::start(listener, broker_addr, None);
-        let rewrite = (format!("127.0.0.1:{broker_port}").into_bytes(), format!("127.0.0.1:{proxy_port}").into_bytes());
-        let ns_proxy = RecordingProxy::start(TcpListener::bind("127.0.0.1:0").expect("proxy binds"), ns_addr, Some(Arc::new(rewrite)));
-        Self { broker: Some(broker), namesrv: Some(namesrv), ns_proxy, broker_proxy, _root: root }
-    }
-
-    fn namesrv_addr(&self) -> String {
-        self.ns_proxy.addr.to_string()
-    }
-
-    /// The broker itself (not the proxy): for the test's own requests.
-    fn broker_addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.broker.as_ref().expect("broker").addr.port()))
-    }
-
-    fn create_topic(&self, topic: &str, queues: i32) {
-        let r = raw_call(
-            self.broker_addr(),
-            RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)
-                .with_ext("topic", topic)
-                .with_ext("defaultTopic", "TBW102")
-                .with_ext("readQueueNums", queues.to_string())
-                .with_ext("writeQueueNums", queues.to_string())
-                .with_ext("perm", "6")
-                .with_ext("topicFilterType", "SINGLE_TAG"),
-        );
-        assert_eq!(r.code, rs::SUCCESS, "create topic: {:?}", r.remark);
-    }
-
+/// Raw requests only this test makes.
+impl Cluster {
     /// The broker's topic table (GET_ALL_TOPIC_CONFIG): name → (read, write, perm).
     fn broker_topics(&self) -> BTreeMap<String, (i32, i32, i32)> {
         let r = raw_call(self.broker_addr(), RemotingCommand::request(rq::GET_ALL_TOPIC_CONFIG));
@@ -373,63 +110,11 @@ impl Cluster {
         let wrapper = TopicConfigSerializeWrapper::decode(&r.body).expect("topic config body");
         wrapper.topic_config_table.into_iter().map(|(name, c)| (name, (c.read_queue_nums, c.write_queue_nums, c.perm))).collect()
     }
-
-    /// Whether the NameServer itself (not the proxy) routes `topic`.
-    fn namesrv_routes(&self, topic: &str) -> bool {
-        let ns = self.namesrv.as_ref().expect("namesrv").local_addr();
-        raw_call(ns, RemotingCommand::request(rq::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic)).code == rs::SUCCESS
-    }
-
-    /// Every header encoding the client used, to the NameServer and to the broker.
-    fn encodings_seen(&self) -> Vec<u8> {
-        let mut seen: Vec<u8> = self
-            .ns_proxy
-            .frames()
-            .iter()
-            .chain(self.broker_proxy.frames().iter())
-            .filter(|f| f.to_server)
-            .map(|f| f.serialize_type)
-            .collect();
-        seen.sort_unstable();
-        seen.dedup();
-        seen
-    }
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if let Some(broker) = self.broker.take() {
-            broker.stop();
-            broker.join();
-        }
-        if let Some(namesrv) = self.namesrv.take() {
-            namesrv.stop();
-        }
-    }
-}
-
-/// One request over a fresh connection, answered within [`WAIT`].
-fn raw_call(addr: SocketAddr, mut cmd: RemotingCommand) -> RemotingCommand {
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    stream.set_read_timeout(Some(WAIT)).expect("read timeout");
-    cmd.opaque = 1;
-    cmd.serialize_type = RingSerializeType::Json;
-    let mut out = BytesMut::new();
-    cmd.encode(&mut out).expect("encode");
-    stream.write_all(&out).expect("write request");
-    let mut buf = BytesMut::new();
-    let mut chunk = [0u8; 64 * 1024];
-    loop {
-        if let Some(r) = RemotingCommand::decode(&mut buf, &FrameLimits::default()).expect("decode response") {
-            if r.is_response() && r.opaque == 1 {
-                return r;
-            }
-            continue;
-        }
-        let n = stream.read(&mut chunk).expect("read response");
-        assert!(n > 0, "peer closed the connection");
-        buf.extend_from_slice(&chunk[..n]);
-    }
+/// RocketMQ's properties string: `name \x01 value \x02` repeated.
+fn decode_properties(s: &str) -> BTreeMap<String, String> {
+    s.split('\u{2}').filter_map(|kv| kv.split_once('\u{1}')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 // ---------------------------------------------------------------------------------
@@ -499,7 +184,7 @@ async fn send(cluster: &Cluster, producer: &mut DefaultMQProducer, topic: &str, 
         .await
         .unwrap_or_else(|e| {
             let answers: Vec<_> =
-                [rq::SEND_MESSAGE, rq::SEND_MESSAGE_V2].into_iter().flat_map(|c| cluster.broker_proxy.exchanges(c)).collect();
+                [rq::SEND_MESSAGE, rq::SEND_MESSAGE_V2].into_iter().flat_map(|c| cluster.broker_proxy().exchanges(c)).collect();
             panic!("send of {body} failed: {e}; the sends on the wire and their answers: {answers:#?}")
         })
         .expect("a send result");
@@ -520,37 +205,6 @@ fn check_intact(d: &Delivery, sent: &Sent, what: &str) {
     assert_eq!(d.prop("UNIQ_KEY"), Some(sent.msg_id.as_str()), "{what}: msgId (UNIQ_KEY) of {body}");
 }
 
-async fn bounded<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(WAIT, future).await.unwrap_or_else(|_| panic!("{what} did not finish within {WAIT:?}"))
-}
-
-async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out after {WAIT:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn start_producer(cluster: &Cluster, serialize_type: SerializeType, group: String, topic: &str) -> DefaultMQProducer {
-    let mut producer = DefaultMQProducer::builder(client_runtime("producer", serialize_type))
-        .producer_group(group)
-        .name_server_addr(cluster.namesrv_addr())
-        .send_msg_timeout(5_000)
-        .build();
-    bounded("producer start", producer.start()).await.expect("producer starts");
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let last = producer.fetch_publish_message_queues(topic).await;
-        if last.as_ref().is_ok_and(|q| q.len() == QUEUES as usize) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "route of {topic} not served within {WAIT:?}: {last:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    producer
-}
-
 /// A clustering push consumer whose listener records every delivery and returns
 /// RECONSUME_LATER for bodies starting with `bad`.
 async fn start_push_consumer(
@@ -561,17 +215,8 @@ async fn start_push_consumer(
 ) -> (DefaultMQPushConsumer, Arc<Mutex<Vec<Delivery>>>) {
     let seen: Arc<Mutex<Vec<Delivery>>> = Arc::default();
     let sink = seen.clone();
-    let mut consumer = DefaultMQPushConsumer::builder(client_runtime("push", serialize_type))
-        .consumer_group(group)
-        .name_server_addr(cluster.namesrv_addr())
-        .message_model(MessageModel::Clustering)
-        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-        .consume_thread_min(1)
-        .consume_thread_max(2)
-        .consume_message_batch_max_size(1)
-        .pull_batch_size(8)
-        .max_reconsume_times(MAX_RECONSUME)
-        .build();
+    let mut consumer =
+        push_consumer(cluster, serialize_type, "push", group).consume_message_batch_max_size(1).max_reconsume_times(MAX_RECONSUME).build();
     consumer.subscribe(topic, "*").await.expect("subscribe");
     consumer.register_message_listener_concurrently(move |msgs: &[&MessageExt], _: &ConsumeConcurrentlyContext| {
         let now = Instant::now();
@@ -592,7 +237,7 @@ async fn start_push_consumer(
 async fn await_pulls(cluster: &Cluster, topic: &str, queues: i32) {
     wait_until(&format!("pulls of every queue of {topic}"), || {
         let pulled: std::collections::BTreeSet<String> = cluster
-            .broker_proxy
+            .broker_proxy()
             .exchanges(rq::PULL_MESSAGE)
             .into_iter()
             .filter(|(req, _)| req.ext.get("topic").map(String::as_str) == Some(topic))
@@ -606,23 +251,7 @@ async fn await_pulls(cluster: &Cluster, topic: &str, queues: i32) {
 /// Reads every message of `topic` from offset 0 with a lite-pull consumer (assign mode)
 /// until `count` are there, then briefly for any extra.
 async fn read_topic(cluster: &Cluster, serialize_type: SerializeType, group: String, topic: &str, count: usize) -> Vec<Delivery> {
-    let consumer = DefaultLitePullConsumer::builder(client_runtime("lite-pull", serialize_type))
-        .consumer_group(group)
-        .name_server_addr(cluster.namesrv_addr())
-        .pull_batch_size(8)
-        .poll_timeout_millis(500)
-        .broker_suspend_max_time_millis(1_000)
-        .consumer_timeout_millis_when_suspend(3_000)
-        .auto_commit(false)
-        .build()
-        .expect("lite pull consumer");
-    consumer.set_sub_expression_for_assign(topic, "*").await.expect("sub expression");
-    bounded("lite pull start", consumer.start()).await.expect("lite pull starts");
-    let queues = bounded("fetch queues", consumer.fetch_message_queues(topic)).await.expect("queues");
-    consumer.assign(queues.clone()).await.expect("assign");
-    for q in &queues {
-        consumer.seek(q, 0).await.expect("seek to 0");
-    }
+    let (consumer, _) = start_lite_pull_from_start(cluster.namesrv_addr(), serialize_type, "lite-pull", &group, topic).await;
     let mut got = Vec::new();
     let deadline = Instant::now() + WAIT;
     while got.len() < count {
@@ -651,7 +280,7 @@ async fn read_topic(cluster: &Cluster, serialize_type: SerializeType, group: Str
 /// stored property and sets the stored message's own id only when there is none).
 async fn retried_then_dead_lettered(serialize_type: SerializeType, check_origin: bool) {
     let label = label_of(serialize_type);
-    let cluster = Cluster::start();
+    let cluster = start_cluster();
     let topic = format!("InteropRetry{label}");
     let group = format!("RetryCG-{label}");
     let retry_topic = format!("%RETRY%{group}");
@@ -666,14 +295,14 @@ async fn retried_then_dead_lettered(serialize_type: SerializeType, check_origin:
     wait_until("the retry topic in GET_ALL_TOPIC_CONFIG", || cluster.broker_topics().contains_key(&retry_topic)).await;
     assert_eq!(cluster.broker_topics()[&retry_topic], (1, 1, 6), "{retry_topic}: 1 read / 1 write queue, perm rw");
     wait_until("the retry topic routed by the NameServer", || cluster.namesrv_routes(&retry_topic)).await;
-    let heartbeats = cluster.broker_proxy.exchanges(rq::HEART_BEAT);
+    let heartbeats = cluster.broker_proxy().exchanges(rq::HEART_BEAT);
     assert!(!heartbeats.is_empty(), "the consumer sent a heartbeat");
     assert!(
         heartbeats.iter().all(|(_, a)| a.as_ref().is_some_and(|a| a.code == rs::SUCCESS)),
         "heartbeats answered SUCCESS: {heartbeats:?}"
     );
     for code in [rq::SEND_MESSAGE, rq::SEND_MESSAGE_V2, rq::SEND_BATCH_MESSAGE, rq::CONSUMER_SEND_MSG_BACK] {
-        assert!(cluster.broker_proxy.exchanges(code).is_empty(), "nothing sent before the retry topic existed (code {code})");
+        assert!(cluster.broker_proxy().exchanges(code).is_empty(), "nothing sent before the retry topic existed (code {code})");
     }
     let retry_topic_after = started.elapsed();
     // The client pulls the retry queue once it has its route (before anything failed).
@@ -684,7 +313,7 @@ async fn retried_then_dead_lettered(serialize_type: SerializeType, check_origin:
         "[{label}] retry topic created {retry_topic_after:?} after the consumer started; its queue pulled after {retry_pulled_after:?}"
     );
 
-    let mut producer = start_producer(&cluster, serialize_type, format!("RetryPG-{label}"), &topic).await;
+    let mut producer = start_producer(&cluster, serialize_type, "producer", format!("RetryPG-{label}"), &topic).await;
     let names: Vec<String> = (0..3).flat_map(|i| [format!("good-{i}"), format!("bad-{i}")]).collect();
     let mut sent: HashMap<String, Sent> = HashMap::new();
     for name in &names {
@@ -757,7 +386,7 @@ async fn retried_then_dead_lettered(serialize_type: SerializeType, check_origin:
     // listener cannot set one: the client hands it an immutable context), the
     // consumer's maxReconsumeTimes, each answered SUCCESS; no fallback send to the
     // retry topic.
-    let backs = cluster.broker_proxy.exchanges(rq::CONSUMER_SEND_MSG_BACK);
+    let backs = cluster.broker_proxy().exchanges(rq::CONSUMER_SEND_MSG_BACK);
     assert_eq!(backs.len(), 3 * (MAX_RECONSUME as usize + 1), "one send-back per failed delivery: {backs:#?}");
     for (req, answer) in &backs {
         assert_eq!(req.ext.get("group"), Some(&group), "{req:?}");
@@ -776,7 +405,7 @@ async fn retried_then_dead_lettered(serialize_type: SerializeType, check_origin:
     eprintln!("[{label}] CONSUMER_SEND_MSG_BACK headers: {:#?}", backs.iter().map(|(r, _)| &r.ext).collect::<Vec<_>>());
     let fallback: Vec<_> = [rq::SEND_MESSAGE, rq::SEND_MESSAGE_V2, rq::SEND_BATCH_MESSAGE]
         .into_iter()
-        .flat_map(|c| cluster.broker_proxy.exchanges(c))
+        .flat_map(|c| cluster.broker_proxy().exchanges(c))
         .filter(|(req, _)| {
             [req.ext.get("topic"), req.ext.get("b")].into_iter().flatten().any(|t| t.starts_with("%RETRY%") || t.starts_with("%DLQ%"))
         })
@@ -785,7 +414,7 @@ async fn retried_then_dead_lettered(serialize_type: SerializeType, check_origin:
     let encodings = cluster.encodings_seen();
     assert_eq!(encodings, [serialize_code(serialize_type)], "header encodings the client sent");
     let codes: std::collections::BTreeSet<i32> =
-        cluster.broker_proxy.frames().iter().filter(|f| f.to_server && !f.response).map(|f| f.code).collect();
+        cluster.broker_proxy().frames().iter().filter(|f| f.to_server && !f.response).map(|f| f.code).collect();
     eprintln!("[{label}] request codes the clients sent the broker: {codes:?}");
 
     if check_origin {
@@ -840,13 +469,13 @@ async fn json_headers_origin_message_id_is_kept_across_retries() {
 
 async fn delayed_messages_arrive_on_time(serialize_type: SerializeType) {
     let label = label_of(serialize_type);
-    let cluster = Cluster::start();
+    let cluster = start_cluster();
     let topic = format!("InteropDelay{label}");
     let group = format!("DelayCG-{label}");
     cluster.create_topic(&topic, QUEUES);
     let (mut consumer, seen) = start_push_consumer(&cluster, serialize_type, &group, &topic).await;
     await_pulls(&cluster, &topic, QUEUES).await;
-    let mut producer = start_producer(&cluster, serialize_type, format!("DelayPG-{label}"), &topic).await;
+    let mut producer = start_producer(&cluster, serialize_type, "producer", format!("DelayPG-{label}"), &topic).await;
 
     // (body, level asked, level expected): 1 (1 s), 2 (2 s), 18 (the last, 3 s), and
     // 25, above the table, clamped to 18; then undelayed messages.
@@ -889,7 +518,7 @@ async fn delayed_messages_arrive_on_time(serialize_type: SerializeType) {
         eprintln!("[{label}] a delivered delayed message's properties: {:?}", d.props);
     }
     // On the wire: each send carried the level asked for (unclamped) in DELAY.
-    let sends: Vec<_> = [rq::SEND_MESSAGE, rq::SEND_MESSAGE_V2].into_iter().flat_map(|c| cluster.broker_proxy.exchanges(c)).collect();
+    let sends: Vec<_> = [rq::SEND_MESSAGE, rq::SEND_MESSAGE_V2].into_iter().flat_map(|c| cluster.broker_proxy().exchanges(c)).collect();
     eprintln!("[{label}] sends on the wire: codes {:?}", sends.iter().map(|(r, _)| r.code).collect::<std::collections::BTreeSet<_>>());
     for (body, asked, _) in &plan {
         let uniq = &sent[body].0.msg_id;

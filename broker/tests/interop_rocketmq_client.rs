@@ -6,223 +6,45 @@
 //! Scenarios: producer (sync, async callback, oneway, batch; tags, keys, user
 //! properties), lite-pull consumer in assign mode (every message read back intact;
 //! offsets committed and queried on the broker), classic pull with a broker-side tag
-//! filter, and a clustering push consumer subscribed to `TagA || TagB`.
+//! filter, and a clustering push consumer subscribed to `TagA || TagB`; then both
+//! clients, the RocketMQ one and ours, on one cluster of two brokers.
 //!
 //! The client runs on its own Tokio runtime (a `RuntimeOwner` it requires), the broker
 //! on its glommio shards and the NameServer on its own thread, all in this process.
-//! Every wait is bounded. The NameServer is reached through a small observing proxy
-//! that records the header encoding of each frame the client sends, so each test also
-//! proves which encoding was on the wire.
+//! Every wait is bounded. The cluster is `common_interop`'s with clients reaching the
+//! broker directly (`BrokerPath::Direct`) and the NameServer through a recording proxy,
+//! so each test also proves which header encoding was on the wire.
 //!
-//! The broker has no listen-address setting (it binds every interface, as RocketMQ's
-//! does); the tests connect to and advertise 127.0.0.1 only.
+//! Owns: the scenarios, and what they sent and expect back (`Expected`, `check_message`).
 
-use bytes::BytesMut;
-use ringmq_broker::config::BrokerConfig;
-use ringmq_broker::runtime::{self, BrokerHandle};
-use ringmq_broker::store::config::FlushMode;
+mod common_interop;
+
+use common_interop::{
+    bounded, broker_config, client_runtime, init_logging, label_of, property, push_consumer, raw_call, serialize_code,
+    start_lite_pull_from_start, start_namesrv, start_producer, start_pull_consumer, test_both_encodings, BrokerPath, Cluster, BROKER_NAME,
+    QUEUES,
+};
+use ringmq_broker::runtime;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
-use ringmq_client::remoting::frame::{FrameLimits, SerializeType as RingSerializeType};
-use rocketmq_client_rust::{
-    ClientRuntime, ClientRuntimeConfig, ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultLitePullConsumer,
-    DefaultMQProducer, DefaultMQPushConsumer, MQPushConsumer, SendStatus, TelemetryHandle,
-};
-use rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere;
+use rocketmq_client_rust::{ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQProducer, MQPushConsumer, SendStatus};
 use rocketmq_model::common::message::message_ext::MessageExt;
 use rocketmq_model::common::message::message_queue::MessageQueue;
 use rocketmq_model::common::message::message_single::Message;
 use rocketmq_model::common::message::MessageTrait;
-use rocketmq_protocol::protocol::heartbeat::message_model::MessageModel;
-use rocketmq_protocol::protocol::remoting_command_defaults::{RemotingCommandDefaults, RemotingCommandFactory};
 use rocketmq_protocol::protocol::SerializeType;
-use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Bound on any single wait for the cluster or the client.
+/// Bound on any single wait for the cluster or the client (`common_interop` uses it too).
 const WAIT: Duration = Duration::from_secs(20);
-const BROKER_NAME: &str = "broker-a";
-const QUEUES: i32 = 4;
-
-/// The client needs a Tokio runtime owner that outlives every client; dropping one
-/// inside an async test would panic, so it lives for the whole process.
-static CLIENT_OWNER: LazyLock<RuntimeOwner> = LazyLock::new(|| {
-    RuntimeOwner::plan(RuntimeConfig { thread_name: "ringmq-interop-client".to_string(), ..Default::default() })
-        .expect("client runtime configuration")
-        .build()
-        .expect("client runtime starts")
-});
-
-/// A client runtime whose every request uses `serialize_type` for its header.
-fn client_runtime(scope: &'static str, serialize_type: SerializeType) -> Arc<ClientRuntime> {
-    init_logging();
-    let version = rocketmq_model::version::CURRENT_VERSION as i32;
-    ClientRuntime::try_new_with_remoting_command_factory(
-        CLIENT_OWNER.root_context().component(scope),
-        ClientRuntimeConfig::default(),
-        TelemetryHandle::noop(),
-        RemotingCommandFactory::new(RemotingCommandDefaults::new(version, serialize_type)),
-    )
-    .expect("client runtime")
-}
-
-/// `RINGMQ_TEST_LOG=debug` (an `EnvFilter`) shows the client's and broker's logs.
-fn init_logging() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        if let Ok(filter) = std::env::var("RINGMQ_TEST_LOG") {
-            let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(filter)).with_test_writer().try_init();
-        }
-    });
-}
 
 // ---------------------------------------------------------------------------------
-// The cluster.
-
-/// A TCP proxy on 127.0.0.1 that records the serialize type (the top byte of each
-/// frame's second word) of every frame a client sends through it.
-struct ObservingProxy {
-    addr: SocketAddr,
-    seen: Arc<Mutex<HashSet<u8>>>,
-    stop: Arc<AtomicBool>,
-}
-
-impl ObservingProxy {
-    fn start(upstream: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("proxy binds");
-        listener.set_nonblocking(true).expect("nonblocking listener");
-        let addr = listener.local_addr().expect("proxy address");
-        let seen = Arc::new(Mutex::new(HashSet::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (seen2, stop2) = (seen.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !stop2.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((client, _)) => {
-                        let Ok(server) = TcpStream::connect(upstream) else { continue };
-                        let _ = client.set_nonblocking(false);
-                        let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else { continue };
-                        let seen = seen2.clone();
-                        std::thread::spawn(move || observe_frames(client, server, seen));
-                        std::thread::spawn(move || {
-                            let (mut from, mut to) = (s2, c2);
-                            let _ = std::io::copy(&mut from, &mut to);
-                            let _ = to.shutdown(std::net::Shutdown::Both);
-                        });
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
-                }
-            }
-        });
-        Self { addr, seen, stop }
-    }
-
-    fn seen(&self) -> HashSet<u8> {
-        self.seen.lock().expect("proxy set").clone()
-    }
-}
-
-impl Drop for ObservingProxy {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
-/// Copies client → server, parsing frame boundaries on the way.
-fn observe_frames(mut from: TcpStream, mut to: TcpStream, seen: Arc<Mutex<HashSet<u8>>>) {
-    let mut pending: Vec<u8> = Vec::new();
-    let mut chunk = [0u8; 16 * 1024];
-    loop {
-        let n = match from.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        if to.write_all(&chunk[..n]).is_err() {
-            break;
-        }
-        pending.extend_from_slice(&chunk[..n]);
-        while pending.len() >= 8 {
-            let len = u32::from_be_bytes([pending[0], pending[1], pending[2], pending[3]]) as usize;
-            if pending.len() < 4 + len {
-                break;
-            }
-            seen.lock().expect("proxy set").insert(pending[4]);
-            pending.drain(..4 + len);
-        }
-    }
-    let _ = to.shutdown(std::net::Shutdown::Both);
-}
-
-struct Cluster {
-    broker: Option<BrokerHandle>,
-    namesrv: Option<namesrv::server::ServerHandle>,
-    proxy: ObservingProxy,
-    _root: tempfile::TempDir,
-}
+// The cluster: this test's own request.
 
 impl Cluster {
-    fn start() -> Self {
-        let mut ns_config = namesrv::config::ServerConfig::default();
-        ns_config.listen = "127.0.0.1:0".parse().expect("address");
-        let namesrv = namesrv::server::spawn(ns_config).expect("namesrv starts");
-        let ns_addr = namesrv.local_addr();
-        let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp store");
-        let mut config = BrokerConfig::default();
-        config.store_root = root.path().to_path_buf();
-        config.listen_port = 0; // the broker picks a free port; its handle says which
-        config.shard_count = 2;
-        config.broker_ip = Some("127.0.0.1".into());
-        config.broker_name = BROKER_NAME.into();
-        config.namesrv_addrs = vec![ns_addr.to_string()];
-        config.register_interval_ms = 1_000;
-        config.auto_create_topic = false;
-        // This client's shutdown waits for its suspended pulls: answer them sooner.
-        config.pull_suspend_max_ms = 2_000;
-        config.store.flush_mode = FlushMode::Sync;
-        config.store.segment_bytes = 8 * 1024 * 1024;
-        config.store.record_bytes_max = config.max_message_bytes + 64 * 1024;
-        config.store.dirty_bytes_max = 8 * 1024 * 1024;
-        let broker = runtime::start(config).expect("broker starts");
-        let proxy = ObservingProxy::start(ns_addr);
-        Self { broker: Some(broker), namesrv: Some(namesrv), proxy, _root: root }
-    }
-
-    /// The NameServer address clients are given (through the observing proxy).
-    fn namesrv_addr(&self) -> String {
-        self.proxy.addr.to_string()
-    }
-
-    fn broker_addr(&self) -> SocketAddr {
-        let port = self.broker.as_ref().expect("broker").addr.port();
-        SocketAddr::from(([127, 0, 0, 1], port))
-    }
-
-    /// Creates `topic` through the broker's UPDATE_AND_CREATE_TOPIC request.
-    fn create_topic(&self, topic: &str, queues: i32) {
-        let r = raw_call(
-            self.broker_addr(),
-            RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)
-                .with_ext("topic", topic)
-                .with_ext("defaultTopic", "TBW102")
-                .with_ext("readQueueNums", queues.to_string())
-                .with_ext("writeQueueNums", queues.to_string())
-                .with_ext("perm", "6")
-                .with_ext("topicFilterType", "SINGLE_TAG"),
-        );
-        assert_eq!(r.code, rs::SUCCESS, "create topic: {:?}", r.remark);
-        // As with Java's broker, the NameServer has the route by the time the broker
-        // answers: no wait for the next periodic registration.
-        let ns = self.namesrv.as_ref().expect("namesrv").local_addr();
-        let r = raw_call(ns, RemotingCommand::request(rq::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic));
-        assert_eq!(r.code, rs::SUCCESS, "route right after creation: {:?}", r.remark);
-    }
-
     /// The offset the broker holds for (group, topic, queue), read with a raw request.
     fn broker_offset(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
         let r = raw_call(
@@ -234,42 +56,6 @@ impl Cluster {
                 .with_ext("setZeroIfNotFound", "false"),
         );
         (r.code == rs::SUCCESS).then(|| r.ext("offset").and_then(|o| o.parse().ok())).flatten()
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if let Some(broker) = self.broker.take() {
-            broker.stop();
-            broker.join();
-        }
-        if let Some(namesrv) = self.namesrv.take() {
-            namesrv.stop();
-        }
-    }
-}
-
-/// One request over a fresh connection, answered within [`WAIT`].
-fn raw_call(addr: SocketAddr, mut cmd: RemotingCommand) -> RemotingCommand {
-    let mut stream = TcpStream::connect(addr).expect("connect to broker");
-    stream.set_read_timeout(Some(WAIT)).expect("read timeout");
-    cmd.opaque = 1;
-    cmd.serialize_type = RingSerializeType::Json;
-    let mut out = BytesMut::new();
-    cmd.encode(&mut out).expect("encode");
-    stream.write_all(&out).expect("write request");
-    let mut buf = BytesMut::new();
-    let mut chunk = [0u8; 64 * 1024];
-    loop {
-        if let Some(r) = RemotingCommand::decode(&mut buf, &FrameLimits::default()).expect("decode response") {
-            if r.is_response() && r.opaque == 1 {
-                return r;
-            }
-            continue;
-        }
-        let n = stream.read(&mut chunk).expect("read response");
-        assert!(n > 0, "broker closed the connection");
-        buf.extend_from_slice(&chunk[..n]);
     }
 }
 
@@ -297,15 +83,11 @@ fn expected(i: usize, tag: &str) -> Expected {
         tag: tag.to_string(),
         keys: vec![format!("key-{i}"), format!("order-{}", i % 3)],
         props: BTreeMap::from([
-            ("color".to_string(), if i % 2 == 0 { "red" } else { "blue" }.to_string()),
+            ("color".to_string(), if i.is_multiple_of(2) { "red" } else { "blue" }.to_string()),
             ("seq".to_string(), i.to_string()),
             ("note".to_string(), format!("héllo wörld {i} = ok")),
         ]),
     }
-}
-
-fn property(msg: &MessageExt, name: &str) -> Option<String> {
-    msg.get_properties().iter().find(|(k, _)| k.as_str() == name).map(|(_, v)| v.to_string())
 }
 
 /// Checks a consumed message against what was sent: body, tag, keys, user properties.
@@ -325,42 +107,18 @@ fn check_message(msg: &MessageExt, topic: &str, sent: &HashMap<String, Expected>
     body
 }
 
-async fn bounded<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(WAIT, future).await.unwrap_or_else(|_| panic!("{what} did not finish within {WAIT:?}"))
-}
-
-/// Waits until the NameServer serves `topic`'s route with all its queues.
-async fn await_route(producer: &mut DefaultMQProducer, topic: &str) -> Vec<MessageQueue> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let last = producer.fetch_publish_message_queues(topic).await;
-        if let Ok(queues) = &last {
-            if queues.len() == QUEUES as usize {
-                return queues.clone();
-            }
-        }
-        assert!(Instant::now() < deadline, "route of {topic} not served within {WAIT:?}: {last:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 // ---------------------------------------------------------------------------------
 // Scenarios.
 
 /// Producer (sync, async, oneway, batch) then lite-pull (assign mode) read-back with
 /// offsets committed and queried, then a classic pull with a broker-side tag filter.
-async fn produce_and_pull(serialize_type: SerializeType, label: &'static str) {
-    let cluster = Cluster::start();
+async fn produce_and_pull(serialize_type: SerializeType) {
+    let label = label_of(serialize_type);
+    let cluster = Cluster::start(BrokerPath::Direct, |_| {});
     let topic = format!("InteropPull{label}");
-    cluster.create_topic(&topic, QUEUES);
+    cluster.create_routed_topic(&topic, QUEUES);
 
-    let mut producer = DefaultMQProducer::builder(client_runtime("producer", serialize_type))
-        .producer_group(format!("PG-{label}"))
-        .name_server_addr(cluster.namesrv_addr())
-        .send_msg_timeout(5_000)
-        .build();
-    bounded("producer start", producer.start()).await.expect("producer starts");
-    await_route(&mut producer, &topic).await;
+    let mut producer = start_producer(&cluster, serialize_type, "producer", format!("PG-{label}"), &topic).await;
 
     let mut sent: HashMap<String, Expected> = HashMap::new();
     let mut next_offset: HashMap<i32, u64> = HashMap::new();
@@ -368,7 +126,7 @@ async fn produce_and_pull(serialize_type: SerializeType, label: &'static str) {
 
     // Sync sends: status, ids and per-queue offsets.
     for _ in 0..8 {
-        let want = expected(i, if i % 2 == 0 { "TagA" } else { "TagB" });
+        let want = expected(i, if i.is_multiple_of(2) { "TagA" } else { "TagB" });
         let body = format!("sync {i}");
         let r = bounded("sync send", producer.send_with_timeout(build(&topic, &body, &want), 5_000))
             .await
@@ -445,25 +203,8 @@ async fn produce_and_pull(serialize_type: SerializeType, label: &'static str) {
 
     // Lite pull, assign mode: every message back, intact.
     let group = format!("CG-{label}");
-    let consumer = DefaultLitePullConsumer::builder(client_runtime("lite-pull", serialize_type))
-        .consumer_group(group.as_str())
-        .name_server_addr(cluster.namesrv_addr())
-        .pull_batch_size(8)
-        .poll_timeout_millis(500)
-        // The client's shutdown waits for its suspended pulls: keep them short.
-        .broker_suspend_max_time_millis(1_000)
-        .consumer_timeout_millis_when_suspend(3_000)
-        .auto_commit(false)
-        .build()
-        .expect("lite pull consumer");
-    consumer.set_sub_expression_for_assign(&topic, "*").await.expect("sub expression");
-    bounded("lite pull start", consumer.start()).await.expect("lite pull starts");
-    let queues = bounded("fetch queues", consumer.fetch_message_queues(&topic)).await.expect("queues");
+    let (consumer, queues) = start_lite_pull_from_start(cluster.namesrv_addr(), serialize_type, "lite-pull", &group, &topic).await;
     assert_eq!(queues.len(), QUEUES as usize);
-    consumer.assign(queues.clone()).await.expect("assign");
-    for q in &queues {
-        consumer.seek(q, 0).await.expect("seek to 0");
-    }
     let mut got: HashMap<String, (i32, i64)> = HashMap::new();
     let deadline = Instant::now() + WAIT;
     while got.len() < sent.len() {
@@ -504,16 +245,7 @@ async fn produce_and_pull(serialize_type: SerializeType, label: &'static str) {
     consumer.shutdown().await;
 
     // Classic pull with a tag expression: the broker filters.
-    #[allow(deprecated)]
-    let pull = rocketmq_client_rust::DefaultMQPullConsumer::builder(client_runtime("classic-pull", serialize_type))
-        .consumer_group(format!("CG2-{label}"))
-        .name_server_addr(cluster.namesrv_addr())
-        .consumer_pull_timeout(Duration::from_secs(5))
-        .broker_suspend_max_time(Duration::from_secs(1))
-        .consumer_timeout_when_suspend(Duration::from_secs(3))
-        .build()
-        .expect("pull consumer");
-    bounded("pull start", pull.start()).await.expect("pull consumer starts");
+    let pull = start_pull_consumer(&cluster, serialize_type, "classic-pull", format!("CG2-{label}")).await;
     let mut matched = 0;
     for q in &queues {
         let r = bounded("pull", pull.pull(q, "TagA || TagC", 0, 32)).await.expect("pull");
@@ -529,40 +261,22 @@ async fn produce_and_pull(serialize_type: SerializeType, label: &'static str) {
     assert_eq!(matched, want_a, "every TagA/TagC message, nothing else");
     pull.shutdown().await.expect("pull shutdown");
 
-    let seen = cluster.proxy.seen();
-    let code = match serialize_type {
-        SerializeType::JSON => 0,
-        SerializeType::ROCKETMQ => 1,
-    };
-    assert_eq!(seen, HashSet::from([code]), "header encodings the client sent to the NameServer");
+    assert_eq!(cluster.encodings_seen(), [serialize_code(serialize_type)], "header encodings the client sent to the NameServer");
 }
 
 /// A clustering push consumer subscribed to `TagA || TagB` gets exactly those.
-async fn push_with_tag_subscription(serialize_type: SerializeType, label: &'static str) {
-    let cluster = Cluster::start();
+async fn push_with_tag_subscription(serialize_type: SerializeType) {
+    let label = label_of(serialize_type);
+    let cluster = Cluster::start(BrokerPath::Direct, |_| {});
     let topic = format!("InteropPush{label}");
-    cluster.create_topic(&topic, QUEUES);
+    cluster.create_routed_topic(&topic, QUEUES);
     let group = format!("PushCG-{label}");
 
-    let mut producer = DefaultMQProducer::builder(client_runtime("push-producer", serialize_type))
-        .producer_group(format!("PushPG-{label}"))
-        .name_server_addr(cluster.namesrv_addr())
-        .send_msg_timeout(5_000)
-        .build();
-    bounded("producer start", producer.start()).await.expect("producer starts");
-    await_route(&mut producer, &topic).await;
+    let mut producer = start_producer(&cluster, serialize_type, "push-producer", format!("PushPG-{label}"), &topic).await;
 
     let received: Arc<Mutex<Vec<(String, String)>>> = Arc::new(Mutex::new(Vec::new()));
     let sink = received.clone();
-    let mut consumer = DefaultMQPushConsumer::builder(client_runtime("push", serialize_type))
-        .consumer_group(group.as_str())
-        .name_server_addr(cluster.namesrv_addr())
-        .message_model(MessageModel::Clustering)
-        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-        .consume_thread_min(1)
-        .consume_thread_max(2)
-        .pull_batch_size(8)
-        .build();
+    let mut consumer = push_consumer(&cluster, serialize_type, "push", &group).build();
     consumer.subscribe(topic.as_str(), "TagA || TagB").await.expect("subscribe");
     consumer.register_message_listener_concurrently(move |msgs: &[&MessageExt], _: &ConsumeConcurrentlyContext| {
         let mut sink = sink.lock().expect("sink");
@@ -612,32 +326,15 @@ async fn push_with_tag_subscription(serialize_type: SerializeType, label: &'stat
     }
     bounded("push consumer shutdown", consumer.shutdown()).await;
 
-    let code = match serialize_type {
-        SerializeType::JSON => 0,
-        SerializeType::ROCKETMQ => 1,
-    };
-    assert_eq!(cluster.proxy.seen(), HashSet::from([code]), "header encodings the client sent to the NameServer");
+    assert_eq!(cluster.encodings_seen(), [serialize_code(serialize_type)], "header encodings the client sent to the NameServer");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn json_headers_produce_and_pull() {
-    produce_and_pull(SerializeType::JSON, "Json").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn binary_headers_produce_and_pull() {
-    produce_and_pull(SerializeType::ROCKETMQ, "Bin").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn json_headers_push_consumer_tag_subscription() {
-    push_with_tag_subscription(SerializeType::JSON, "Json").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn binary_headers_push_consumer_tag_subscription() {
-    push_with_tag_subscription(SerializeType::ROCKETMQ, "Bin").await;
-}
+test_both_encodings!(json_headers_produce_and_pull, binary_headers_produce_and_pull, produce_and_pull);
+test_both_encodings!(
+    json_headers_push_consumer_tag_subscription,
+    binary_headers_push_consumer_tag_subscription,
+    push_with_tag_subscription
+);
 
 // ---------------------------------------------------------------------------------
 // Both clients on one two-broker cluster.
@@ -663,25 +360,14 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ringmq_and_rocketmq_clients_share_a_two_broker_cluster() {
     init_logging();
-    let mut ns_config = namesrv::config::ServerConfig::default();
-    ns_config.listen = "127.0.0.1:0".parse().expect("address");
-    let namesrv = namesrv::server::spawn(ns_config).expect("namesrv starts");
+    let namesrv = start_namesrv();
     let ns_addr = namesrv.local_addr().to_string();
     let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp store");
     let mut brokers = Vec::new();
     for name in ["broker-a", "broker-b"] {
-        let mut config = BrokerConfig::default();
-        config.store_root = root.path().join(name);
-        config.listen_port = 0; // the broker picks a free port; its handle says which
+        let mut config = broker_config(root.path().join(name), name, ns_addr.clone());
         config.shard_count = 1;
-        config.broker_ip = Some("127.0.0.1".into());
-        config.broker_name = name.into();
-        config.namesrv_addrs = vec![ns_addr.clone()];
-        config.register_interval_ms = 1_000;
         config.pull_suspend_max_ms = 1_000;
-        config.store.segment_bytes = 8 * 1024 * 1024;
-        config.store.record_bytes_max = config.max_message_bytes + 64 * 1024;
-        config.store.dirty_bytes_max = 8 * 1024 * 1024;
         brokers.push(runtime::start(config).expect("broker starts"));
     }
     let topic = "InteropBoth";
@@ -762,7 +448,11 @@ async fn ringmq_and_rocketmq_clients_share_a_two_broker_cluster() {
             for i in 0..16 {
                 let body = format!("from-ringmq {i}");
                 let tag = if i % 2 == 0 { "TagA" } else { "TagB" };
-                let msg = ringmq_client::Message::new(topic, body.clone()).with_tags(tag).expect("tag").with_keys([format!("key-{i}").as_str()]).expect("keys");
+                let msg = ringmq_client::Message::new(topic, body.clone())
+                    .with_tags(tag)
+                    .expect("tag")
+                    .with_keys([format!("key-{i}").as_str()])
+                    .expect("keys");
                 let r = if i < 8 { producer.send(msg).await } else { producer.send_ordered(msg, "order-1").await }.expect("RingMQ send");
                 mine.insert(body, (r.msg_id, tag.to_string()));
             }
@@ -774,24 +464,9 @@ async fn ringmq_and_rocketmq_clients_share_a_two_broker_cluster() {
     .expect("RingMQ side");
 
     // 3. The RocketMQ lite-pull consumer reads the RingMQ client's messages.
-    let consumer = DefaultLitePullConsumer::builder(client_runtime("both-lite-pull", SerializeType::JSON))
-        .consumer_group("CG-rocketmq-reads")
-        .name_server_addr(ns_addr.clone())
-        .pull_batch_size(8)
-        .poll_timeout_millis(500)
-        .broker_suspend_max_time_millis(1_000)
-        .consumer_timeout_millis_when_suspend(3_000)
-        .auto_commit(false)
-        .build()
-        .expect("lite pull consumer");
-    consumer.set_sub_expression_for_assign(topic, "*").await.expect("sub expression");
-    bounded("lite pull start", consumer.start()).await.expect("lite pull starts");
-    let queues = bounded("fetch queues", consumer.fetch_message_queues(topic)).await.expect("queues");
+    let (consumer, queues) =
+        start_lite_pull_from_start(ns_addr.clone(), SerializeType::JSON, "both-lite-pull", "CG-rocketmq-reads", topic).await;
     assert_eq!(queues.len(), 2 * QUEUES as usize);
-    consumer.assign(queues.clone()).await.expect("assign");
-    for q in &queues {
-        consumer.seek(q, 0).await.expect("seek to 0");
-    }
     let mut got = HashSet::new();
     let deadline = Instant::now() + WAIT;
     while got.len() < sent.len() + ringmq_sent.len() {

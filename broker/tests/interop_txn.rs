@@ -35,9 +35,10 @@
 //!    `ProducerConnection` type, as its admin API does.
 //!
 //! What the client does on the wire is recorded, not assumed: the clients reach the
-//! broker only through a recording proxy (the NameServer through a second proxy that
-//! rewrites the broker address in its answers to the broker proxy's, a same-length
-//! byte substitution; setup copied from `interop_retry_dlq.rs`). Each test checks the
+//! broker only through a recording proxy (`common_interop`'s cluster with
+//! `BrokerPath::Proxied`: the NameServer through a second proxy that rewrites the
+//! broker address in its answers to the broker proxy's, a same-length byte
+//! substitution). Each test checks the
 //! CHECK_TRANSACTION_STATE (39) frames the broker sent (oneway, header fields naming
 //! the half) and the END_TRANSACTION (37) frames the client sent: one per send with
 //! `fromTransactionCheck=false` and the execution's answer (8, 12, or 0 for UNKNOWN),
@@ -53,41 +54,38 @@
 //! The client's check-back environment needs no call of the test's own:
 //! `TransactionMQProducer::start` runs `init_transaction_env` with the builder's
 //! `check_thread_pool_*` sizes. Every wait is bounded.
+//!
+//! Owns: the scenario, this test's broker settings (the transaction timings), the
+//! listener and its record (`Plan`, `Book`, `Listener`), and its raw requests
+//! (`stored`, `counter`, `producer_connections`).
 
-use bytes::BytesMut;
-use ringmq_broker::config::BrokerConfig;
-use ringmq_broker::runtime::{self, BrokerHandle};
-use ringmq_broker::store::config::FlushMode;
+mod common_interop;
+
+use common_interop::{
+    bounded, client_runtime, ignore_disk_watermarks, label_of, property, push_consumer, raw_call, serialize_code, start_pull_consumer,
+    test_both_encodings, wait_until, BrokerPath, Cluster, WireFrame, QUEUES,
+};
 use ringmq_broker::store::engine::ShardId;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
-use ringmq_client::remoting::frame::{FrameLimits, SerializeType as RingSerializeType};
 use rocketmq_client_rust::{
-    ClientConfig, ClientRuntime, ClientRuntimeConfig, ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQPushConsumer,
-    LocalTransactionState, MQPushConsumer, SendStatus, TelemetryHandle, TransactionListener, TransactionMQProducer,
+    ClientConfig, ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, LocalTransactionState, MQPushConsumer, SendStatus,
+    TransactionListener, TransactionMQProducer,
 };
-use rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere;
 use rocketmq_model::common::message::message_ext::MessageExt;
 use rocketmq_model::common::message::message_queue::MessageQueue;
 use rocketmq_model::common::message::message_single::Message;
 use rocketmq_model::common::message::MessageTrait;
 use rocketmq_protocol::protocol::body::producer_connection::ProducerConnection;
-use rocketmq_protocol::protocol::heartbeat::message_model::MessageModel;
-use rocketmq_protocol::protocol::remoting_command_defaults::{RemotingCommandDefaults, RemotingCommandFactory};
 use rocketmq_protocol::protocol::{RemotingDeserializable, SerializeType};
-use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
 use std::any::Any;
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Bound on any single wait for the cluster or the client.
+/// Bound on any single wait for the cluster or the client (`common_interop` uses it too).
 const WAIT: Duration = Duration::from_secs(30);
-const BROKER_NAME: &str = "broker-a";
-const QUEUES: i32 = 4;
 /// Transactional messages per test (four of each plan).
 const MESSAGES: usize = 16;
 /// The broker's `transactionTimeOut` and `transactionCheckInterval` in these tests.
@@ -99,265 +97,17 @@ const END_COMMIT: &str = "8";
 const END_ROLLBACK: &str = "12";
 const END_UNKNOWN: &str = "0";
 
-/// The client needs a Tokio runtime owner that outlives every client; dropping one
-/// inside an async test would panic, so it lives for the whole process.
-static CLIENT_OWNER: LazyLock<RuntimeOwner> = LazyLock::new(|| {
-    RuntimeOwner::plan(RuntimeConfig { thread_name: "ringmq-interop-client".to_string(), ..Default::default() })
-        .expect("client runtime configuration")
-        .build()
-        .expect("client runtime starts")
-});
-
-/// A client runtime whose every request uses `serialize_type` for its header.
-fn client_runtime(scope: &'static str, serialize_type: SerializeType) -> Arc<ClientRuntime> {
-    init_logging();
-    let version = rocketmq_model::version::CURRENT_VERSION as i32;
-    ClientRuntime::try_new_with_remoting_command_factory(
-        CLIENT_OWNER.root_context().component(scope),
-        ClientRuntimeConfig::default(),
-        TelemetryHandle::noop(),
-        RemotingCommandFactory::new(RemotingCommandDefaults::new(version, serialize_type)),
-    )
-    .expect("client runtime")
-}
-
-/// `RINGMQ_TEST_LOG=debug` (an `EnvFilter`) shows the client's and broker's logs.
-fn init_logging() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        if let Ok(filter) = std::env::var("RINGMQ_TEST_LOG") {
-            let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(filter)).with_test_writer().try_init();
-        }
-    });
-}
-
-fn label_of(serialize_type: SerializeType) -> &'static str {
-    match serialize_type {
-        SerializeType::JSON => "Json",
-        SerializeType::ROCKETMQ => "Bin",
-    }
-}
-
-fn serialize_code(serialize_type: SerializeType) -> u8 {
-    match serialize_type {
-        SerializeType::JSON => 0,
-        SerializeType::ROCKETMQ => 1,
-    }
-}
-
-// ---------------------------------------------------------------------------------
-// The recording proxy (as in interop_retry_dlq.rs).
-
-/// One command that crossed a proxy, decoded.
-#[derive(Debug, Clone)]
-struct WireFrame {
-    /// Client → server (a request, or an answer to a server's request).
-    to_server: bool,
-    serialize_type: u8,
-    code: i32,
-    response: bool,
-    oneway: bool,
-    ext: BTreeMap<String, String>,
-}
-
-impl WireFrame {
-    fn ext(&self, name: &str) -> Option<&str> {
-        self.ext.get(name).map(String::as_str)
-    }
-}
-
-/// A TCP proxy on 127.0.0.1 that forwards whole frames, records each one decoded, and
-/// can substitute one byte string for another of the same length in server → client
-/// frames (so no frame length changes).
-struct RecordingProxy {
-    addr: SocketAddr,
-    log: Arc<Mutex<Vec<WireFrame>>>,
-    stop: Arc<AtomicBool>,
-}
-
-type Rewrite = Option<Arc<(Vec<u8>, Vec<u8>)>>;
-
-impl RecordingProxy {
-    fn start(listener: TcpListener, upstream: SocketAddr, rewrite: Rewrite) -> Self {
-        listener.set_nonblocking(true).expect("nonblocking listener");
-        let addr = listener.local_addr().expect("proxy address");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (log2, stop2) = (log.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !stop2.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((client, _)) => {
-                        let Ok(server) = TcpStream::connect(upstream) else { continue };
-                        let _ = client.set_nonblocking(false);
-                        let _ = client.set_nodelay(true);
-                        let _ = server.set_nodelay(true);
-                        let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else { continue };
-                        let (l1, l2) = (log2.clone(), log2.clone());
-                        std::thread::spawn(move || pump(client, server, true, l1, None));
-                        let rw = rewrite.clone();
-                        std::thread::spawn(move || pump(s2, c2, false, l2, rw));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
-                }
-            }
-        });
-        Self { addr, log, stop }
-    }
-
-    fn frames(&self) -> Vec<WireFrame> {
-        self.log.lock().expect("proxy log").clone()
-    }
-
-    /// Requests with `code` that crossed in one direction.
-    fn requests(&self, code: i32, to_server: bool) -> Vec<WireFrame> {
-        self.frames().into_iter().filter(|f| f.to_server == to_server && !f.response && f.code == code).collect()
-    }
-}
-
-impl Drop for RecordingProxy {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
-/// Copies `from` → `to` frame by frame, recording each frame and rewriting it if asked.
-fn pump(mut from: TcpStream, mut to: TcpStream, to_server: bool, log: Arc<Mutex<Vec<WireFrame>>>, rewrite: Rewrite) {
-    let mut pending: Vec<u8> = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    'outer: loop {
-        let n = match from.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        pending.extend_from_slice(&chunk[..n]);
-        while pending.len() >= 4 {
-            let len = u32::from_be_bytes([pending[0], pending[1], pending[2], pending[3]]) as usize;
-            if pending.len() < 4 + len {
-                break;
-            }
-            let mut frame: Vec<u8> = pending.drain(..4 + len).collect();
-            if let Some(rw) = &rewrite {
-                replace_all(&mut frame, &rw.0, &rw.1);
-            }
-            let mut buf = BytesMut::from(&frame[..]);
-            if let Ok(Some(cmd)) = RemotingCommand::decode(&mut buf, &FrameLimits::default()) {
-                log.lock().expect("proxy log").push(WireFrame {
-                    to_server,
-                    serialize_type: frame.get(4).copied().unwrap_or(0xff),
-                    code: cmd.code,
-                    response: cmd.is_response(),
-                    oneway: cmd.is_oneway(),
-                    ext: cmd.ext_fields.clone(),
-                });
-            }
-            if to.write_all(&frame).is_err() {
-                break 'outer;
-            }
-        }
-    }
-    let _ = to.shutdown(std::net::Shutdown::Both);
-}
-
-fn replace_all(haystack: &mut [u8], from: &[u8], to: &[u8]) {
-    assert_eq!(from.len(), to.len(), "a same-length substitution");
-    let mut i = 0;
-    while i + from.len() <= haystack.len() {
-        if &haystack[i..i + from.len()] == from {
-            haystack[i..i + from.len()].copy_from_slice(to);
-            i += from.len();
-        } else {
-            i += 1;
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------
-// The cluster.
-
-struct Cluster {
-    broker: Option<BrokerHandle>,
-    namesrv: Option<namesrv::server::ServerHandle>,
-    /// What clients are given as the NameServer: answers name the broker proxy.
-    ns_proxy: RecordingProxy,
-    /// Every client ↔ broker frame goes through this one.
-    broker_proxy: RecordingProxy,
-    _root: tempfile::TempDir,
-}
-
-impl Cluster {
-    fn start() -> Self {
-        init_logging();
-        let mut ns_config = namesrv::config::ServerConfig::default();
-        ns_config.listen = "127.0.0.1:0".parse().expect("address");
-        let namesrv = namesrv::server::spawn(ns_config).expect("namesrv starts");
-        let ns_addr = namesrv.local_addr();
-        let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp store");
-        let mut config = BrokerConfig::default();
-        config.store_root = root.path().to_path_buf();
-        config.listen_port = 0; // the broker picks a free port; its handle says which
-        config.shard_count = 2;
-        config.broker_ip = Some("127.0.0.1".into());
-        config.broker_name = BROKER_NAME.into();
-        config.namesrv_addrs = vec![ns_addr.to_string()];
-        config.register_interval_ms = 1_000;
-        config.auto_create_topic = false;
+/// This test's broker: short transaction timings.
+fn start_cluster() -> Cluster {
+    Cluster::start(BrokerPath::Proxied, |config| {
         config.transaction_timeout_ms = TXN_TIMEOUT_MS;
         config.transaction_check_interval_ms = TXN_CHECK_INTERVAL_MS;
-        // This client's shutdown waits for its suspended pulls: answer them sooner.
-        config.pull_suspend_max_ms = 2_000;
-        config.store.flush_mode = FlushMode::Sync;
-        config.store.segment_bytes = 8 * 1024 * 1024;
-        config.store.record_bytes_max = config.max_message_bytes + 64 * 1024;
-        config.store.dirty_bytes_max = 8 * 1024 * 1024;
-        // The disk is shared with other builds: disk watermarks are not tested here.
-        config.store.disk_warn_ratio = 1.0;
-        config.store.disk_force_clean_ratio = 1.0;
-        config.store.disk_refuse_ratio = 1.0;
-        let broker = runtime::start(config).expect("broker starts");
-        let broker_port = broker.addr.port();
-        let broker_addr = SocketAddr::from(([127, 0, 0, 1], broker_port));
+        ignore_disk_watermarks(config);
+    })
+}
 
-        // The broker proxy's port must have as many digits as the broker's, so the
-        // NameServer proxy's substitution keeps every length.
-        let listener = (0..100)
-            .map(|_| TcpListener::bind("127.0.0.1:0").expect("proxy binds"))
-            .find(|l| l.local_addr().expect("address").port().to_string().len() == broker_port.to_string().len())
-            .expect("a proxy port with as many digits as the broker's");
-        let proxy_port = listener.local_addr().expect("address").port();
-        let broker_proxy = RecordingProxy::start(listener, broker_addr, None);
-        let rewrite = (format!("127.0.0.1:{broker_port}").into_bytes(), format!("127.0.0.1:{proxy_port}").into_bytes());
-        let ns_proxy = RecordingProxy::start(TcpListener::bind("127.0.0.1:0").expect("proxy binds"), ns_addr, Some(Arc::new(rewrite)));
-        Self { broker: Some(broker), namesrv: Some(namesrv), ns_proxy, broker_proxy, _root: root }
-    }
-
-    fn namesrv_addr(&self) -> String {
-        self.ns_proxy.addr.to_string()
-    }
-
-    /// The broker itself (not the proxy): for the test's own requests.
-    fn broker_addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.broker.as_ref().expect("broker").addr.port()))
-    }
-
-    /// Creates `topic`; the NameServer routes it by the time the broker answers.
-    fn create_topic(&self, topic: &str, queues: i32) {
-        let r = raw_call(
-            self.broker_addr(),
-            RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)
-                .with_ext("topic", topic)
-                .with_ext("defaultTopic", "TBW102")
-                .with_ext("readQueueNums", queues.to_string())
-                .with_ext("writeQueueNums", queues.to_string())
-                .with_ext("perm", "6")
-                .with_ext("topicFilterType", "SINGLE_TAG"),
-        );
-        assert_eq!(r.code, rs::SUCCESS, "create topic: {:?}", r.remark);
-        let ns = self.namesrv.as_ref().expect("namesrv").local_addr();
-        let r = raw_call(ns, RemotingCommand::request(rq::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic));
-        assert_eq!(r.code, rs::SUCCESS, "route right after creation: {:?}", r.remark);
-    }
-
+/// Raw requests only this test makes.
+impl Cluster {
     /// The sum of the max offsets of `topic`'s queues (GET_MAX_OFFSET): what they hold.
     fn stored(&self, topic: &str) -> i64 {
         (0..QUEUES)
@@ -385,69 +135,6 @@ impl Cluster {
     fn producer_connections(&self, group: &str) -> Option<ProducerConnection> {
         let r = raw_call(self.broker_addr(), RemotingCommand::request(rq::GET_PRODUCER_CONNECTION_LIST).with_ext("producerGroup", group));
         (r.code == rs::SUCCESS).then(|| ProducerConnection::decode(&r.body).expect("a ProducerConnection body"))
-    }
-
-    /// Every header encoding the clients used, to the NameServer and to the broker.
-    fn encodings_seen(&self) -> Vec<u8> {
-        let mut seen: Vec<u8> = self
-            .ns_proxy
-            .frames()
-            .iter()
-            .chain(self.broker_proxy.frames().iter())
-            .filter(|f| f.to_server)
-            .map(|f| f.serialize_type)
-            .collect();
-        seen.sort_unstable();
-        seen.dedup();
-        seen
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if let Some(broker) = self.broker.take() {
-            broker.stop();
-            broker.join();
-        }
-        if let Some(namesrv) = self.namesrv.take() {
-            namesrv.stop();
-        }
-    }
-}
-
-/// One request over a fresh connection, answered within [`WAIT`].
-fn raw_call(addr: SocketAddr, mut cmd: RemotingCommand) -> RemotingCommand {
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    stream.set_read_timeout(Some(WAIT)).expect("read timeout");
-    cmd.opaque = 1;
-    cmd.serialize_type = RingSerializeType::Json;
-    let mut out = BytesMut::new();
-    cmd.encode(&mut out).expect("encode");
-    stream.write_all(&out).expect("write request");
-    let mut buf = BytesMut::new();
-    let mut chunk = [0u8; 64 * 1024];
-    loop {
-        if let Some(r) = RemotingCommand::decode(&mut buf, &FrameLimits::default()).expect("decode response") {
-            if r.is_response() && r.opaque == 1 {
-                return r;
-            }
-            continue;
-        }
-        let n = stream.read(&mut chunk).expect("read response");
-        assert!(n > 0, "peer closed the connection");
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
-async fn bounded<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(WAIT, future).await.unwrap_or_else(|_| panic!("{what} did not finish within {WAIT:?}"))
-}
-
-async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out after {WAIT:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -673,33 +360,21 @@ async fn read_all(pull: &rocketmq_client_rust::DefaultMQPullConsumer, queues: &[
     all
 }
 
-fn property(msg: &MessageExt, name: &str) -> Option<String> {
-    msg.get_properties().iter().find(|(k, _)| k.as_str() == name).map(|(_, v)| v.to_string())
-}
-
 // ---------------------------------------------------------------------------------
 // The scenario.
 
 async fn transactions(serialize_type: SerializeType) {
     let label = label_of(serialize_type);
-    let cluster = Cluster::start();
+    let cluster = start_cluster();
     let topic = format!("InteropTxn{label}");
     let group = format!("TxnPG-{label}");
     let instance = format!("txn-producer-{label}");
-    cluster.create_topic(&topic, QUEUES);
+    cluster.create_routed_topic(&topic, QUEUES);
 
     // A push consumer of the topic, recording every delivery.
     let deliveries: Arc<Mutex<Vec<Delivery>>> = Arc::default();
     let sink = deliveries.clone();
-    let mut consumer = DefaultMQPushConsumer::builder(client_runtime("txn-push", serialize_type))
-        .consumer_group(format!("TxnCG-{label}"))
-        .name_server_addr(cluster.namesrv_addr())
-        .message_model(MessageModel::Clustering)
-        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-        .consume_thread_min(1)
-        .consume_thread_max(2)
-        .pull_batch_size(8)
-        .build();
+    let mut consumer = push_consumer(&cluster, serialize_type, "txn-push", &format!("TxnCG-{label}")).build();
     consumer.subscribe(topic.as_str(), "*").await.expect("subscribe");
     consumer.register_message_listener_concurrently(move |msgs: &[&MessageExt], _: &ConsumeConcurrentlyContext| {
         let at = Instant::now();
@@ -806,16 +481,7 @@ async fn transactions(serialize_type: SerializeType) {
     let committed = ids(Plan::committed);
 
     // The pull consumer (the crate's classic one) reads the queues from offset 0.
-    #[allow(deprecated)]
-    let pull = rocketmq_client_rust::DefaultMQPullConsumer::builder(client_runtime("txn-pull", serialize_type))
-        .consumer_group(format!("TxnReader-{label}"))
-        .name_server_addr(cluster.namesrv_addr())
-        .consumer_pull_timeout(Duration::from_secs(5))
-        .broker_suspend_max_time(Duration::from_secs(1))
-        .consumer_timeout_when_suspend(Duration::from_secs(3))
-        .build()
-        .expect("pull consumer");
-    bounded("pull start", pull.start()).await.expect("pull consumer starts");
+    let pull = start_pull_consumer(&cluster, serialize_type, "txn-pull", format!("TxnReader-{label}")).await;
     let queues = bounded("queues", pull.fetch_subscribe_message_queues(&topic)).await.expect("queues");
     assert_eq!(queues.len(), QUEUES as usize);
 
@@ -865,12 +531,12 @@ async fn transactions(serialize_type: SerializeType) {
     wait_until("every check answered", || {
         let n = book.checks().len();
         let ends = cluster
-            .broker_proxy
+            .broker_proxy()
             .requests(rq::END_TRANSACTION, true)
             .iter()
             .filter(|f| f.ext("fromTransactionCheck") == Some("true"))
             .count();
-        cluster.broker_proxy.requests(rq::CHECK_TRANSACTION_STATE, false).len() == n && ends == n
+        cluster.broker_proxy().requests(rq::CHECK_TRANSACTION_STATE, false).len() == n && ends == n
     })
     .await;
 
@@ -953,7 +619,7 @@ async fn transactions(serialize_type: SerializeType) {
     assert_eq!(stored_counts, want, "stored: each committed message once, nothing else");
 
     // On the wire: the broker's checks and the client's END_TRANSACTIONs.
-    let check_frames = cluster.broker_proxy.requests(rq::CHECK_TRANSACTION_STATE, false);
+    let check_frames = cluster.broker_proxy().requests(rq::CHECK_TRANSACTION_STATE, false);
     assert_eq!(check_frames.len(), checks.len(), "one listener call per CHECK_TRANSACTION_STATE the broker sent");
     for f in &check_frames {
         assert!(f.oneway, "CHECK_TRANSACTION_STATE is oneway: {f:?}");
@@ -968,7 +634,7 @@ async fn transactions(serialize_type: SerializeType) {
         assert_eq!(f.ext("tranStateTableOffset"), Some(s.queue_offset.to_string().as_str()), "{f:?}");
         assert_eq!(f.ext("topic"), Some(topic.as_str()), "{f:?}");
     }
-    let end_frames = cluster.broker_proxy.requests(rq::END_TRANSACTION, true);
+    let end_frames = cluster.broker_proxy().requests(rq::END_TRANSACTION, true);
     for (id, s) in &sent {
         let mine: Vec<&WireFrame> = end_frames.iter().filter(|f| f.ext("msgId") == Some(s.msg_id.as_str())).collect();
         for f in &mine {
@@ -1018,12 +684,8 @@ async fn transactions(serialize_type: SerializeType) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn json_headers_transactions_commit_rollback_and_check_back() {
-    transactions(SerializeType::JSON).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn binary_headers_transactions_commit_rollback_and_check_back() {
-    transactions(SerializeType::ROCKETMQ).await;
-}
+test_both_encodings!(
+    json_headers_transactions_commit_rollback_and_check_back,
+    binary_headers_transactions_commit_rollback_and_check_back,
+    transactions
+);
