@@ -76,7 +76,7 @@ fn half_request(id: usize, opaque: i32) -> RemotingCommand {
     h.f = 0x04;
     h.g = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     h.i = Some(format!("TRAN_MSG\u{1}true\u{2}PGROUP\u{1}{GROUP}\u{2}UNIQ_KEY\u{1}{}\u{2}TAGS\u{1}tag{}\u{2}KEYS\u{1}key{id}\u{2}", uniq(id), id % 3));
-    send_with(h, format!("txn body {id}").as_bytes(), opaque, if id % 2 == 0 { SerializeType::Json } else { SerializeType::RocketMq })
+    send_with(h, format!("txn body {id}").as_bytes(), opaque, if id.is_multiple_of(2) { SerializeType::Json } else { SerializeType::RocketMq })
 }
 
 fn send_half(c: &mut Conn, id: usize) -> Half {

@@ -68,7 +68,6 @@ impl<R: Runtime> Shard<R> {
                 last_persist_us = now_us;
                 self.persist_delay_offsets().await;
                 self.persist_timer_progress().await;
-                self.persist_txn_state().await;
             }
             if outcome.store_busy {
                 // Refused for want of flushed space: go again as soon as the flush that

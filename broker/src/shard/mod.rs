@@ -250,6 +250,7 @@ impl<R: Runtime> Shard<R> {
         });
         rt.spawn(shard.clone().run_delivery());
         rt.spawn(shard.clone().run_txn_checks());
+        rt.spawn(shard.clone().run_txn_persist());
         if id == META_OWNER_SHARD {
             shard.broadcast_topics();
         }

@@ -590,6 +590,15 @@ impl<R: Runtime> Shard<R> {
         }
     }
 
+    /// Saves the table every `TXN_PERSIST_INTERVAL_MS` while it changes (its own task:
+    /// the save waits for a flush, which must not hold up delay delivery).
+    pub(super) async fn run_txn_persist(self: Rc<Self>) {
+        while !self.store_stop.get() {
+            self.rt.sleep(Duration::from_millis(txn::TXN_PERSIST_INTERVAL_MS)).await;
+            self.persist_txn_state().await;
+        }
+    }
+
     /// Saves the table if it changed, once the CommitLog it describes is durable.
     pub async fn persist_txn_state(&self) {
         let (encoded, ticket) = {
