@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod fatal;
+pub mod ha;
 pub mod meta;
 pub mod namesrv_client;
 pub mod net;

@@ -770,3 +770,158 @@ fn read_eio_is_not_fatal_names_file_and_offset_and_is_counted() {
         assert!(store.failure().is_some());
     }
 }
+
+// ---------------------------------------------------------------- replication (issue 13)
+
+/// The replica's store, on its own disk (a slave is another machine).
+fn open_replica(disk: &SimDisk, clock: &ManualClock, config: &StoreConfig) -> Result<(SimStore, RecoveryReport), StoreError> {
+    open(disk, clock, config)
+}
+
+/// Replicates everything the master holds past the replica's end, in batches of at most
+/// `batch_bytes` whole records (as the HA stream does); returns the records appended.
+fn catch_up(master: &SimStore, replica: &SimStore, batch_bytes: usize) -> u64 {
+    let mut appended = 0;
+    loop {
+        let from = ShardId(0).phys(replica.write_offset());
+        let bytes = block_on(master.read_for_replica(from, batch_bytes)).expect("master read").expect("within retention");
+        if bytes.is_empty() {
+            return appended;
+        }
+        assert!(bytes.len() <= batch_bytes.max(64 * 1024), "batch of {} bytes over {batch_bytes}", bytes.len());
+        match replica.append_replicated(from, &bytes) {
+            Ok(r) => {
+                appended += r.records;
+                assert_eq!(r.end_phys, from + r.bytes_consumed as u64);
+            }
+            Err(StoreError::Busy { .. }) => {}
+            Err(e) => panic!("append at {from}: {e}"),
+        }
+        block_on(replica.flush()).unwrap();
+    }
+}
+
+/// Both stores hold the same queues with the same entries, and the same log bytes.
+fn assert_same(master: &SimStore, replica: &SimStore) {
+    assert_eq!(master.write_offset(), replica.write_offset(), "log ends");
+    for q in master.queue_ids(TOPIC) {
+        let (min, max) = (master.min_offset(TOPIC, q), master.max_offset(TOPIC, q));
+        assert_eq!((replica.min_offset(TOPIC, q), replica.max_offset(TOPIC, q)), (min, max), "queue {q} offsets");
+        let a = block_on(master.cq_entries(TOPIC, q, min, max - min)).unwrap();
+        let b = block_on(replica.cq_entries(TOPIC, q, min, max - min)).unwrap();
+        assert_eq!(a, b, "queue {q} entries");
+    }
+    assert_eq!(read_all(master), read_all(replica), "messages");
+    let len = master.write_offset() as usize;
+    let a = block_on(master.read_for_replica(ShardId(0).phys(0), len)).unwrap().unwrap();
+    let b = block_on(replica.read_for_replica(ShardId(0).phys(0), len)).unwrap().unwrap();
+    assert!(a == b, "log bytes differ");
+}
+
+#[test]
+fn a_replica_holds_the_same_bytes_queues_and_keys_across_rolls_and_crashes() {
+    for seed in seeds(12) {
+        let _guard = SeedGuard(seed);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x4a11);
+        let clock = ManualClock::new(1_700_000_000_000);
+        let config = StoreConfig { flush_mode: FlushMode::Sync, ..StoreConfig::for_tests() };
+        let master_disk = SimDisk::new(seed);
+        let replica_disk = SimDisk::new(seed + 1_000_000);
+        let (master, _) = open(&master_disk, &clock, &config).unwrap();
+        let (mut replica, _) = open_replica(&replica_disk, &clock, &config).unwrap();
+        let mut seq = 0u64;
+        for round in 0..4 {
+            for _ in 0..rng.gen_range(20..200) {
+                let props = format!("KEYS\u{1}k{seq}\u{2}TAGS\u{1}t{}\u{2}", seq % 3);
+                match put(&master, rng.gen_range(0..4), seq, rng.gen_range(8..5000), &props) {
+                    Ok(_) => seq += 1,
+                    Err(StoreError::Busy { .. }) => block_on(master.flush()).map(|_| ()).unwrap(),
+                    Err(e) => panic!("put: {e}"),
+                }
+                if rng.gen_bool(0.05) {
+                    block_on(master.prepare_next_segment()).unwrap();
+                    block_on(replica.prepare_next_segment()).unwrap();
+                }
+            }
+            block_on(master.flush_all()).unwrap();
+            let batch = [512, 4096, 65_536, 1 << 20][rng.gen_range(0..4)];
+            // The replica writes what it receives through its own group commit.
+            loop {
+                let from = ShardId(0).phys(replica.write_offset());
+                let bytes = block_on(master.read_for_replica(from, batch)).unwrap().unwrap();
+                if bytes.is_empty() {
+                    break;
+                }
+                match replica.append_replicated(from, &bytes) {
+                    Ok(_) => {}
+                    Err(StoreError::Busy { .. }) => {}
+                    Err(e) => panic!("round {round}: append at {from}: {e}"),
+                }
+                block_on(replica.flush()).unwrap();
+                if rng.gen_bool(0.2) {
+                    block_on(replica.prepare_next_segment()).unwrap();
+                }
+            }
+            block_on(replica.flush_all()).unwrap();
+            block_on(replica.flush_logics()).unwrap();
+            assert_same(&master, &replica);
+            // A key lookup finds the replicated record on the replica.
+            let k = format!("k{}", seq.saturating_sub(1));
+            assert_eq!(block_on(replica.query_by_key(TOPIC, &k, 4, 0, i64::MAX)).unwrap().len(), 1, "key {k} on the replica");
+            if round % 2 == 1 {
+                // The replica loses power mid-stream: it recovers a prefix and resumes
+                // from its own end.
+                for _ in 0..rng.gen_range(1..40) {
+                    let props = format!("KEYS\u{1}k{seq}\u{2}");
+                    if put(&master, rng.gen_range(0..4), seq, rng.gen_range(8..3000), &props).is_ok() {
+                        seq += 1;
+                    }
+                }
+                let from = ShardId(0).phys(replica.write_offset());
+                let bytes = block_on(master.read_for_replica(from, 1 << 20)).unwrap().unwrap();
+                let _ = replica.append_replicated(from, &bytes);
+                drop(replica);
+                replica_disk.crash();
+                replica = open_replica(&replica_disk, &clock, &config).expect("replica recovers").0;
+                catch_up(&master, &replica, 8192);
+                block_on(replica.flush_all()).unwrap();
+                assert_same(&master, &replica);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_replica_refuses_what_does_not_continue_its_log() {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let config = StoreConfig { flush_mode: FlushMode::Sync, ..StoreConfig::for_tests() };
+    let (master, _) = open(&SimDisk::new(1), &clock, &config).unwrap();
+    let (replica, _) = open(&SimDisk::new(2), &clock, &config).unwrap();
+    for seq in 0..10 {
+        put(&master, (seq % 2) as i32, seq, 100, "").unwrap();
+    }
+    let all = block_on(master.read_for_replica(ShardId(0).phys(0), 1 << 20)).unwrap().unwrap();
+    let first = StoredMessageView::parse(&all).unwrap().total_size();
+    // check(batch start, bytes) -> the error's words
+    let check = |from: u64, bytes: &[u8], words: &str| {
+        let err = replica.append_replicated(from, bytes).expect_err("refused");
+        assert!(err.to_string().contains(words), "{err}");
+        assert_eq!(replica.write_offset(), 0, "nothing appended");
+    };
+    check(ShardId(0).phys(first as u64), &all[first..], "starts at");
+    check(ShardId(1).phys(0), &all, "starts at");
+    check(0, &all[..first - 1], "does not fit");
+    let mut flipped = all.clone();
+    flipped[first - 10] ^= 0x40;
+    check(0, &flipped, "does not continue");
+    check(0, &vec![0u8; 64], "not a record");
+    // The same records twice: the second copy's physical offsets are wrong.
+    let mut twice = all[..first].to_vec();
+    twice.extend_from_slice(&all[..first]);
+    check(0, &twice, "physical offset");
+    // Whole, valid: accepted in one go, then the next batch continues.
+    let r = replica.append_replicated(0, &all[..first]).unwrap();
+    assert_eq!((r.records, r.end_phys), (1, first as u64));
+    replica.append_replicated(first as u64, &all[first..]).unwrap();
+    assert_eq!(block_on(master.read_for_replica(ShardId(0).phys(0) + all.len() as u64, 1024)).unwrap(), Some(Vec::new()));
+}

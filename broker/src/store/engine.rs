@@ -26,7 +26,7 @@ use super::io::{align_down, align_up, Clock, Disk, DiskFile, IoError, IoErrorKin
 use super::segmented::{ensure_segment, flush_log, log_accessor, read_log, FlushDone, SegmentedLog};
 use ringmq_client::hash::tag_hash_code;
 use ringmq_client::message::properties::{self, keys, Properties};
-use ringmq_client::message::stored::{encode_blank, StoredMessage, StoredMessageView, BLANK_LEN_MIN_BYTES};
+use ringmq_client::message::stored::{encode_blank, record_head, RecordHead, StoredMessage, StoredMessageView, BLANK_LEN_MIN_BYTES};
 use std::cell::RefCell;
 use hashbrown::{Equivalent, HashMap};
 use std::collections::BTreeMap;
@@ -79,6 +79,18 @@ pub struct MessageToStore<'a> {
     pub store_host: SocketAddr,
     pub reconsume_times: i32,
     pub prepared_transaction_offset: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicatedAppend {
+    /// Message records appended (blanks not counted).
+    pub records: u64,
+    /// Bytes of the batch appended (a prefix of whole records).
+    pub bytes_consumed: usize,
+    /// The log's end after the append (physical offset).
+    pub end_phys: u64,
+    /// What to wait on for durability (`wait_durable`).
+    pub durable_ticket: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -391,6 +403,150 @@ impl<D: Disk, C: Clock> Store<D, C> {
             store_timestamp_ms,
             durable_ticket: local + size,
         })
+    }
+
+    /// Appends records replicated from a master (issue 13): `bytes` are whole records
+    /// (messages and end-of-segment blanks) exactly as the master's CommitLog holds them
+    /// from physical offset `phys_from`, which must be this log's end. Each record is
+    /// checked as recovery checks it (lengths, body CRC, its physical offset, the
+    /// torn-record rule) and that it continues its queue (its queue offset is the
+    /// queue's next); then it is appended byte for byte and dispatched to its
+    /// ConsumeQueue and the index, as a put would. Nothing is appended unless every
+    /// record checks; of a batch that checks, the longest prefix of whole records the
+    /// dirty-bytes budget allows is appended (`bytes_consumed`), `Busy` if not even one
+    /// record fits. Never awaits; the flusher makes it durable as any append.
+    pub fn append_replicated(&self, phys_from: u64, bytes: &[u8]) -> Result<ReplicatedAppend, StoreError> {
+        self.check_alive()?;
+        let mut guard = self.inner.borrow_mut();
+        let inner = &mut *guard;
+        if let Some((used_percent, refuse_percent)) = inner.disk_full {
+            return Err(StoreError::DiskFull { used_percent, refuse_percent });
+        }
+        if ShardId::of_phys(phys_from) != self.shard || local_of(phys_from) != inner.commitlog.write_pos {
+            return Err(StoreError::ReplicaGap { expected: self.shard.phys(inner.commitlog.write_pos), got: phys_from });
+        }
+        let dirty = inner.commitlog.dirty_bytes();
+        // First pass: check every record without changing anything.
+        let mut plan: Vec<(usize, usize, Option<(String, i32, u64)>)> = Vec::new();
+        let mut next_queue_offsets: std::collections::HashMap<(String, i32), u64> = std::collections::HashMap::new();
+        let (mut at, mut pos) = (0usize, inner.commitlog.write_pos);
+        let diverged = |reason: String| StoreError::ReplicaDiverged { offset: 0, reason };
+        while at < bytes.len() {
+            let seg_end = inner.commitlog.segment_start(pos) + inner.commitlog.segment_bytes;
+            match record_head(&bytes[at..]) {
+                RecordHead::Blank(n) => {
+                    if pos + n as u64 != seg_end || at + n as usize > bytes.len() {
+                        return Err(StoreError::ReplicaDiverged { offset: self.shard.phys(pos), reason: format!("blank record of {n} bytes does not end segment at {seg_end}") });
+                    }
+                    plan.push((at, n as usize, None));
+                    at += n as usize;
+                    pos += n as u64;
+                }
+                RecordHead::Message(n) => {
+                    let n = n as usize;
+                    if n as u64 > self.config.record_bytes_max || pos + n as u64 + BLANK_LEN_MIN_BYTES as u64 > seg_end || at + n > bytes.len() {
+                        return Err(StoreError::ReplicaDiverged { offset: self.shard.phys(pos), reason: format!("record of {n} bytes does not fit (segment end {seg_end}, batch {})", bytes.len() - at) });
+                    }
+                    let view = StoredMessageView::parse_verified(&bytes[at..at + n]).map_err(|e| diverged(e.to_string()))?;
+                    if view.physical_offset() as u64 != self.shard.phys(pos) || view.store_timestamp_ms() == 0 || view.properties_bytes().contains(&0) {
+                        return Err(StoreError::ReplicaDiverged { offset: self.shard.phys(pos), reason: format!("record says physical offset {} (or is torn)", view.physical_offset()) });
+                    }
+                    let topic = view.topic().map_err(|e| diverged(e.to_string()))?.to_string();
+                    let key = (topic, view.queue_id());
+                    let expected = match next_queue_offsets.get(&key) {
+                        Some(&o) => o,
+                        None => inner.queues.get(&key).map(|q| q.max_offset()).unwrap_or(0),
+                    };
+                    let queue_offset = view.queue_offset().max(0) as u64;
+                    if queue_offset != expected {
+                        return Err(StoreError::ReplicaDiverged {
+                            offset: self.shard.phys(pos),
+                            reason: format!("{}/{}: queue offset {queue_offset}, this replica's next is {expected}", key.0, key.1),
+                        });
+                    }
+                    next_queue_offsets.insert(key.clone(), queue_offset + 1);
+                    plan.push((at, n, Some((key.0, key.1, queue_offset))));
+                    at += n;
+                    pos += n as u64;
+                }
+                RecordHead::Empty | RecordHead::Invalid => {
+                    return Err(StoreError::ReplicaDiverged { offset: self.shard.phys(pos), reason: "not a record".into() });
+                }
+            }
+        }
+        let mut records = 0u64;
+        let mut consumed = 0usize;
+        for (at, n, queue) in plan {
+            if dirty + (at + n) as u64 > self.config.dirty_bytes_max {
+                if consumed == 0 {
+                    return Err(StoreError::Busy { dirty_bytes: dirty, max_bytes: self.config.dirty_bytes_max });
+                }
+                break;
+            }
+            consumed = at + n;
+            let local = inner.commitlog.write_pos;
+            let record = &bytes[at..at + n];
+            inner.commitlog.append(record);
+            let Some((topic, queue_id, _)) = queue else { continue };
+            let view = StoredMessageView::parse(record).expect("checked above");
+            let props = String::from_utf8_lossy(view.properties_bytes()).into_owned();
+            let key = (topic.clone(), queue_id);
+            if !inner.queues.contains_key(&key) {
+                let cq = ConsumeQueue::new(self.cq_dir(&topic, queue_id), &topic, queue_id, self.config.cq_entries_per_file, self.config.cq_tail_entries);
+                inner.queues.insert(key.clone(), cq);
+            }
+            let cq = inner.queues.get_mut(&key).expect("queue inserted above");
+            cq.append(CqEntry { phys_offset: self.shard.phys(local), size: n as u32, tag_hash: tag_hash_of(&props) });
+            for k in index_keys(&topic, &props) {
+                match inner.index.as_mut() {
+                    Some(index) => index.put(&k, self.shard.phys(local), view.store_timestamp_ms()),
+                    None => inner.index_pending.push((k, self.shard.phys(local), view.store_timestamp_ms())),
+                }
+            }
+            inner.stats.records_put += 1;
+            inner.records_appended += 1;
+            records += 1;
+        }
+        if let Some(waker) = inner.flusher_waker.take() {
+            waker.wake();
+        }
+        let end = inner.commitlog.write_pos;
+        Ok(ReplicatedAppend { records, bytes_consumed: consumed, end_phys: self.shard.phys(end), durable_ticket: end })
+    }
+
+    /// Up to `max_bytes` of whole records of this CommitLog from physical offset
+    /// `phys_from` (a record boundary), for a replica: `None` when `phys_from` is below
+    /// the oldest segment (deleted by retention: the replica must be re-seeded), empty
+    /// when nothing is past it. Cut at the last whole record; a record longer than
+    /// `max_bytes` is returned alone.
+    pub async fn read_for_replica(&self, phys_from: u64, max_bytes: usize) -> Result<Option<Vec<u8>>, StoreError> {
+        if ShardId::of_phys(phys_from) != self.shard {
+            return Ok(None);
+        }
+        let local = local_of(phys_from);
+        if local < self.commitlog_min() {
+            return Ok(None);
+        }
+        let end = self.write_offset();
+        if local >= end {
+            return Ok(Some(Vec::new()));
+        }
+        let want = (end - local).min(max_bytes.max(self.config.record_bytes_max as usize) as u64) as usize;
+        let mut bytes = self.read_commitlog(phys_from, want).await?;
+        // Keep whole records only.
+        let mut at = 0usize;
+        while at < bytes.len() {
+            let n = match record_head(&bytes[at..]) {
+                RecordHead::Blank(n) | RecordHead::Message(n) => n as usize,
+                RecordHead::Empty | RecordHead::Invalid => break,
+            };
+            if at + n > bytes.len() || (at > 0 && at + n > max_bytes) {
+                break;
+            }
+            at += n;
+        }
+        bytes.truncate(at);
+        Ok(Some(bytes))
     }
 
     /// Resolves when the flusher has work: any dirty byte under sync flush, at least

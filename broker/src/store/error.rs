@@ -33,6 +33,13 @@ pub enum StoreError {
     DiskFull { used_percent: u32, refuse_percent: u32 },
     #[error("no space left on device while writing; free space and restart")]
     NoSpace,
+    /// A replicated batch does not start at this log's end.
+    #[error("replicated batch starts at {got}, this log ends at {expected}")]
+    ReplicaGap { expected: u64, got: u64 },
+    /// A replicated record does not continue this log (bad record, wrong offsets):
+    /// master and replica hold different histories.
+    #[error("replicated record at {offset} does not continue this log: {reason}")]
+    ReplicaDiverged { offset: u64, reason: String },
     #[error("store is already open by another process: {0}")]
     Locked(String),
     #[error(transparent)]

@@ -1,0 +1,221 @@
+//! The replication stream's wire format (RingMQ's own; Java slaves are not supported).
+//! One TCP connection per shard pair: shard i of a slave to shard i of its master.
+//!
+//! Frame: `u32 length` (bytes after it, big-endian) `u8 kind` payload.
+//! - slave → master `HELLO`: magic, shard, shard count, segment bytes, the slave's
+//!   epoch history tail (last epoch and where it started) and its log end;
+//! - master → slave `WELCOME` (epoch, where the stream starts, the master's log end) or
+//!   `REFUSE` (why, in words; the slave logs it and retries later);
+//! - master → slave `DATA`: the physical offset of the first byte and whole records;
+//!   an empty `DATA` is a heartbeat that carries the master's log end;
+//! - slave → master `ACK`: the slave's log end (received) and its durable end.
+//!
+//! Invariants: a frame is at most `FRAME_BYTES_MAX`; decoding never panics and never
+//! reads past its input (proptest below); unknown kinds are errors, not skipped.
+
+use thiserror::Error;
+
+/// Largest frame: a DATA batch of `BATCH_BYTES_MAX` plus its header.
+pub const FRAME_BYTES_MAX: usize = BATCH_BYTES_MAX + 64;
+/// Most record bytes in one DATA frame.
+pub const BATCH_BYTES_MAX: usize = 4 << 20;
+/// "RMQHA1" + version byte.
+pub const MAGIC: [u8; 7] = *b"RMQHA1\x01";
+
+const KIND_HELLO: u8 = 1;
+const KIND_WELCOME: u8 = 2;
+const KIND_REFUSE: u8 = 3;
+const KIND_DATA: u8 = 4;
+const KIND_ACK: u8 = 5;
+
+/// Longest REFUSE reason.
+pub const REASON_BYTES_MAX: usize = 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    Hello(Hello),
+    Welcome { epoch: u64, start_phys: u64, master_end_phys: u64 },
+    Refuse { reason: String },
+    Data { phys_from: u64, master_end_phys: u64, records: Vec<u8> },
+    Ack { received_phys: u64, durable_phys: u64 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    pub shard: u16,
+    pub shard_count: u16,
+    pub segment_bytes: u64,
+    /// The epoch of the slave's last record (0: empty log) and where that epoch began.
+    pub last_epoch: u64,
+    pub last_epoch_start_phys: u64,
+    /// The slave's log end (physical offset): the master streams from here.
+    pub end_phys: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ProtoError {
+    #[error("frame of {0} bytes (max {FRAME_BYTES_MAX})")]
+    TooLarge(usize),
+    #[error("frame truncated: {0}")]
+    Truncated(&'static str),
+    #[error("unknown frame kind {0}")]
+    UnknownKind(u8),
+    #[error("bad magic: not a RingMQ replication peer")]
+    BadMagic,
+    #[error("empty frame")]
+    Empty,
+}
+
+impl Frame {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&[0; 4]);
+        match self {
+            Frame::Hello(h) => {
+                out.push(KIND_HELLO);
+                out.extend_from_slice(&MAGIC);
+                out.extend_from_slice(&h.shard.to_be_bytes());
+                out.extend_from_slice(&h.shard_count.to_be_bytes());
+                for v in [h.segment_bytes, h.last_epoch, h.last_epoch_start_phys, h.end_phys] {
+                    out.extend_from_slice(&v.to_be_bytes());
+                }
+            }
+            Frame::Welcome { epoch, start_phys, master_end_phys } => {
+                out.push(KIND_WELCOME);
+                for v in [*epoch, *start_phys, *master_end_phys] {
+                    out.extend_from_slice(&v.to_be_bytes());
+                }
+            }
+            Frame::Refuse { reason } => {
+                out.push(KIND_REFUSE);
+                let r = &reason.as_bytes()[..reason.len().min(REASON_BYTES_MAX)];
+                out.extend_from_slice(r);
+            }
+            Frame::Data { phys_from, master_end_phys, records } => {
+                assert!(records.len() <= BATCH_BYTES_MAX, "a DATA frame holds at most BATCH_BYTES_MAX");
+                out.push(KIND_DATA);
+                out.extend_from_slice(&phys_from.to_be_bytes());
+                out.extend_from_slice(&master_end_phys.to_be_bytes());
+                out.extend_from_slice(records);
+            }
+            Frame::Ack { received_phys, durable_phys } => {
+                out.push(KIND_ACK);
+                out.extend_from_slice(&received_phys.to_be_bytes());
+                out.extend_from_slice(&durable_phys.to_be_bytes());
+            }
+        }
+        let len = (out.len() - start - 4) as u32;
+        out[start..start + 4].copy_from_slice(&len.to_be_bytes());
+    }
+
+    /// Decodes one frame from the front of `buf`: `Ok(None)` when more bytes are needed,
+    /// `Ok(Some((frame, consumed)))` otherwise.
+    pub fn decode(buf: &[u8]) -> Result<Option<(Frame, usize)>, ProtoError> {
+        if buf.len() < 4 {
+            return Ok(None);
+        }
+        let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+        if len > FRAME_BYTES_MAX {
+            return Err(ProtoError::TooLarge(len));
+        }
+        if len == 0 {
+            return Err(ProtoError::Empty);
+        }
+        if buf.len() < 4 + len {
+            return Ok(None);
+        }
+        let body = &buf[4..4 + len];
+        let mut r = Reader { b: &body[1..] };
+        let frame = match body[0] {
+            KIND_HELLO => {
+                if r.take(MAGIC.len(), "magic")? != MAGIC {
+                    return Err(ProtoError::BadMagic);
+                }
+                Frame::Hello(Hello {
+                    shard: r.u16("shard")?,
+                    shard_count: r.u16("shard count")?,
+                    segment_bytes: r.u64("segment bytes")?,
+                    last_epoch: r.u64("epoch")?,
+                    last_epoch_start_phys: r.u64("epoch start")?,
+                    end_phys: r.u64("end")?,
+                })
+            }
+            KIND_WELCOME => Frame::Welcome { epoch: r.u64("epoch")?, start_phys: r.u64("start")?, master_end_phys: r.u64("end")? },
+            KIND_REFUSE => Frame::Refuse { reason: String::from_utf8_lossy(&r.b[..r.b.len().min(REASON_BYTES_MAX)]).into_owned() },
+            KIND_DATA => Frame::Data { phys_from: r.u64("from")?, master_end_phys: r.u64("end")?, records: r.b.to_vec() },
+            KIND_ACK => Frame::Ack { received_phys: r.u64("received")?, durable_phys: r.u64("durable")? },
+            other => return Err(ProtoError::UnknownKind(other)),
+        };
+        Ok(Some((frame, 4 + len)))
+    }
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], ProtoError> {
+        if self.b.len() < n {
+            return Err(ProtoError::Truncated(what));
+        }
+        let (head, rest) = self.b.split_at(n);
+        self.b = rest;
+        Ok(head)
+    }
+    fn u16(&mut self, what: &'static str) -> Result<u16, ProtoError> {
+        let b = self.take(2, what)?;
+        Ok(u16::from_be_bytes([b[0], b[1]]))
+    }
+    fn u64(&mut self, what: &'static str) -> Result<u64, ProtoError> {
+        let b = self.take(8, what)?;
+        Ok(u64::from_be_bytes(b.try_into().expect("8 bytes")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn check(frame: Frame) {
+        let mut out = Vec::new();
+        frame.encode(&mut out);
+        assert_eq!(Frame::decode(&out), Ok(Some((frame.clone(), out.len()))), "{frame:?}");
+        for cut in 0..out.len() {
+            assert_eq!(Frame::decode(&out[..cut]), Ok(None), "{frame:?} cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn frames_round_trip() {
+        check(Frame::Hello(Hello { shard: 3, shard_count: 16, segment_bytes: 1 << 30, last_epoch: 2, last_epoch_start_phys: 1 << 56, end_phys: u64::MAX }));
+        check(Frame::Welcome { epoch: 1, start_phys: 0, master_end_phys: 42 });
+        check(Frame::Refuse { reason: "shard count differs: master 4, slave 2".into() });
+        check(Frame::Data { phys_from: 7, master_end_phys: 9, records: vec![1, 2, 3] });
+        check(Frame::Data { phys_from: 7, master_end_phys: 7, records: Vec::new() });
+        check(Frame::Ack { received_phys: 5, durable_phys: 4 });
+    }
+
+    fn check_error(bytes: &[u8], expected: ProtoError) {
+        assert_eq!(Frame::decode(bytes), Err(expected), "{bytes:?}");
+    }
+
+    #[test]
+    fn bad_frames_are_errors() {
+        check_error(&[0, 0, 0, 0], ProtoError::Empty);
+        check_error(&[0xff, 0xff, 0xff, 0xff], ProtoError::TooLarge(u32::MAX as usize));
+        check_error(&[0, 0, 0, 1, 99], ProtoError::UnknownKind(99));
+        check_error(&[0, 0, 0, 3, KIND_ACK, 0, 0], ProtoError::Truncated("received"));
+        let mut hello = vec![0, 0, 0, 8, KIND_HELLO];
+        hello.extend_from_slice(b"RMQHA2\x01");
+        check_error(&hello, ProtoError::BadMagic);
+    }
+
+    proptest! {
+        #[test]
+        fn decoding_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = Frame::decode(&bytes);
+        }
+    }
+}
