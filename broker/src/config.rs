@@ -61,6 +61,10 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "transactionCheckInterval",
     "transactionCheckMax",
     "rejectTransactionMessage",
+    "haListenPort",
+    "haMasterAddress",
+    "syncFlushTimeout",
+    "slaveReadEnable",
 ];
 
 #[derive(Debug, Error)]
@@ -184,6 +188,20 @@ pub struct BrokerConfig {
     /// Open transactions (half messages neither committed nor rolled back) one shard
     /// holds; past it a half message is refused with SYSTEM_BUSY.
     pub transaction_pending_max: usize,
+    /// First port of the replication stream: shard i of a master listens on
+    /// `ha_listen_port + i` (RocketMQ's `haListenPort`; 0 means `listen_port + 1`).
+    pub ha_listen_port: u16,
+    /// A slave's master, `host:haListenPort` (RocketMQ's `haMasterAddress`); shard i
+    /// connects to port + i.
+    pub ha_master_address: Option<String>,
+    /// How long a SYNC_MASTER send waits for a slave's confirmation before answering
+    /// FLUSH_SLAVE_TIMEOUT (RocketMQ's `syncFlushTimeout`, ms).
+    pub sync_flush_timeout_ms: u64,
+    /// What a SYNC_MASTER waits for: the slave `received` the bytes (appended to its
+    /// log, RocketMQ's meaning) or made them `durable` (fdatasync on the slave).
+    pub ha_sync_ack: crate::ha::SyncAck,
+    /// Consumers may read from this slave (RocketMQ's `slaveReadEnable`).
+    pub slave_read_enable: bool,
     #[serde(deserialize_with = "de_store")]
     pub store: StoreConfig,
 }
@@ -216,6 +234,11 @@ impl Default for BrokerConfig {
             transaction_check_max: crate::txn::TRANSACTION_CHECK_MAX_DEFAULT,
             reject_transaction_message: false,
             transaction_pending_max: crate::txn::TRANSACTION_PENDING_MAX_DEFAULT,
+            ha_listen_port: 0,
+            ha_master_address: None,
+            sync_flush_timeout_ms: crate::ha::SYNC_FLUSH_TIMEOUT_MS_DEFAULT,
+            ha_sync_ack: crate::ha::SyncAck::Received,
+            slave_read_enable: false,
             store: StoreConfig::default(),
         };
         config.derive_bounds();
@@ -420,6 +443,10 @@ fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) -> Result<C
         "transactionCheckInterval" => config.transaction_check_interval_ms = parse_number(value)?,
         "transactionCheckMax" => config.transaction_check_max = parse_number(value)?,
         "rejectTransactionMessage" => config.reject_transaction_message = parse_bool(value)?,
+        "haListenPort" => config.ha_listen_port = parse_number(value)?,
+        "haMasterAddress" => config.ha_master_address = Some(value.to_string()),
+        "syncFlushTimeout" => config.sync_flush_timeout_ms = parse_number(value)?,
+        "slaveReadEnable" => config.slave_read_enable = parse_bool(value)?,
         "brokerId" => config.broker_id = parse_number(value)?,
         "brokerIP1" => config.broker_ip = Some(value.to_string()),
         "brokerRole" => {
@@ -618,6 +645,15 @@ impl BrokerConfig {
     }
 
     /// The address the broker listens on: every interface, as RocketMQ's broker does.
+    /// The first replication port (shard i listens on it + i).
+    pub fn ha_port_base(&self) -> u16 {
+        if self.ha_listen_port != 0 {
+            self.ha_listen_port
+        } else {
+            self.listen_port.saturating_add(1)
+        }
+    }
+
     pub fn listen_ip(&self) -> IpAddr {
         IpAddr::V4(Ipv4Addr::UNSPECIFIED)
     }
@@ -650,6 +686,12 @@ impl BrokerConfig {
                 return fail(format!("a master has broker_id 0, not {id} (set role = \"slave\" for a slave)"))
             }
             _ => {}
+        }
+        if self.role == BrokerRole::Slave && self.ha_master_address.as_deref().is_none_or(|a| a.parse::<std::net::SocketAddr>().is_err()) {
+            return fail(format!(
+                "a slave needs ha_master_address (haMasterAddress) = \"ip:port\" of its master's replication port, got {:?}",
+                self.ha_master_address
+            ));
         }
         if self.store_root.as_os_str().is_empty() {
             return fail("store_root is empty".into());
@@ -689,6 +731,7 @@ impl BrokerConfig {
             ("store.flush_interval_ms", self.store.flush_interval_ms),
             ("transaction_check_interval_ms", self.transaction_check_interval_ms),
             ("transaction_pending_max", self.transaction_pending_max as u64),
+            ("sync_flush_timeout_ms", self.sync_flush_timeout_ms),
         ];
         if let Some((field, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return fail(format!("{field} must be positive"));
@@ -956,6 +999,10 @@ mod tests {
         transactionCheckInterval=5000
         transactionCheckMax=3
         rejectTransactionMessage=true
+        haListenPort=20912
+        haMasterAddress=10.0.0.7:10912
+        syncFlushTimeout=2000
+        slaveReadEnable=true
     ";
 
     #[test]
@@ -985,6 +1032,10 @@ mod tests {
             c.transaction_check_interval_ms = 5_000;
             c.transaction_check_max = 3;
             c.reject_transaction_message = true;
+            c.ha_listen_port = 20912;
+            c.ha_master_address = Some("10.0.0.7:10912".into());
+            c.sync_flush_timeout_ms = 2_000;
+            c.slave_read_enable = true;
         });
         expected.validate().unwrap();
         check(Conf(EVERY_CONF_KEY), Ok(expected));

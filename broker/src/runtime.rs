@@ -99,10 +99,15 @@ pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
         config.shard_count
     };
     config.shard_count = shard_count;
-    if config.listen_port == 0 {
+    let picked_port = config.listen_port == 0;
+    if picked_port {
         // Every shard binds the same port: pick it once.
         let probe = std::net::TcpListener::bind(("0.0.0.0", 0)).map_err(StartError::Port)?;
         config.listen_port = probe.local_addr().map_err(StartError::Port)?.port();
+    }
+    if config.role.is_master() && config.ha_listen_port == 0 && picked_port {
+        // Tests: one free replication port per shard, consecutive.
+        config.ha_listen_port = free_port_run(shard_count).map_err(StartError::Port)?;
     }
     let ip: IpAddr = config.advertised_ip().into();
     let addr = SocketAddr::new(ip, config.listen_port);
@@ -132,7 +137,7 @@ pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
             return Err(StartError::Thread { shard: usize::MAX, reason: "a shard did not become ready".into() });
         }
     }
-    tracing::info!(%addr, shards = shard_count, store = %config.store_root.display(), flush = ?config.store.flush_mode, "broker started");
+    tracing::info!(%addr, shards = shard_count, store = %config.store_root.display(), flush = ?config.store.flush_mode, role = ?config.role, ha_port = config.ha_port_base(), "broker started");
     Ok(BrokerHandle { addr, shard_count, stop, threads, _lock: lock })
 }
 
@@ -167,6 +172,7 @@ async fn run_shard(
         crate::namesrv_client::spawn_registration(shard.clone(), stop.clone());
     }
 
+    start_replication(&shard, &config, id, stop.clone());
     let listener = match glommio::net::TcpListener::bind(SocketAddr::new(config.listen_ip(), config.listen_port)) {
         Ok(l) => l,
         Err(e) => fatal(&format!("shard {id}: cannot listen on port {}: {e}", config.listen_port)),
@@ -218,6 +224,76 @@ async fn run_shard(
         fatal(&format!("shard {id}: store did not close cleanly: {e}"));
     }
     tracing::info!(shard = id, "shard stopped cleanly");
+}
+
+/// `count` consecutive free TCP ports (the first is returned).
+fn free_port_run(count: usize) -> std::io::Result<u16> {
+    for _ in 0..64 {
+        let first = std::net::TcpListener::bind(("0.0.0.0", 0))?.local_addr()?.port();
+        if (first as usize) + count > u16::MAX as usize {
+            continue;
+        }
+        let all: Result<Vec<_>, _> = (0..count as u16).map(|i| std::net::TcpListener::bind(("0.0.0.0", first + i))).collect();
+        if all.is_ok() {
+            return Ok(first);
+        }
+    }
+    Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, "no run of free ports for replication"))
+}
+
+/// A master shard listens for its slaves on `ha_port_base + id`; a slave shard keeps a
+/// connection to its master's shard `id` (`ha_master_address` port + id).
+fn start_replication(shard: &Rc<Shard<Glommio>>, config: &BrokerConfig, id: usize, stop: Arc<AtomicBool>) {
+    if config.role.is_master() {
+        let port = config.ha_port_base() as usize + id;
+        let Ok(port) = u16::try_from(port) else { fatal(&format!("shard {id}: replication port {port} is out of range")) };
+        let listener = match glommio::net::TcpListener::bind(SocketAddr::new(config.listen_ip(), port)) {
+            Ok(l) => l,
+            Err(e) => fatal(&format!("shard {id}: cannot listen for slaves on port {port}: {e}")),
+        };
+        let shard = shard.clone();
+        glommio::spawn_local(async move {
+            let mut next = 0u64;
+            loop {
+                let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
+                    while !stop.load(Ordering::SeqCst) {
+                        glommio::timer::sleep(Duration::from_millis(STOP_POLL_INTERVAL_MS)).await;
+                    }
+                    None
+                })
+                .await;
+                match accepted {
+                    None => break,
+                    Some(Ok(stream)) => {
+                        let _ = stream.set_nodelay(true);
+                        next += 1;
+                        glommio::spawn_local(shard.clone().serve_replica(stream, next)).detach();
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!(shard = id, error = %e, "replication accept failed");
+                        glommio::timer::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+            }
+        })
+        .detach();
+    } else {
+        let master: SocketAddr = match config.ha_master_address.as_deref().map(str::parse) {
+            Some(Ok(a)) => a,
+            _ => fatal("a slave needs ha_master_address (validated at start)"),
+        };
+        let target = SocketAddr::new(master.ip(), master.port().saturating_add(id as u16));
+        let connect = move || async move {
+            match glommio::net::TcpStream::connect(target).await {
+                Ok(s) => {
+                    let _ = s.set_nodelay(true);
+                    Some(s)
+                }
+                Err(_) => None,
+            }
+        };
+        glommio::spawn_local(shard.clone().run_replication(connect)).detach();
+    }
 }
 
 /// Installs SIGTERM / SIGINT handlers that set the broker's stop flag.

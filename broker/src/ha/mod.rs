@@ -9,3 +9,157 @@
 //! change.
 
 pub mod proto;
+
+use crate::rt::chan::{self, OneshotReceiver, OneshotSender};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// RocketMQ's `syncFlushTimeout` default.
+pub const SYNC_FLUSH_TIMEOUT_MS_DEFAULT: u64 = 5_000;
+/// SYNC_MASTER sends waiting for a slave's confirmation, per shard; more get SYSTEM_BUSY.
+pub const SYNC_WAITERS_MAX: usize = 65_536;
+/// A master sends an empty DATA (its log end) when it has had nothing to send this long.
+pub const HEARTBEAT_INTERVAL_MS: u64 = 1_000;
+/// A master forgets a slave that has not acknowledged for this long (the connection is
+/// closed; the slave reconnects).
+pub const SLAVE_SILENT_MAX_MS: u64 = 10_000;
+/// A slave waits this long between attempts to reach its master.
+pub const RECONNECT_INTERVAL_MS: u64 = 1_000;
+/// Slave connections one master shard serves at once.
+pub const SLAVES_PER_SHARD_MAX: usize = 8;
+
+/// What a SYNC_MASTER's acknowledgement promises about the slave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncAck {
+    /// The slave appended the bytes to its log (RocketMQ's meaning: in its page cache).
+    #[default]
+    Received,
+    /// The slave's fdatasync covers them.
+    Durable,
+}
+
+/// How far one connected slave has confirmed (local log offsets of this shard).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlaveProgress {
+    pub received: u64,
+    pub durable: u64,
+    pub last_ack_ms: i64,
+}
+
+/// A master shard's view of its slaves and the sends waiting for them.
+#[derive(Default)]
+pub struct MasterState {
+    slaves: BTreeMap<u64, SlaveProgress>,
+    /// (local offset a send needs confirmed, who waits), in arrival order.
+    waiters: Vec<(u64, OneshotSender<()>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WaitError {
+    #[error("{0} sends already wait for a slave on this shard")]
+    TooMany(usize),
+}
+
+impl MasterState {
+    pub fn slave_count(&self) -> usize {
+        self.slaves.len()
+    }
+
+    pub fn slaves(&self) -> impl Iterator<Item = (&u64, &SlaveProgress)> {
+        self.slaves.iter()
+    }
+
+    pub fn attach(&mut self, conn: u64, at: u64, now_ms: i64) -> bool {
+        if self.slaves.len() >= SLAVES_PER_SHARD_MAX {
+            return false;
+        }
+        self.slaves.insert(conn, SlaveProgress { received: at, durable: at, last_ack_ms: now_ms });
+        true
+    }
+
+    pub fn detach(&mut self, conn: u64) {
+        self.slaves.remove(&conn);
+    }
+
+    /// The highest offset any slave confirmed, in `mode`.
+    pub fn confirmed(&self, mode: SyncAck) -> Option<u64> {
+        self.slaves.values().map(|p| if mode == SyncAck::Received { p.received } else { p.durable }).max()
+    }
+
+    /// Records an ACK; returns the waiters it releases.
+    pub fn on_ack(&mut self, conn: u64, received: u64, durable: u64, now_ms: i64, mode: SyncAck) -> Vec<OneshotSender<()>> {
+        if let Some(p) = self.slaves.get_mut(&conn) {
+            // Offsets only move forward on one connection.
+            p.received = p.received.max(received);
+            p.durable = p.durable.max(durable);
+            p.last_ack_ms = now_ms;
+        }
+        let Some(confirmed) = self.confirmed(mode) else { return Vec::new() };
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiters).into_iter().partition(|(target, _)| *target <= confirmed);
+        self.waiters = waiting;
+        done.into_iter().map(|(_, tx)| tx).collect()
+    }
+
+    /// A send that needs `target` confirmed: `None` when already confirmed.
+    pub fn wait_for(&mut self, target: u64, mode: SyncAck) -> Result<Option<OneshotReceiver<()>>, WaitError> {
+        if self.confirmed(mode).is_some_and(|c| c >= target) {
+            return Ok(None);
+        }
+        if self.waiters.len() >= SYNC_WAITERS_MAX {
+            return Err(WaitError::TooMany(self.waiters.len()));
+        }
+        let (tx, rx) = chan::oneshot();
+        self.waiters.push((target, tx));
+        Ok(Some(rx))
+    }
+
+    /// Drops waiters whose receiver gave up (timed out).
+    pub fn prune(&mut self) {
+        self.waiters.retain(|(_, tx)| !tx.is_closed());
+    }
+}
+
+/// A slave shard's view of its master.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SlaveState {
+    pub connected: bool,
+    /// The master's log end as last heard (physical offset).
+    pub master_end_phys: u64,
+    /// When it was last heard (ms).
+    pub last_heard_ms: i64,
+    pub epoch: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiters_are_released_by_the_first_slave_that_confirms() {
+        let mut m = MasterState::default();
+        assert_eq!(m.confirmed(SyncAck::Received), None);
+        assert!(m.attach(1, 0, 0));
+        assert!(m.attach(2, 0, 0));
+        let a = m.wait_for(100, SyncAck::Received).unwrap().expect("waits");
+        let _b = m.wait_for(200, SyncAck::Received).unwrap().expect("waits");
+        assert!(m.on_ack(1, 50, 0, 1, SyncAck::Received).is_empty());
+        let released = m.on_ack(2, 150, 100, 2, SyncAck::Received);
+        assert_eq!(released.len(), 1);
+        for tx in released {
+            tx.send(());
+        }
+        drop(a);
+        assert_eq!(m.confirmed(SyncAck::Durable), Some(100));
+        assert!(m.wait_for(100, SyncAck::Durable).unwrap().is_none(), "already durable on slave 2");
+        // Offsets never move back on one connection.
+        m.on_ack(2, 10, 10, 3, SyncAck::Received);
+        assert_eq!(m.confirmed(SyncAck::Received), Some(150));
+        m.detach(2);
+        assert_eq!(m.confirmed(SyncAck::Received), Some(50));
+        for c in 3..=SLAVES_PER_SHARD_MAX as u64 {
+            assert!(m.attach(c, 0, 0));
+        }
+        assert!(!m.attach(99, 0, 0), "bounded");
+    }
+}

@@ -193,7 +193,7 @@ impl<T> Drop for Receiver<T> {
 
 /// A one-value channel: the reply to one request.
 pub fn oneshot<T>() -> (OneshotSender<T>, OneshotReceiver<T>) {
-    let state = Rc::new(RefCell::new(OneshotState { value: None, waker: None, sender_alive: true }));
+    let state = Rc::new(RefCell::new(OneshotState { value: None, waker: None, sender_alive: true, receiver_alive: true }));
     (OneshotSender { state: state.clone() }, OneshotReceiver { state })
 }
 
@@ -201,6 +201,7 @@ struct OneshotState<T> {
     value: Option<T>,
     waker: Option<Waker>,
     sender_alive: bool,
+    receiver_alive: bool,
 }
 
 pub struct OneshotSender<T> {
@@ -212,6 +213,11 @@ pub struct OneshotReceiver<T> {
 }
 
 impl<T> OneshotSender<T> {
+    /// Whether the receiver is gone (nobody waits for the value any more).
+    pub fn is_closed(&self) -> bool {
+        !self.state.borrow().receiver_alive
+    }
+
     pub fn send(self, value: T) {
         let waker = {
             let mut s = self.state.borrow_mut();
@@ -234,6 +240,12 @@ impl<T> Drop for OneshotSender<T> {
         if let Some(w) = waker {
             w.wake();
         }
+    }
+}
+
+impl<T> Drop for OneshotReceiver<T> {
+    fn drop(&mut self) {
+        self.state.borrow_mut().receiver_alive = false;
     }
 }
 

@@ -21,6 +21,7 @@ mod admin;
 mod pull;
 mod send;
 pub mod sendback;
+pub mod ha;
 pub mod txn;
 
 use crate::config::BrokerConfig;
@@ -137,6 +138,9 @@ pub struct Shard<R: Runtime> {
     txn_counters: txn::TxnCounters,
     /// UNIQ_KEYs for half messages sent without one.
     txn_ids: ringmq_client::msgid::MsgIdGenerator,
+    /// Replication: this shard's slaves (on a master) and its master (on a slave).
+    ha_master: RefCell<crate::ha::MasterState>,
+    ha_slave: Cell<crate::ha::SlaveState>,
 }
 
 /// Header field that carries a send's born host (the producer's address, as Java's
@@ -239,6 +243,8 @@ impl<R: Runtime> Shard<R> {
             txn_store,
             txn_counters: txn::TxnCounters::default(),
             txn_ids: ringmq_client::msgid::MsgIdGenerator::new(store_host.ip(), std::process::id(), id as u32),
+            ha_master: RefCell::new(crate::ha::MasterState::default()),
+            ha_slave: Cell::new(crate::ha::SlaveState::default()),
         });
         crate::store::flusher::spawn_store_tasks(rt.clone(), store, shard.store_stop.clone(), Rc::new(|e: String| crate::fatal::fatal(&e)));
         let persister = shard.clone();
@@ -248,9 +254,13 @@ impl<R: Runtime> Shard<R> {
                 persister.persist_offsets().await;
             }
         });
-        rt.spawn(shard.clone().run_delivery());
-        rt.spawn(shard.clone().run_txn_checks());
-        rt.spawn(shard.clone().run_txn_persist());
+        // A slave's log is its master's: it makes no copies of its own (delayed, timed,
+        // transactional), it only replicates.
+        if shard.config.role.is_master() {
+            rt.spawn(shard.clone().run_delivery());
+            rt.spawn(shard.clone().run_txn_checks());
+            rt.spawn(shard.clone().run_txn_persist());
+        }
         if id == META_OWNER_SHARD {
             shard.broadcast_topics();
         }

@@ -49,6 +49,10 @@ impl<R: crate::rt::Runtime> Shard<R> {
     }
 
     pub(super) async fn handle_send(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
+        if !self.config.role.is_master() {
+            // A slave's log holds its master's records only (RocketMQ's answer).
+            return error_response(cmd, rs::SERVICE_NOT_AVAILABLE, "message store is slave mode, so putMessage is forbidden");
+        }
         let header = match SendMessageRequestHeader::from_ext_any(&cmd.ext_fields) {
             Ok(h) => h,
             Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, format!("bad send header: {e}")),
@@ -205,7 +209,17 @@ impl<R: crate::rt::Runtime> Shard<R> {
             transaction_id: properties::find(half_properties.as_deref().unwrap_or(&properties), keys::UNIQ_KEY).map(str::to_string),
             batch_uniq_id: None,
         };
-        let mut response = cmd.create_response(rs::SUCCESS, None);
+        // SYNC_MASTER: the message is stored here either way; the code says whether a
+        // slave has it (RocketMQ's FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE statuses).
+        let (code, remark) = if self.config.role == crate::config::BrokerRole::SyncMaster {
+            match self.wait_replicated(last.durable_ticket).await {
+                Ok(()) => (rs::SUCCESS, None),
+                Err((code, remark)) => (code, Some(remark)),
+            }
+        } else {
+            (rs::SUCCESS, None)
+        };
+        let mut response = cmd.create_response(code, remark.as_deref());
         response.ext_fields = response_header.to_ext();
         response.ext_fields.insert("MSG_REGION".into(), "DefaultRegion".into());
         response.ext_fields.insert("TRACE_ON".into(), "true".into());

@@ -180,6 +180,11 @@ struct Inner<D: Disk> {
     stats: StoreStats,
     /// The flusher waiting for work (woken by `put`).
     flusher_waker: Option<Waker>,
+    /// Tasks waiting for the log to grow (replication senders; a handful per shard).
+    pub(crate) append_wakers: Vec<Waker>,
+    /// Someone needs the log durable now (a SYNC_MASTER send): the flusher flushes
+    /// whatever is dirty without waiting for its interval or `flush_min_bytes`.
+    pub(crate) flush_requested: bool,
     /// Records appended over the store's life (= the sum of the queues' max offsets).
     records_appended: u64,
     /// Records below the CommitLog's durable end.
@@ -387,6 +392,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
         }
         inner.stats.records_put += 1;
         inner.records_appended += 1;
+        inner.append_wakers.drain(..).for_each(Waker::wake);
         let wake = match self.config.flush_mode {
             FlushMode::Sync => true,
             FlushMode::Async => inner.commitlog.dirty_bytes() >= self.config.flush_min_bytes,
@@ -510,11 +516,28 @@ impl<D: Disk, C: Clock> Store<D, C> {
         if let Some(waker) = inner.flusher_waker.take() {
             waker.wake();
         }
+        inner.append_wakers.drain(..).for_each(Waker::wake);
         let end = inner.commitlog.write_pos;
         Ok(ReplicatedAppend { records, bytes_consumed: consumed, end_phys: self.shard.phys(end), durable_ticket: end })
     }
 
-    /// Up to `max_bytes` of whole records of this CommitLog from physical offset
+    /// Asks the flusher to flush what is dirty now (async flush otherwise waits for its
+    /// interval): a SYNC_MASTER send needs its bytes durable here before a slave gets
+    /// them.
+    pub fn request_flush(&self) {
+        let mut inner = self.inner.borrow_mut();
+        inner.flush_requested = true;
+        if let Some(waker) = inner.flusher_waker.take() {
+            waker.wake();
+        }
+    }
+
+    /// Resolves once the log's end is past `local_end` (or the store failed).
+    pub fn wait_appended(&self, local_end: u64) -> AppendWait<D> {
+        AppendWait { inner: self.inner.clone(), after: local_end }
+    }
+
+    /// Up to `max_bytes` of whole durable records of this CommitLog from physical offset
     /// `phys_from` (a record boundary), for a replica: `None` when `phys_from` is below
     /// the oldest segment (deleted by retention: the replica must be re-seeded), empty
     /// when nothing is past it. Cut at the last whole record; a record longer than
@@ -527,7 +550,9 @@ impl<D: Disk, C: Clock> Store<D, C> {
         if local < self.commitlog_min() {
             return Ok(None);
         }
-        let end = self.write_offset();
+        // Only what is durable here: a slave never holds bytes this master could lose in
+        // a crash, so a restarted master is never behind its slaves.
+        let end = self.flushed_offset();
         if local >= end {
             return Ok(Some(Vec::new()));
         }
@@ -626,7 +651,8 @@ impl<D: Disk, C: Clock> Store<D, C> {
         // `flush_log` picks its range on its first poll, before anything else runs, and
         // always covers everything appended: these describe exactly what it covers.
         let (records_before, write_before) = {
-            let inner = self.inner.borrow();
+            let mut inner = self.inner.borrow_mut();
+            inner.flush_requested = false;
             (inner.records_appended, inner.commitlog.write_pos)
         };
         let result = flush_log(&*self.inner, &commitlog_of, &self.disk, u64::MAX).await;
@@ -1216,10 +1242,33 @@ impl<D: Disk> Future for FlushWanted<D> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let mut inner = self.inner.borrow_mut();
-        if inner.failed.is_some() || inner.commitlog.dirty_bytes() >= self.min_bytes {
+        let dirty = inner.commitlog.dirty_bytes();
+        if inner.failed.is_some() || dirty >= self.min_bytes || (inner.flush_requested && dirty > 0) {
             return Poll::Ready(());
         }
         inner.flusher_waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// Future returned by [`Store::wait_appended`].
+pub struct AppendWait<D: Disk> {
+    inner: Rc<RefCell<Inner<D>>>,
+    after: u64,
+}
+
+impl<D: Disk> Future for AppendWait<D> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut inner = self.inner.borrow_mut();
+        if inner.failed.is_some() || inner.commitlog.write_pos > self.after {
+            return Poll::Ready(());
+        }
+        // Bounded by the waiting tasks: the list is drained at every append.
+        if !inner.append_wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            inner.append_wakers.push(cx.waker().clone());
+        }
         Poll::Pending
     }
 }

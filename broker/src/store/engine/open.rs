@@ -215,6 +215,8 @@ pub async fn open_store<D: Disk, C: Clock>(
             logics_flushing: false,
             stats: StoreStats::default(),
             flusher_waker: None,
+            append_wakers: Vec::new(),
+            flush_requested: false,
             records_appended: 0,
             records_flushed: 0,
             checkpoint_logics_phys: 0,

@@ -1,0 +1,348 @@
+//! The shard's side of replication (`ha/` owns the rules and state): on a master, one
+//! task per connected slave streams this shard's CommitLog and reads its ACKs
+//! (`serve_replica`), and SYNC_MASTER sends wait for a slave's confirmation
+//! (`wait_replicated`); on a slave, one task keeps the connection to the master's shard
+//! of the same number and appends what it receives (`run_replication`).
+//!
+//! Invariants: an ASYNC_MASTER never waits for a slave (the stream reads what the log
+//! holds; a slow slave only falls behind, bounded by one DATA frame in flight); a
+//! SYNC_MASTER answers SUCCESS only once a slave confirmed the send's bytes (received
+//! or durable, `ha_sync_ack`), FLUSH_SLAVE_TIMEOUT after `sync_flush_timeout_ms`,
+//! SLAVE_NOT_AVAILABLE with no slave attached — never SUCCESS for bytes no slave has;
+//! a slave writes only what continues its log (`Store::append_replicated`) and never
+//! takes client writes.
+
+use super::Shard;
+use crate::ha::proto::{Frame, Hello, BATCH_BYTES_MAX};
+use crate::ha::{SyncAck, HEARTBEAT_INTERVAL_MS, RECONNECT_INTERVAL_MS, SLAVE_SILENT_MAX_MS};
+use crate::rt::Runtime;
+use crate::store::engine::{local_of, ShardId};
+use crate::store::error::StoreError;
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use ringmq_client::remoting::codes::response_code as rs;
+use std::cell::Cell;
+use std::future::Future;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// The epoch this broker's shards serve as masters. Fixed until failover exists; kept
+/// on the wire (HELLO, WELCOME) so a failover can raise it without a format change.
+pub const MASTER_EPOCH: u64 = 1;
+/// How long a peer may take to say HELLO / WELCOME.
+const HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+/// Bytes read from the socket per read call.
+const READ_CHUNK_BYTES: usize = 256 * 1024;
+
+/// Why a replication connection ended.
+#[derive(Debug, thiserror::Error)]
+pub enum HaError {
+    #[error("connection closed")]
+    Closed,
+    #[error("no answer within {0} ms")]
+    Timeout(u64),
+    #[error("bad frame: {0}")]
+    Proto(#[from] crate::ha::proto::ProtoError),
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error("unexpected frame: {0}")]
+    Unexpected(&'static str),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// Reads one frame, buffering what comes after it.
+async fn read_frame<S: AsyncRead + Unpin>(reader: &mut S, buf: &mut Vec<u8>) -> Result<Frame, HaError> {
+    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    loop {
+        if let Some((frame, used)) = Frame::decode(buf)? {
+            buf.drain(..used);
+            return Ok(frame);
+        }
+        match reader.read(&mut chunk).await {
+            Ok(0) | Err(_) => return Err(HaError::Closed),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+async fn write_frame<S: AsyncWrite + Unpin>(writer: &mut S, frame: &Frame) -> Result<(), HaError> {
+    let mut out = Vec::new();
+    frame.encode(&mut out);
+    writer.write_all(&out).await.map_err(|_| HaError::Closed)?;
+    writer.flush().await.map_err(|_| HaError::Closed)
+}
+
+async fn with_timeout<R: Runtime, T>(rt: &R, ms: u64, f: impl Future<Output = Result<T, HaError>>) -> Result<T, HaError> {
+    match crate::rt::timeout(rt, Duration::from_millis(ms), f).await {
+        Some(r) => r,
+        None => Err(HaError::Timeout(ms)),
+    }
+}
+
+impl<R: Runtime> Shard<R> {
+    /// Master side of one slave connection (`conn_id` unique on this shard).
+    pub async fn serve_replica<S: AsyncRead + AsyncWrite + Unpin + 'static>(self: Rc<Self>, stream: S, conn_id: u64) {
+        let result = self.clone().serve_replica_inner(stream, conn_id).await;
+        self.ha_master.borrow_mut().detach(conn_id);
+        match result {
+            Err(HaError::Closed) | Ok(()) => tracing::info!(shard = self.id, conn_id, "slave disconnected"),
+            Err(e) => tracing::warn!(shard = self.id, conn_id, error = %e, "slave connection ended"),
+        }
+    }
+
+    async fn serve_replica_inner<S: AsyncRead + AsyncWrite + Unpin + 'static>(self: Rc<Self>, stream: S, conn_id: u64) -> Result<(), HaError> {
+        let (mut reader, mut writer) = futures_lite::io::split(stream);
+        let mut buf = Vec::new();
+        let hello = match with_timeout(&self.rt, HANDSHAKE_TIMEOUT_MS, read_frame(&mut reader, &mut buf)).await? {
+            Frame::Hello(h) => h,
+            _ => return Err(HaError::Unexpected("expected HELLO")),
+        };
+        if let Some(reason) = self.refuse_reason(&hello) {
+            tracing::error!(shard = self.id, conn_id, reason, "slave refused");
+            let _ = write_frame(&mut writer, &Frame::Refuse { reason: reason.clone() }).await;
+            return Err(HaError::Refused(reason));
+        }
+        let start = local_of(hello.end_phys);
+        if !self.ha_master.borrow_mut().attach(conn_id, start, self.now_ms()) {
+            let reason = format!("this shard already serves {} slaves", crate::ha::SLAVES_PER_SHARD_MAX);
+            let _ = write_frame(&mut writer, &Frame::Refuse { reason: reason.clone() }).await;
+            return Err(HaError::Refused(reason));
+        }
+        let master_end = self.store.shard().phys(self.store.write_offset());
+        write_frame(&mut writer, &Frame::Welcome { epoch: MASTER_EPOCH, start_phys: hello.end_phys, master_end_phys: master_end }).await?;
+        tracing::info!(shard = self.id, conn_id, from = hello.end_phys, master_end, "slave attached");
+        // ACKs are read by their own task; it ends with the connection.
+        let closed = Rc::new(Cell::new(false));
+        let acks = {
+            let (shard, closed) = (self.clone(), closed.clone());
+            async move {
+                loop {
+                    match read_frame(&mut reader, &mut buf).await {
+                        Ok(Frame::Ack { received_phys, durable_phys }) => {
+                            let mode = shard.config.ha_sync_ack;
+                            let released = shard.ha_master.borrow_mut().on_ack(conn_id, local_of(received_phys), local_of(durable_phys), shard.now_ms(), mode);
+                            released.into_iter().for_each(|tx| tx.send(()));
+                        }
+                        Ok(_) => {
+                            tracing::warn!(shard = shard.id, conn_id, "slave sent a frame other than ACK; closing");
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                closed.set(true);
+            }
+        };
+        self.rt.spawn(acks);
+        let mut pos = hello.end_phys;
+        let mut last_sent_us = self.rt.monotonic_us();
+        while !closed.get() && !self.store_stop.get() {
+            let silent_ms = self.ha_master.borrow().slaves().find(|(c, _)| **c == conn_id).map(|(_, p)| self.now_ms() - p.last_ack_ms).unwrap_or(i64::MAX);
+            if silent_ms > SLAVE_SILENT_MAX_MS as i64 {
+                return Err(HaError::Timeout(SLAVE_SILENT_MAX_MS));
+            }
+            let batch = match self.store.read_for_replica(pos, BATCH_BYTES_MAX).await {
+                Ok(Some(b)) => b,
+                Ok(None) => {
+                    let reason = format!("offset {pos} is below this master's retention: re-seed the slave (see README, Replication)");
+                    let _ = write_frame(&mut writer, &Frame::Refuse { reason: reason.clone() }).await;
+                    return Err(HaError::Refused(reason));
+                }
+                Err(e) => {
+                    // A read error is not fatal (see store/error.rs): try again shortly.
+                    tracing::warn!(shard = self.id, conn_id, error = %e, "replication read failed; retried");
+                    self.rt.sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let master_end = self.store.shard().phys(self.store.write_offset());
+            if batch.is_empty() {
+                let idle_us = self.rt.monotonic_us().saturating_sub(last_sent_us);
+                if idle_us >= HEARTBEAT_INTERVAL_MS * 1000 {
+                    write_frame(&mut writer, &Frame::Data { phys_from: pos, master_end_phys: master_end, records: Vec::new() }).await?;
+                    last_sent_us = self.rt.monotonic_us();
+                    continue;
+                }
+                // Wait for durable bytes past `pos`, at most until the next heartbeat.
+                let left = Duration::from_micros(HEARTBEAT_INTERVAL_MS * 1000 - idle_us);
+                let store = &self.store;
+                let more = async {
+                    store.wait_appended(local_of(pos)).await;
+                    let _ = store.wait_durable(local_of(pos) + 1).await;
+                };
+                let _ = crate::rt::timeout(&self.rt, left, more).await;
+                continue;
+            }
+            let n = batch.len() as u64;
+            write_frame(&mut writer, &Frame::Data { phys_from: pos, master_end_phys: master_end, records: batch }).await?;
+            pos += n;
+            last_sent_us = self.rt.monotonic_us();
+        }
+        Ok(())
+    }
+
+    /// Why a slave's HELLO cannot be served, if it cannot.
+    fn refuse_reason(&self, h: &Hello) -> Option<String> {
+        if h.shard as usize != self.id || h.shard_count as usize != self.count {
+            return Some(format!(
+                "shard layout differs: slave shard {} of {}, master shard {} of {} (master and slave need the same shard_count)",
+                h.shard, h.shard_count, self.id, self.count
+            ));
+        }
+        if h.segment_bytes != self.config.store.segment_bytes {
+            return Some(format!("segment size differs: slave {} bytes, master {} (store.segment_bytes must match)", h.segment_bytes, self.config.store.segment_bytes));
+        }
+        if ShardId::of_phys(h.end_phys).0 as usize != self.id {
+            return Some(format!("slave log end {} is not an offset of shard {}", h.end_phys, self.id));
+        }
+        if h.last_epoch > MASTER_EPOCH {
+            return Some(format!("slave holds epoch {} records, this master serves epoch {MASTER_EPOCH}", h.last_epoch));
+        }
+        let master_end = self.store.write_offset();
+        if local_of(h.end_phys) > master_end {
+            return Some(format!(
+                "slave log end {} is past this master's end {}: the slave holds records this master lost (it restarted with less). \
+                 Keep the slave's data: promote it, or re-seed the master from it (README, Replication)",
+                local_of(h.end_phys),
+                master_end
+            ));
+        }
+        None
+    }
+
+    /// SYNC_MASTER: waits until a slave confirmed everything up to `ticket` (the local
+    /// log end of a send), or answers why not.
+    pub(super) async fn wait_replicated(&self, ticket: u64) -> Result<(), (i32, String)> {
+        let mode: SyncAck = self.config.ha_sync_ack;
+        // Slaves get only what is durable here: flush now rather than at the interval.
+        self.store.request_flush();
+        let wait = {
+            let mut master = self.ha_master.borrow_mut();
+            if master.slave_count() == 0 {
+                return Err((rs::SLAVE_NOT_AVAILABLE, "no slave is attached to this SYNC_MASTER shard: the message is stored on the master only".into()));
+            }
+            master.wait_for(ticket, mode).map_err(|e| (rs::SYSTEM_BUSY, e.to_string()))?
+        };
+        let Some(rx) = wait else { return Ok(()) };
+        let timeout_ms = self.config.sync_flush_timeout_ms;
+        match crate::rt::timeout(&self.rt, Duration::from_millis(timeout_ms), rx).await {
+            Some(Some(())) => Ok(()),
+            Some(None) | None => {
+                self.ha_master.borrow_mut().prune();
+                Err((rs::FLUSH_SLAVE_TIMEOUT, format!("no slave confirmed the message within syncFlushTimeout {timeout_ms} ms: it is stored on the master only")))
+            }
+        }
+    }
+
+    /// Slave side: keeps a connection to the master's shard of the same number (made by
+    /// `connect`) and appends what arrives, until the shard stops.
+    pub async fn run_replication<S, F, C>(self: Rc<Self>, connect: C)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + 'static,
+        F: Future<Output = Option<S>>,
+        C: Fn() -> F,
+    {
+        while !self.store_stop.get() {
+            match connect().await {
+                Some(stream) => match self.clone().replicate_once(stream).await {
+                    Err(HaError::Refused(reason)) => tracing::error!(shard = self.id, reason, "master refused this slave; retrying"),
+                    Err(HaError::Store(e)) => tracing::error!(shard = self.id, error = %e, "replicated data does not continue this log; retrying"),
+                    Err(e) => tracing::info!(shard = self.id, error = %e, "replication connection ended; reconnecting"),
+                    Ok(()) => {}
+                },
+                None => tracing::debug!(shard = self.id, "master not reachable; retrying"),
+            }
+            let mut s = self.ha_slave.get();
+            s.connected = false;
+            self.ha_slave.set(s);
+            self.rt.sleep(Duration::from_millis(RECONNECT_INTERVAL_MS)).await;
+        }
+    }
+
+    async fn replicate_once<S: AsyncRead + AsyncWrite + Unpin + 'static>(self: Rc<Self>, stream: S) -> Result<(), HaError> {
+        let (mut reader, mut writer) = futures_lite::io::split(stream);
+        let end = self.store.shard().phys(self.store.write_offset());
+        let hello = Hello {
+            shard: self.id as u16,
+            shard_count: self.count as u16,
+            segment_bytes: self.config.store.segment_bytes,
+            last_epoch: if self.store.write_offset() > 0 { MASTER_EPOCH } else { 0 },
+            last_epoch_start_phys: self.store.shard().phys(0),
+            end_phys: end,
+        };
+        write_frame(&mut writer, &Frame::Hello(hello)).await?;
+        let mut buf = Vec::new();
+        let epoch = match with_timeout(&self.rt, HANDSHAKE_TIMEOUT_MS, read_frame(&mut reader, &mut buf)).await? {
+            Frame::Welcome { epoch, start_phys, master_end_phys } => {
+                if start_phys != end {
+                    return Err(HaError::Unexpected("WELCOME starts elsewhere than this log's end"));
+                }
+                tracing::info!(shard = self.id, from = end, master_end = master_end_phys, "replicating from the master");
+                epoch
+            }
+            Frame::Refuse { reason } => return Err(HaError::Refused(reason)),
+            _ => return Err(HaError::Unexpected("expected WELCOME")),
+        };
+        self.ha_slave.set(crate::ha::SlaveState { connected: true, master_end_phys: end, last_heard_ms: self.now_ms(), epoch });
+        // Durable progress is reported by its own task as the flusher advances.
+        let (ack_tx, ack_rx) = crate::rt::chan::bounded::<Frame>(4);
+        let reporter = {
+            let (shard, ack_tx) = (self.clone(), ack_tx.clone());
+            async move {
+                let mut reported = 0u64;
+                while !shard.store_stop.get() {
+                    shard.store.wait_appended(reported).await;
+                    let end = shard.store.write_offset();
+                    if shard.store.wait_durable(end).await.is_err() {
+                        break;
+                    }
+                    reported = end;
+                    let phys = |l: u64| shard.store.shard().phys(l);
+                    let ack = Frame::Ack { received_phys: phys(shard.store.write_offset()), durable_phys: phys(shard.store.flushed_offset()) };
+                    if ack_tx.send(ack).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        };
+        self.rt.spawn(reporter);
+        let writer_task = async move {
+            while let Some(frame) = ack_rx.recv().await {
+                if write_frame(&mut writer, &frame).await.is_err() {
+                    break;
+                }
+            }
+        };
+        self.rt.spawn(writer_task);
+        loop {
+            let frame = read_frame(&mut reader, &mut buf).await?;
+            let Frame::Data { phys_from, master_end_phys, records } = frame else {
+                return Err(HaError::Unexpected("expected DATA"));
+            };
+            let mut at = 0usize;
+            while at < records.len() {
+                match self.store.append_replicated(phys_from + at as u64, &records[at..]) {
+                    Ok(r) => at += r.bytes_consumed,
+                    Err(StoreError::Busy { .. }) => {
+                        let end = self.store.write_offset();
+                        self.store.wait_durable(end).await?;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            self.ha_slave.set(crate::ha::SlaveState { connected: true, master_end_phys, last_heard_ms: self.now_ms(), epoch });
+            let phys = |l: u64| self.store.shard().phys(l);
+            let ack = Frame::Ack { received_phys: phys(self.store.write_offset()), durable_phys: phys(self.store.flushed_offset()) };
+            // A full queue means ACKs are already on their way; this one adds nothing.
+            let _ = ack_tx.try_send(ack);
+        }
+    }
+
+    pub fn ha_slave_state(&self) -> crate::ha::SlaveState {
+        self.ha_slave.get()
+    }
+
+    pub fn ha_slaves(&self) -> Vec<(u64, crate::ha::SlaveProgress)> {
+        self.ha_master.borrow().slaves().map(|(c, p)| (*c, *p)).collect()
+    }
+}
