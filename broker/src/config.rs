@@ -398,6 +398,9 @@ pub struct BrokerArgs {
     pub broker_id: Option<u64>,
     #[arg(long, value_enum)]
     pub role: Option<BrokerRole>,
+    /// A slave's master: `ip:port` of its first replication port.
+    #[arg(long, value_name = "IP:PORT")]
+    pub ha_master_address: Option<String>,
     /// IPv4 address advertised to NameServers and clients.
     #[arg(long, value_name = "IP")]
     pub broker_ip: Option<String>,
@@ -578,6 +581,7 @@ impl BrokerConfig {
             cluster_name,
             broker_id,
             role,
+            ha_master_address,
             broker_ip,
             flush,
             auto_create_topic,
@@ -605,6 +609,9 @@ impl BrokerConfig {
         }
         if let Some(role) = role {
             config.role = role;
+        }
+        if let Some(addr) = ha_master_address {
+            config.ha_master_address = Some(addr);
         }
         if let Some(ip) = broker_ip {
             config.broker_ip = Some(ip);
@@ -868,6 +875,7 @@ mod tests {
             broker_name = "broker-b"
             broker_id = 2
             role = "slave"
+            ha_master_address = "10.0.0.1:10912"
             store_root = "/data/store"
             shard_count = 4
             cpu_list = [2, 3, 4, 5]
@@ -903,6 +911,7 @@ mod tests {
             c.broker_name = "broker-b".into();
             c.broker_id = 2;
             c.role = BrokerRole::Slave;
+            c.ha_master_address = Some("10.0.0.1:10912".into());
             c.store_root = "/data/store".into();
             c.shard_count = 4;
             c.cpu_list = Some(vec![2, 3, 4, 5]);
@@ -1128,7 +1137,9 @@ mod tests {
             (with(|c| c.broker_name = "a b".into()), Some("broker_name")),
             (with(|c| c.role = BrokerRole::Slave), Some("broker_id > 0")),
             (with(|c| c.broker_id = 1), Some("master has broker_id 0")),
-            (with(|c| (c.role, c.broker_id) = (BrokerRole::Slave, 1)), None),
+            (with(|c| (c.role, c.broker_id) = (BrokerRole::Slave, 1)), Some("needs ha_master_address")),
+            (with(|c| (c.role, c.broker_id, c.ha_master_address) = (BrokerRole::Slave, 1, Some("10.0.0.1:10912".into()))), None),
+            (with(|c| (c.role, c.broker_id, c.ha_master_address) = (BrokerRole::Slave, 1, Some("host:10912".into()))), Some("ip:port")),
             (with(|c| c.store_root = PathBuf::new()), Some("store_root")),
             (with(|c| c.shard_count = 128), None),
             (with(|c| c.shard_count = 129), Some("shard_count 129")),
@@ -1175,8 +1186,8 @@ mod tests {
         check(Args(&["--broker-name", "b"]), Ok(with(|c| c.broker_name = "b".into())));
         check(Args(&["--cluster-name", "K"]), Ok(with(|c| c.cluster_name = "K".into())));
         check(
-            Args(&["--broker-id", "3", "--role", "slave"]),
-            Ok(with(|c| (c.broker_id, c.role) = (3, BrokerRole::Slave))),
+            Args(&["--broker-id", "3", "--role", "slave", "--ha-master-address", "10.0.0.1:10912"]),
+            Ok(with(|c| (c.broker_id, c.role, c.ha_master_address) = (3, BrokerRole::Slave, Some("10.0.0.1:10912".into())))),
         );
         check(Args(&["--role", "sync-master"]), Ok(with(|c| c.role = BrokerRole::SyncMaster)));
         check(Args(&["--broker-ip", "10.9.8.7"]), Ok(with(|c| c.broker_ip = Some("10.9.8.7".into()))));

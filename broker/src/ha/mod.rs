@@ -157,7 +157,7 @@ mod tests {
         assert_eq!(m.confirmed(SyncAck::Received), Some(150));
         m.detach(2);
         assert_eq!(m.confirmed(SyncAck::Received), Some(50));
-        for c in 3..=SLAVES_PER_SHARD_MAX as u64 {
+        for c in 3..=SLAVES_PER_SHARD_MAX as u64 + 1 {
             assert!(m.attach(c, 0, 0));
         }
         assert!(!m.attach(99, 0, 0), "bounded");
