@@ -43,7 +43,7 @@ pub fn register_request<R: Runtime>(shard: &Shard<R>) -> RemotingCommand {
         broker_name: c.broker_name.clone(),
         broker_addr: broker_addr(shard),
         cluster_name: c.cluster_name.clone(),
-        ha_server_addr: format!("{}:{}", shard.store_host().ip(), c.listen_port.wrapping_add(1)),
+        ha_server_addr: format!("{}:{}", shard.store_host().ip(), c.ha_port_base()),
         broker_id: c.broker_id as i64,
         heartbeat_timeout_millis: Some(120_000),
         enable_acting_master: None,

@@ -3,7 +3,8 @@
 //!
 //! - `a_slave_mirrors_its_master_and_refuses_writes`: an ASYNC_MASTER (2 shards) and a
 //!   SLAVE (2 shards) on the same machine; sends to the master reach the slave — same
-//!   queue offsets, same bytes; a send to the slave is refused (SERVICE_NOT_AVAILABLE);
+//!   queue offsets, same bytes — and so do the topic (created on the master only) and a
+//!   consumer offset committed on the master; a send to the slave is refused (SERVICE_NOT_AVAILABLE);
 //!   the slave, SIGKILLed mid-stream and restarted, catches up from its own end.
 //! - `sync_master_acknowledges_only_what_a_slave_has`: a SYNC_MASTER with no slave
 //!   answers SLAVE_NOT_AVAILABLE (stored on the master only); with a slave every send is
@@ -57,6 +58,7 @@ fn send(c: &mut Conn, id: usize, opaque: i32) -> RemotingCommand {
     c.call(send_with(h, format!("ha body {id}").as_bytes(), opaque, SerializeType::RocketMq))
 }
 
+/// Each queue's max offset (-1 while the topic is unknown there).
 fn max_offsets(addr: SocketAddr) -> Vec<i64> {
     let mut c = Conn::open(addr);
     (0..QUEUES)
@@ -80,6 +82,7 @@ fn drain(addr: SocketAddr) -> BTreeMap<usize, (i32, i64)> {
             h.max_msg_nums = 32;
             let r = c.call(pull_with(&h, opaque, SerializeType::RocketMq));
             if r.code != rs::SUCCESS {
+                assert!(matches!(r.code, rs::PULL_NOT_FOUND | rs::PULL_OFFSET_MOVED), "pull {TOPIC}/{q} at {offset}: {} {:?}", r.code, r.remark);
                 break;
             }
             let mut at = 0;
@@ -113,14 +116,31 @@ fn a_slave_mirrors_its_master_and_refuses_writes() {
     let master = ChildBroker::start_up(dir.path(), &dir.path().join("m"), &master_config(2, "async_master"));
     let slave_cfg = slave_config(2, ha_port(&master));
     let mut slave = ChildBroker::start_up(dir.path(), &dir.path().join("s"), &slave_cfg);
-    for addr in [master.addr, slave.addr] {
-        assert_eq!(Conn::open(addr).call(create_topic(TOPIC, QUEUES)).code, rs::SUCCESS);
-    }
+    // Created on the master only: the topic table reaches the slave with the stream.
+    assert_eq!(Conn::open(master.addr).call(create_topic(TOPIC, QUEUES)).code, rs::SUCCESS);
     let mut c = Conn::open(master.addr);
+    // A consumer offset committed on the master reaches the slave too.
+    let commit = RemotingCommand::request(rq::UPDATE_CONSUMER_OFFSET)
+        .with_ext("consumerGroup", "CG_HA")
+        .with_ext("topic", TOPIC)
+        .with_ext("queueId", "1")
+        .with_ext("commitOffset", "42")
+        .with_opaque(99);
+    assert_eq!(c.call(commit).code, rs::SUCCESS);
     for id in 0..400 {
         assert_eq!(send(&mut c, id, 100 + id as i32).code, rs::SUCCESS);
     }
     wait_caught_up(master.addr, slave.addr);
+    let deadline = Instant::now() + CATCH_UP;
+    loop {
+        let q = RemotingCommand::request(rq::QUERY_CONSUMER_OFFSET).with_ext("consumerGroup", "CG_HA").with_ext("topic", TOPIC).with_ext("queueId", "1").with_opaque(98);
+        let r = Conn::open(slave.addr).call(q);
+        if r.code == rs::SUCCESS && r.ext("offset") == Some("42") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "consumer offset not on the slave: {} {:?} {:?}", r.code, r.ext("offset"), r.remark);
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let on_master = drain(master.addr);
     assert_eq!(on_master.len(), 400);
     assert_eq!(drain(slave.addr), on_master, "same messages at the same queue offsets");
@@ -165,7 +185,6 @@ fn sync_master_acknowledges_only_what_a_slave_has() {
     let ha = ha_port(&master);
     let slave_cfg = slave_config(2, ha);
     let slave = ChildBroker::start_up(dir.path(), &dir.path().join("s"), &slave_cfg);
-    assert_eq!(Conn::open(slave.addr).call(create_topic(TOPIC, QUEUES)).code, rs::SUCCESS);
     // Until the slave attached, sends may still be refused; then every send is SUCCESS.
     let deadline = Instant::now() + CATCH_UP;
     let mut id = 1;

@@ -25,6 +25,8 @@ pub const HEARTBEAT_INTERVAL_MS: u64 = 1_000;
 pub const SLAVE_SILENT_MAX_MS: u64 = 10_000;
 /// A slave waits this long between attempts to reach its master.
 pub const RECONNECT_INTERVAL_MS: u64 = 1_000;
+/// How often a master compares its metadata with what it last sent a slave.
+pub const META_INTERVAL_MS: u64 = 1_000;
 /// Slave connections one master shard serves at once.
 pub const SLAVES_PER_SHARD_MAX: usize = 8;
 

@@ -8,7 +8,9 @@
 //!   `REFUSE` (why, in words; the slave logs it and retries later);
 //! - master → slave `DATA`: the physical offset of the first byte and whole records;
 //!   an empty `DATA` is a heartbeat that carries the master's log end;
-//! - slave → master `ACK`: the slave's log end (received) and its durable end.
+//! - slave → master `ACK`: the slave's log end (received) and its durable end;
+//! - master → slave `META`: one metadata snapshot (`MetaKind`) of the master's shard,
+//!   sent when it changed (at most every `META_INTERVAL_MS`).
 //!
 //! Invariants: a frame is at most `FRAME_BYTES_MAX`; decoding never panics and never
 //! reads past its input (proptest below); unknown kinds are errors, not skipped.
@@ -27,6 +29,7 @@ const KIND_WELCOME: u8 = 2;
 const KIND_REFUSE: u8 = 3;
 const KIND_DATA: u8 = 4;
 const KIND_ACK: u8 = 5;
+const KIND_META: u8 = 6;
 
 /// Longest REFUSE reason.
 pub const REASON_BYTES_MAX: usize = 1024;
@@ -38,6 +41,32 @@ pub enum Frame {
     Refuse { reason: String },
     Data { phys_from: u64, master_end_phys: u64, records: Vec<u8> },
     Ack { received_phys: u64, durable_phys: u64 },
+    Meta { kind: MetaKind, payload: Vec<u8> },
+}
+
+/// What a META frame carries (each in the broker's own snapshot encoding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MetaKind {
+    /// The topic table (from the metadata owner shard).
+    Topics = 1,
+    /// The subscription-group table (from the metadata owner shard).
+    Groups = 2,
+    /// The consumer offsets of the shard's queues.
+    ConsumerOffsets = 3,
+    /// The shard's delay-level progress (`delayOffset`).
+    DelayOffsets = 4,
+}
+
+impl MetaKind {
+    fn from_u8(b: u8) -> Option<Self> {
+        match b {
+            1 => Some(MetaKind::Topics),
+            2 => Some(MetaKind::Groups),
+            3 => Some(MetaKind::ConsumerOffsets),
+            4 => Some(MetaKind::DelayOffsets),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,6 +132,12 @@ impl Frame {
                 out.extend_from_slice(&received_phys.to_be_bytes());
                 out.extend_from_slice(&durable_phys.to_be_bytes());
             }
+            Frame::Meta { kind, payload } => {
+                assert!(payload.len() <= BATCH_BYTES_MAX, "a META frame holds at most BATCH_BYTES_MAX");
+                out.push(KIND_META);
+                out.push(*kind as u8);
+                out.extend_from_slice(payload);
+            }
         }
         let len = (out.len() - start - 4) as u32;
         out[start..start + 4].copy_from_slice(&len.to_be_bytes());
@@ -144,6 +179,10 @@ impl Frame {
             KIND_REFUSE => Frame::Refuse { reason: String::from_utf8_lossy(&r.b[..r.b.len().min(REASON_BYTES_MAX)]).into_owned() },
             KIND_DATA => Frame::Data { phys_from: r.u64("from")?, master_end_phys: r.u64("end")?, records: r.b.to_vec() },
             KIND_ACK => Frame::Ack { received_phys: r.u64("received")?, durable_phys: r.u64("durable")? },
+            KIND_META => {
+                let kind = r.take(1, "meta kind")?[0];
+                Frame::Meta { kind: MetaKind::from_u8(kind).ok_or(ProtoError::UnknownKind(kind))?, payload: r.b.to_vec() }
+            }
             other => return Err(ProtoError::UnknownKind(other)),
         };
         Ok(Some((frame, 4 + len)))
@@ -195,6 +234,8 @@ mod tests {
         check(Frame::Data { phys_from: 7, master_end_phys: 9, records: vec![1, 2, 3] });
         check(Frame::Data { phys_from: 7, master_end_phys: 7, records: Vec::new() });
         check(Frame::Ack { received_phys: 5, durable_phys: 4 });
+        check(Frame::Meta { kind: MetaKind::Topics, payload: b"table".to_vec() });
+        check(Frame::Meta { kind: MetaKind::DelayOffsets, payload: Vec::new() });
     }
 
     fn check_error(bytes: &[u8], expected: ProtoError) {
@@ -207,6 +248,8 @@ mod tests {
         check_error(&[0xff, 0xff, 0xff, 0xff], ProtoError::TooLarge(u32::MAX as usize));
         check_error(&[0, 0, 0, 1, 99], ProtoError::UnknownKind(99));
         check_error(&[0, 0, 0, 3, KIND_ACK, 0, 0], ProtoError::Truncated("received"));
+        check_error(&[0, 0, 0, 2, KIND_META, 9], ProtoError::UnknownKind(9));
+        check_error(&[0, 0, 0, 1, KIND_META], ProtoError::Truncated("meta kind"));
         let mut hello = vec![0, 0, 0, 8, KIND_HELLO];
         hello.extend_from_slice(b"RMQHA2\x01");
         check_error(&hello, ProtoError::BadMagic);

@@ -292,7 +292,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         r
     }
 
-    fn topics_event(&self) -> ShardEvent {
+    pub(super) fn topics_event(&self) -> ShardEvent {
         let table = self.topics.borrow();
         match table.encode() {
             Ok(encoded) => ShardEvent::Topics { version: table.version().counter, encoded },

@@ -13,8 +13,8 @@
 //! takes client writes.
 
 use super::Shard;
-use crate::ha::proto::{Frame, Hello, BATCH_BYTES_MAX};
-use crate::ha::{SyncAck, HEARTBEAT_INTERVAL_MS, RECONNECT_INTERVAL_MS, SLAVE_SILENT_MAX_MS};
+use crate::ha::proto::{Frame, Hello, MetaKind, BATCH_BYTES_MAX};
+use crate::ha::{SyncAck, HEARTBEAT_INTERVAL_MS, META_INTERVAL_MS, RECONNECT_INTERVAL_MS, SLAVE_SILENT_MAX_MS};
 use crate::rt::Runtime;
 use crate::store::engine::{local_of, ShardId};
 use crate::store::error::StoreError;
@@ -136,7 +136,24 @@ impl<R: Runtime> Shard<R> {
         self.rt.spawn(acks);
         let mut pos = hello.end_phys;
         let mut last_sent_us = self.rt.monotonic_us();
+        let mut last_meta_us: Option<u64> = None;
+        let mut meta_sent: std::collections::BTreeMap<MetaKind, Vec<u8>> = std::collections::BTreeMap::new();
+        // Table versions last sent: checked before every DATA frame, so a slave knows a
+        // topic before it holds the topic's first record.
+        let mut tables_sent = None;
         while !closed.get() && !self.store_stop.get() {
+            let tables_now = (self.topics.borrow().version(), self.groups.borrow().version());
+            let due = last_meta_us.is_none_or(|t| self.rt.monotonic_us().saturating_sub(t) >= META_INTERVAL_MS * 1000);
+            if due || (self.meta.is_some() && tables_sent != Some(tables_now)) {
+                last_meta_us = Some(self.rt.monotonic_us());
+                tables_sent = Some(tables_now);
+                for (kind, payload) in self.meta_snapshots() {
+                    if meta_sent.get(&kind) != Some(&payload) {
+                        write_frame(&mut writer, &Frame::Meta { kind, payload: payload.clone() }).await?;
+                        meta_sent.insert(kind, payload);
+                    }
+                }
+            }
             let silent_ms = self.ha_master.borrow().slaves().find(|(c, _)| **c == conn_id).map(|(_, p)| self.now_ms() - p.last_ack_ms).unwrap_or(i64::MAX);
             if silent_ms > SLAVE_SILENT_MAX_MS as i64 {
                 return Err(HaError::Timeout(SLAVE_SILENT_MAX_MS));
@@ -163,8 +180,9 @@ impl<R: Runtime> Shard<R> {
                     last_sent_us = self.rt.monotonic_us();
                     continue;
                 }
-                // Wait for durable bytes past `pos`, at most until the next heartbeat.
-                let left = Duration::from_micros(HEARTBEAT_INTERVAL_MS * 1000 - idle_us);
+                // Wait for durable bytes past `pos`, at most until the next heartbeat
+                // (metadata is compared on the same beat).
+                let left = Duration::from_micros((HEARTBEAT_INTERVAL_MS * 1000 - idle_us).min(META_INTERVAL_MS * 1000));
                 let store = &self.store;
                 let more = async {
                     store.wait_appended(local_of(pos)).await;
@@ -177,6 +195,68 @@ impl<R: Runtime> Shard<R> {
             write_frame(&mut writer, &Frame::Data { phys_from: pos, master_end_phys: master_end, records: batch }).await?;
             pos += n;
             last_sent_us = self.rt.monotonic_us();
+        }
+        Ok(())
+    }
+
+    /// The metadata this shard replicates, each in its snapshot encoding: topics and
+    /// groups from the metadata owner, consumer and delay offsets from every shard.
+    fn meta_snapshots(&self) -> Vec<(MetaKind, Vec<u8>)> {
+        let mut out = Vec::new();
+        if self.meta.is_some() {
+            if let Ok(t) = self.topics.borrow().encode() {
+                out.push((MetaKind::Topics, t));
+            }
+            if let Ok(g) = self.groups.borrow().encode() {
+                out.push((MetaKind::Groups, g));
+            }
+        }
+        if let Ok(o) = self.offsets.borrow().encode() {
+            out.push((MetaKind::ConsumerOffsets, o));
+        }
+        out.push((MetaKind::DelayOffsets, self.delay_offsets.borrow().encode()));
+        out
+    }
+
+    /// A slave installs metadata its master sent. Topics and groups replace the local
+    /// tables (saved, then installed on every shard); consumer offsets merge by the
+    /// higher offset (a consumer may have committed here while the master was down);
+    /// delay progress replaces the local one.
+    async fn apply_replicated_meta(self: &Rc<Self>, kind: MetaKind, payload: &[u8]) -> Result<(), String> {
+        match kind {
+            MetaKind::Topics => {
+                let table = crate::meta::topics::TopicTable::decode(payload).map_err(|e| e.to_string())?;
+                let Some(meta) = &self.meta else { return Err("topic table sent to a shard that does not own metadata".into()) };
+                let _writer = meta.lock.lock().map_err(|e| e.to_string())?.await;
+                meta.topics.save(payload).await.map_err(|e| e.to_string())?;
+                *self.topics.borrow_mut() = table;
+                let event = self.topics_event();
+                self.mesh.broadcast_and_wait(event).await;
+            }
+            MetaKind::Groups => {
+                let table = crate::meta::groups::GroupTable::decode(payload).map_err(|e| e.to_string())?;
+                let Some(meta) = &self.meta else { return Err("group table sent to a shard that does not own metadata".into()) };
+                let _writer = meta.lock.lock().map_err(|e| e.to_string())?.await;
+                meta.groups.save(payload).await.map_err(|e| e.to_string())?;
+                *self.groups.borrow_mut() = table;
+            }
+            MetaKind::ConsumerOffsets => {
+                let theirs = crate::meta::offsets::ConsumerOffsetTable::decode(payload).map_err(|e| e.to_string())?;
+                let mut ours = self.offsets.borrow_mut();
+                for ((group, topic, queue), offset) in theirs.offsets {
+                    if ours.query(&group, &topic, queue).is_none_or(|o| o < offset) {
+                        ours.commit(&group, &topic, queue, offset).map_err(|e| e.to_string())?;
+                    }
+                }
+            }
+            MetaKind::DelayOffsets => {
+                let theirs = crate::schedule::DelayOffsets::decode(payload)?;
+                *self.delay_cursor.borrow_mut() = theirs.clone();
+                *self.delay_offsets.borrow_mut() = theirs;
+                self.delay_offsets_dirty.set(true);
+                // A slave runs no delivery task (which persists it on a master).
+                self.persist_delay_offsets().await;
+            }
         }
         Ok(())
     }
@@ -316,8 +396,15 @@ impl<R: Runtime> Shard<R> {
         self.rt.spawn(writer_task);
         loop {
             let frame = read_frame(&mut reader, &mut buf).await?;
-            let Frame::Data { phys_from, master_end_phys, records } = frame else {
-                return Err(HaError::Unexpected("expected DATA"));
+            let (phys_from, master_end_phys, records) = match frame {
+                Frame::Data { phys_from, master_end_phys, records } => (phys_from, master_end_phys, records),
+                Frame::Meta { kind, payload } => {
+                    if let Err(e) = self.apply_replicated_meta(kind, &payload).await {
+                        tracing::warn!(shard = self.id, ?kind, error = %e, "replicated metadata not applied; sent again on its next change or reconnect");
+                    }
+                    continue;
+                }
+                _ => return Err(HaError::Unexpected("expected DATA or META")),
             };
             let mut at = 0usize;
             while at < records.len() {
