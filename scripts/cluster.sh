@@ -1,23 +1,30 @@
 #!/usr/bin/env bash
-# Starts and stops a local RingMQ cluster: one NameServer and N brokers (broker-a,
+# Starts and stops a local RingMQ cluster: one NameServer and brokers (broker-a,
 # broker-b, ...), each a separate process with its own store, config and log under DIR.
 #
-#   scripts/cluster.sh start [--brokers N] [--shards N] [--flush sync|async] [--dir DIR]
-#                            [--namesrv-port PORT] [--base-port PORT]
+#   scripts/cluster.sh start [--mode MODE] [--brokers N] [--shards N] [--flush sync|async]
+#                            [--dir DIR] [--namesrv-port PORT] [--base-port PORT]
 #   scripts/cluster.sh status [--dir DIR]
 #   scripts/cluster.sh stop   [--dir DIR]          # SIGTERM: flush, checkpoint, clean stop
 #
+# MODE is one of RocketMQ's deployments:
+#   single       one master (--brokers is ignored)
+#   2m           --brokers masters (default 2), no slaves
+#   2m-2s-async  --brokers ASYNC_MASTERs, each with one SLAVE (same broker name, id 1)
+#   2m-2s-sync   --brokers SYNC_MASTERs, each with one SLAVE
+# Ports: master i listens on BASE + i*STEP, its slaves connect to BASE + i*STEP + 1 + s
+# (one replication port per shard s), its slave listens on BASE + i*STEP + STEP/2;
+# STEP = 2 * (shards + 2). Stores: DIR/<name>-master-store, DIR/<name>-slave-store.
 # Prints NAMESRV=127.0.0.1:PORT on start (pass it to clients: loadgen -n ...).
-# Master/slave pairs are not offered: RingMQ has no replication yet (the broker accepts
-# `role` in its config, but a slave would not receive data).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cmd=${1:-}
 shift || true
-brokers=2 shards=1 flush=async dir=target/local-cluster ns_port=9876 base_port=10911
+brokers=2 shards=1 flush=async dir=target/local-cluster ns_port=9876 base_port=10911 mode=2m
 while [[ $# -gt 0 ]]; do
     case $1 in
+        --mode) mode=$2; shift 2 ;;
         --brokers) brokers=$2; shift 2 ;;
         --shards) shards=$2; shift 2 ;;
         --flush) flush=$2; shift 2 ;;
@@ -29,6 +36,14 @@ while [[ $# -gt 0 ]]; do
 done
 [[ $brokers =~ ^[1-9][0-9]?$ ]] || { echo "cluster.sh: --brokers must be 1..99" >&2; exit 2; }
 [[ $flush == sync || $flush == async ]] || { echo "cluster.sh: --flush must be sync or async" >&2; exit 2; }
+case $mode in
+    single) brokers=1 master_role=async_master slaves=0 ;;
+    2m) master_role=async_master slaves=0 ;;
+    2m-2s-async) master_role=async_master slaves=1 ;;
+    2m-2s-sync) master_role=sync_master slaves=1 ;;
+    *) echo "cluster.sh: --mode must be single, 2m, 2m-2s-async or 2m-2s-sync" >&2; exit 2 ;;
+esac
+step=$((2 * (shards + 2)))
 
 wait_port() { # port, pid, what
     for _ in $(seq 1 600); do
@@ -49,30 +64,41 @@ start)
         exit 1
     fi
     cargo build --release -p ringmq-namesrv -p ringmq-broker
-    ./target/release/ringmq-namesrv --listen "127.0.0.1:$ns_port" >"$dir/namesrv.log" 2>&1 &
+    "${CARGO_TARGET_DIR:-target}"/release/ringmq-namesrv --listen "127.0.0.1:$ns_port" >"$dir/namesrv.log" 2>&1 &
     echo $! >"$dir/namesrv.pid"
     wait_port "$ns_port" "$(cat "$dir/namesrv.pid")" namesrv
     names=(a b c d e f g h i j k l m n o p q r s t u v w x y z)
     for ((i = 0; i < brokers; i++)); do
         name="broker-${names[$((i % 26))]}$([[ $i -ge 26 ]] && echo $((i / 26)) || true)"
-        port=$((base_port + i * 10))
-        cat >"$dir/$name.toml" <<TOML
-listen_port = $port
+        port=$((base_port + i * step))
+        for ((r = 0; r <= slaves; r++)); do
+            if [[ $r -eq 0 ]]; then
+                role=$master_role id=0 p=$port proc="$name-master" extra="ha_listen_port = $((port + 1))"
+            else
+                role=slave id=$r p=$((port + step / 2)) proc="$name-slave" extra="ha_master_address = \"127.0.0.1:$((port + 1))\"
+slave_read_enable = true"
+            fi
+            cat >"$dir/$proc.toml" <<TOML
+listen_port = $p
 namesrv_addrs = ["127.0.0.1:$ns_port"]
 broker_ip = "127.0.0.1"
 broker_name = "$name"
+broker_id = $id
+role = "$role"
+$extra
 cluster_name = "DefaultCluster"
 shard_count = $shards
-store_root = "$abs_dir/$name-store"
+store_root = "$abs_dir/$proc-store"
 auto_create_topic = true
 
 [store]
 flush = "$flush"
 TOML
-        ./target/release/ringmq-broker -c "$dir/$name.toml" >"$dir/$name.log" 2>&1 &
-        echo $! >"$dir/$name.pid"
-        wait_port "$port" "$(cat "$dir/$name.pid")" "$name"
-        echo "started $name on 127.0.0.1:$port ($shards shard(s), $flush flush)" >&2
+            "${CARGO_TARGET_DIR:-target}"/release/ringmq-broker -c "$dir/$proc.toml" >"$dir/$proc.log" 2>&1 &
+            echo $! >"$dir/broker-$proc.pid"
+            wait_port "$p" "$(cat "$dir/broker-$proc.pid")" "$proc"
+            echo "started $proc ($role) on 127.0.0.1:$p ($shards shard(s), $flush flush)" >&2
+        done
     done
     echo "NAMESRV=127.0.0.1:$ns_port"
     ;;
@@ -96,7 +122,7 @@ stop)
     done
     ;;
 *)
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -1291,6 +1291,9 @@ mod tests {
             ("durable.toml", FlushMode::Sync),
             ("low-latency.toml", FlushMode::Sync),
             ("dev.toml", FlushMode::Async),
+            ("master-sync.toml", FlushMode::Async),
+            ("master-async.toml", FlushMode::Async),
+            ("slave.toml", FlushMode::Async),
         ];
         for (name, flush_mode) in profiles {
             let path = dir.join(name);
@@ -1305,6 +1308,8 @@ mod tests {
         assert_eq!(throughput.store.flush_interval_ms, 500);
         let low_latency = BrokerConfig::load(&dir.join("low-latency.toml")).unwrap();
         assert!(low_latency.store.dirty_bytes_max < StoreConfig::default().dirty_bytes_max);
+        let roles: Vec<BrokerRole> = ["master-sync.toml", "master-async.toml", "slave.toml"].iter().map(|n| BrokerConfig::load(&dir.join(n)).unwrap().role).collect();
+        assert_eq!(roles, [BrokerRole::SyncMaster, BrokerRole::AsyncMaster, BrokerRole::Slave]);
         let dev = BrokerConfig::load(&dir.join("dev.toml")).unwrap();
         assert_eq!((dev.shard_count, dev.store_root.as_path()), (1, Path::new("./target/dev-store")));
         assert!(dev.store.segment_bytes < StoreConfig::default().segment_bytes);
