@@ -781,6 +781,8 @@ fn open_replica(disk: &SimDisk, clock: &ManualClock, config: &StoreConfig) -> Re
 /// Replicates everything the master holds past the replica's end, in batches of at most
 /// `batch_bytes` whole records (as the HA stream does); returns the records appended.
 fn catch_up(master: &SimStore, replica: &SimStore, batch_bytes: usize) -> u64 {
+    // A master streams only what is durable.
+    block_on(master.flush_all()).unwrap();
     let mut appended = 0;
     loop {
         let from = ShardId(0).phys(replica.write_offset());
@@ -803,6 +805,8 @@ fn catch_up(master: &SimStore, replica: &SimStore, batch_bytes: usize) -> u64 {
 
 /// Both stores hold the same queues with the same entries, and the same log bytes.
 fn assert_same(master: &SimStore, replica: &SimStore) {
+    block_on(master.flush_all()).unwrap();
+    block_on(replica.flush_all()).unwrap();
     assert_eq!(master.write_offset(), replica.write_offset(), "log ends");
     for q in master.queue_ids(TOPIC) {
         let (min, max) = (master.min_offset(TOPIC, q), master.max_offset(TOPIC, q));
@@ -877,6 +881,7 @@ fn a_replica_holds_the_same_bytes_queues_and_keys_across_rolls_and_crashes() {
                         seq += 1;
                     }
                 }
+                block_on(master.flush_all()).unwrap();
                 let from = ShardId(0).phys(replica.write_offset());
                 let bytes = block_on(master.read_for_replica(from, 1 << 20)).unwrap().unwrap();
                 let _ = replica.append_replicated(from, &bytes);
@@ -900,6 +905,9 @@ fn a_replica_refuses_what_does_not_continue_its_log() {
     for seq in 0..10 {
         put(&master, (seq % 2) as i32, seq, 100, "").unwrap();
     }
+    // Nothing is streamed before it is durable on the master.
+    assert_eq!(block_on(master.read_for_replica(ShardId(0).phys(0), 1 << 20)).unwrap(), Some(Vec::new()));
+    block_on(master.flush_all()).unwrap();
     let all = block_on(master.read_for_replica(ShardId(0).phys(0), 1 << 20)).unwrap().unwrap();
     let first = StoredMessageView::parse(&all).unwrap().total_size();
     // check(batch start, bytes) -> the error's words
