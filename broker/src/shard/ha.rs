@@ -173,6 +173,13 @@ impl<R: Runtime> Shard<R> {
                 }
             };
             let master_end = self.store.shard().phys(self.store.write_offset());
+            if batch.is_empty() && local_of(pos) < self.store.flushed_offset() {
+                // Durable bytes past `pos`, but no record starts there: the slave's log
+                // and this master's differ. Never stream from the middle of a record.
+                let reason = format!("no record starts at the slave's end {pos} on this master: the logs differ; re-seed the slave");
+                let _ = write_frame(&mut writer, &Frame::Refuse { reason: reason.clone() }).await;
+                return Err(HaError::Refused(reason));
+            }
             if batch.is_empty() {
                 let idle_us = self.rt.monotonic_us().saturating_sub(last_sent_us);
                 if idle_us >= HEARTBEAT_INTERVAL_MS * 1000 {
@@ -396,6 +403,7 @@ impl<R: Runtime> Shard<R> {
         self.rt.spawn(writer_task);
         loop {
             let frame = read_frame(&mut reader, &mut buf).await?;
+            tracing::trace!(shard = self.id, kind = ?std::mem::discriminant(&frame), "replication frame");
             let (phys_from, master_end_phys, records) = match frame {
                 Frame::Data { phys_from, master_end_phys, records } => (phys_from, master_end_phys, records),
                 Frame::Meta { kind, payload } => {
@@ -412,6 +420,7 @@ impl<R: Runtime> Shard<R> {
                     Ok(r) => at += r.bytes_consumed,
                     Err(StoreError::Busy { .. }) => {
                         let end = self.store.write_offset();
+                        tracing::trace!(shard = self.id, end, "replica busy: waiting for a flush");
                         self.store.wait_durable(end).await?;
                     }
                     Err(e) => return Err(e.into()),
@@ -422,6 +431,7 @@ impl<R: Runtime> Shard<R> {
             let ack = Frame::Ack { received_phys: phys(self.store.write_offset()), durable_phys: phys(self.store.flushed_offset()) };
             // A full queue means ACKs are already on their way; this one adds nothing.
             let _ = ack_tx.try_send(ack);
+            tracing::trace!(shard = self.id, at, "replication frame applied");
         }
     }
 

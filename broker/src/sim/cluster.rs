@@ -41,6 +41,8 @@ pub struct SimBroker {
     next_conn: Cell<u64>,
     /// Incarnations started (1 after the first start).
     incarnation: Cell<u64>,
+    /// A slave's master: every incarnation's shards replicate from it.
+    master: RefCell<Option<Rc<SimBroker>>>,
 }
 
 impl SimBroker {
@@ -54,7 +56,25 @@ impl SimBroker {
             shards: RefCell::new(Vec::new()),
             next_conn: Cell::new(0),
             incarnation: Cell::new(0),
+            master: RefCell::new(None),
         })
+    }
+
+    /// Makes this (slave) broker replicate from `master`: shard i of every incarnation
+    /// keeps a connection to the master's shard i (`Shard::run_replication`).
+    pub fn replicate_from(&self, master: Rc<SimBroker>) {
+        *self.master.borrow_mut() = Some(master);
+    }
+
+    /// Opens a replication connection to `shard` of this (master) broker, served by the
+    /// production `Shard::serve_replica`.
+    pub fn connect_replica(&self, shard: usize) -> Option<PipeEnd> {
+        let target = self.shards.borrow().get(shard).cloned()?;
+        let (client, server) = duplex(PIPE_CAPACITY_BYTES);
+        let conn_id = self.next_conn.get() + 1;
+        self.next_conn.set(conn_id);
+        self.ex.spawn_in(Some(self.group.get()), target.serve_replica(server, conn_id));
+        Some(client)
     }
 
     pub fn is_up(&self) -> bool {
@@ -78,7 +98,8 @@ impl SimBroker {
         assert!(!self.is_up(), "start of a broker that is running");
         let incarnation = self.incarnation.get() + 1;
         self.incarnation.set(incarnation);
-        let group = incarnation as GroupId;
+        // Unique across brokers: a crash of one must not take another's tasks.
+        let group = self.ex.new_group();
         self.group.set(group);
         let (done_tx, done_rx) = chan::oneshot();
         let me = self.clone();
@@ -104,6 +125,16 @@ impl SimBroker {
                             shard.receive_batch(peer, batch);
                         }
                     });
+                }
+            }
+            if let Some(master) = me.master.borrow().clone() {
+                for shard in &shards {
+                    let (master, id) = (master.clone(), shard.id());
+                    let connect = move || {
+                        let end = master.connect_replica(id);
+                        async move { end }
+                    };
+                    shard.rt().clone().spawn(shard.clone().run_replication(connect));
                 }
             }
             *me.shards.borrow_mut() = shards;

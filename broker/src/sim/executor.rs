@@ -80,6 +80,8 @@ pub(crate) struct Exec {
     timers: RefCell<BTreeMap<(u64, u64), Waker>>,
     next_timer: Cell<u64>,
     next_task: Cell<u64>,
+    /// The last task group handed out (`new_group`): unique across simulated processes.
+    next_group: Cell<GroupId>,
     current_group: Cell<GroupId>,
     current_task: Cell<u64>,
     clock_reads_this_poll: Cell<u64>,
@@ -105,6 +107,7 @@ impl SimExecutor {
                 timers: RefCell::new(BTreeMap::new()),
                 next_timer: Cell::new(0),
                 next_task: Cell::new(1),
+                next_group: Cell::new(CLIENT_GROUP),
                 current_group: Cell::new(CLIENT_GROUP),
                 current_task: Cell::new(0),
                 clock_reads_this_poll: Cell::new(0),
@@ -140,6 +143,13 @@ impl SimExecutor {
     }
 
     /// Spawns `fut` into the group of the task running now (or `group` when given).
+    /// A task group no other process of this run uses (a broker incarnation is one).
+    pub fn new_group(&self) -> GroupId {
+        let g = self.exec.next_group.get() + 1;
+        self.exec.next_group.set(g);
+        g
+    }
+
     pub fn spawn_in(&self, group: Option<GroupId>, fut: impl Future<Output = ()> + 'static) {
         let id = self.exec.next_task.get();
         self.exec.next_task.set(id + 1);

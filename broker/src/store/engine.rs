@@ -700,16 +700,17 @@ impl<D: Disk, C: Clock> Store<D, C> {
     /// Flushes until everything appended so far is durable.
     pub async fn flush_all(&self) -> Result<(), StoreError> {
         loop {
-            let (dirty, flushing) = {
+            let (dirty, flushing, flushed) = {
                 let inner = self.inner.borrow();
-                (inner.commitlog.dirty_bytes(), inner.commitlog.flushing)
+                (inner.commitlog.dirty_bytes(), inner.commitlog.flushing, inner.commitlog.flushed_pos)
             };
             if dirty == 0 {
                 return Ok(());
             }
             if flushing {
-                // Another task's flush is in flight; let it finish.
-                futures_lite::future::yield_now().await;
+                // Another task's flush is in flight: wait until it moves the flushed end
+                // (a yield loop would spin until its IO completes; found by ha_sim).
+                self.wait_durable(flushed + 1).await?;
                 continue;
             }
             self.flush().await?;

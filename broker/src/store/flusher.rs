@@ -47,12 +47,20 @@ pub fn spawn_store_tasks<R: Runtime, C: Clock>(rt: R, store: Store<R::Disk, C>, 
                     futures_lite::future::or(s.flush_wanted(), r.sleep(interval)).await;
                 }
             }
-            if let Err(e) = s.flush().await {
-                if e.is_fatal() && s.failure().is_some() {
-                    fatal(e.to_string());
-                    return;
+            match s.flush().await {
+                // Someone else's flush is in flight (a clean stop's, a replica test's):
+                // wait for it rather than asking again at once (that would spin).
+                Ok(None) if s.is_flushing() => {
+                    let _ = s.wait_durable(s.flushed_offset() + 1).await;
                 }
-                r.sleep(Duration::from_millis(100)).await;
+                Ok(_) => {}
+                Err(e) => {
+                    if e.is_fatal() && s.failure().is_some() {
+                        fatal(e.to_string());
+                        return;
+                    }
+                    r.sleep(Duration::from_millis(100)).await;
+                }
             }
         }
     });
