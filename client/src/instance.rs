@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, UdpSocket};
 use std::rc::{Rc, Weak};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub const PERM_WRITE: i32 = 2;
 pub const PERM_READ: i32 = 4;
@@ -103,6 +103,9 @@ pub struct TopicRoute {
     pub read_queues: Vec<MessageQueue>,
     /// Broker name → master address.
     pub master_addrs: BTreeMap<String, String>,
+    /// Broker name → its slaves' addresses, lowest broker id first (reads fall back to
+    /// them while the master is absent or unreachable).
+    pub slave_addrs: BTreeMap<String, Vec<String>>,
 }
 
 impl TopicRoute {
@@ -112,14 +115,22 @@ impl TopicRoute {
             .iter()
             .filter_map(|b| b.master_addr().map(|a| (b.broker_name.clone(), a.to_string())))
             .collect();
+        let slave_addrs: BTreeMap<String, Vec<String>> = data
+            .broker_datas
+            .iter()
+            .map(|b| (b.broker_name.clone(), b.broker_addrs.iter().filter(|(id, _)| **id != 0).map(|(_, a)| a.clone()).collect::<Vec<_>>()))
+            .filter(|(_, v)| !v.is_empty())
+            .collect();
         let mut write_queues = Vec::new();
         let mut read_queues = Vec::new();
         for q in &data.queue_datas {
-            if !master_addrs.contains_key(&q.broker_name) {
+            let has_master = master_addrs.contains_key(&q.broker_name);
+            // Queues of a broker whose master is gone stay readable through a slave.
+            if !has_master && !slave_addrs.contains_key(&q.broker_name) {
                 continue;
             }
             let mq = |queue_id| MessageQueue { broker_name: q.broker_name.clone(), queue_id, topic: topic.to_string() };
-            if q.perm & PERM_WRITE != 0 {
+            if q.perm & PERM_WRITE != 0 && has_master {
                 write_queues.extend((0..q.write_queue_nums.max(0)).map(mq));
             }
             if q.perm & PERM_READ != 0 {
@@ -130,7 +141,7 @@ impl TopicRoute {
         write_queues.dedup();
         read_queues.sort();
         read_queues.dedup();
-        Self { data, write_queues, read_queues, master_addrs }
+        Self { data, write_queues, read_queues, master_addrs, slave_addrs }
     }
 }
 
@@ -167,7 +178,14 @@ pub struct ClientInstance {
     transaction_checkers: RefCell<BTreeMap<String, Weak<dyn TransactionCheckHook>>>,
     stopped: Cell<bool>,
     tasks: RefCell<Vec<JoinHandle<()>>>,
+    /// Addresses a connection attempt failed to, and when (ms since the instance
+    /// started); reads avoid such a master for `UNREACHABLE_AVOID_MS`. At most one
+    /// entry per broker address of the cached routes.
+    unreachable: RefCell<HashMap<String, Instant>>,
 }
+
+/// How long reads avoid a master that could not be reached (then it is tried again).
+pub const UNREACHABLE_AVOID_MS: u64 = 5_000;
 
 fn detect_ip(namesrv: Option<&String>) -> IpAddr {
     let probe = || -> Option<IpAddr> {
@@ -201,6 +219,7 @@ impl ClientInstance {
             transaction_checkers: RefCell::new(BTreeMap::new()),
             stopped: Cell::new(false),
             tasks: RefCell::new(Vec::new()),
+            unreachable: RefCell::new(HashMap::new()),
         });
         let weak = Rc::downgrade(&instance);
         let refresh_every = Duration::from_millis(instance.config.route_refresh_interval_ms);
@@ -297,7 +316,20 @@ impl ClientInstance {
             }
         }
         let timeout = Duration::from_millis(self.config.connect_timeout_ms);
-        let conn = Connection::connect(addr, timeout, self.config.serialize_type, Some(self.server_request_handler())).await?;
+        let conn = match Connection::connect(addr, timeout, self.config.serialize_type, Some(self.server_request_handler())).await {
+            Ok(c) => {
+                self.unreachable.borrow_mut().remove(addr);
+                c
+            }
+            Err(e) => {
+                let mut u = self.unreachable.borrow_mut();
+                // Bounded: only addresses of brokers this client talks to.
+                if u.len() < 4096 {
+                    u.insert(addr.to_string(), Instant::now());
+                }
+                return Err(e);
+            }
+        };
         // Another task may have connected meanwhile: keep the first open one.
         let mut conns = self.connections.borrow_mut();
         if let Some(existing) = conns.get(addr) {
@@ -391,6 +423,21 @@ impl ClientInstance {
     /// The master address of `broker_name` from any cached route.
     pub fn broker_addr(&self, broker_name: &str) -> Option<String> {
         self.routes.borrow().values().find_map(|r| r.master_addrs.get(broker_name).cloned())
+    }
+
+    /// Where to read a broker's queues (pulls, offsets): its master, or — while the
+    /// master is absent from the route or could not be reached lately — its first slave
+    /// (RocketMQ's consumers read from a slave when the master is down).
+    pub fn read_broker_addr(&self, broker_name: &str) -> Option<String> {
+        let master = self.broker_addr(broker_name);
+        let avoid = |a: &String| self.unreachable.borrow().get(a).is_some_and(|t| t.elapsed() < Duration::from_millis(UNREACHABLE_AVOID_MS));
+        match master {
+            Some(m) if !avoid(&m) => Some(m),
+            master => {
+                let slave = self.routes.borrow().values().find_map(|r| r.slave_addrs.get(broker_name).and_then(|v| v.first().cloned()));
+                slave.or(master)
+            }
+        }
     }
 
     /// Every master address of every cached route.
@@ -519,12 +566,18 @@ mod tests {
             &[("a", 0), ("a", 1), ("b", 0)],
             &[("a", 0), ("b", 0), ("b", 1)],
         );
-        // A broker without a master (only a slave registered) gets no traffic.
+        // A broker without any address gets no traffic.
         check(
             TopicRouteData { broker_datas: vec![broker("a", None)], queue_datas: vec![queue("a", 4, 4, rw)], ..Default::default() },
             &[],
             &[],
         );
+        // Only its slave registered (the master is down): readable, not writable.
+        let mut slave_only = broker("a", None);
+        slave_only.broker_addrs.insert(1, "s1".into());
+        let data = TopicRouteData { broker_datas: vec![slave_only], queue_datas: vec![queue("a", 2, 2, rw)], ..Default::default() };
+        check(data.clone(), &[], &[("a", 0), ("a", 1)]);
+        assert_eq!(TopicRoute::from_data("t", data).slave_addrs.get("a"), Some(&vec!["s1".to_string()]));
         // Permissions: read-only and write-only brokers.
         check(
             TopicRouteData {

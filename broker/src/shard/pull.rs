@@ -136,7 +136,7 @@ impl<R: Runtime> Shard<R> {
             self.counters.messages_pulled.set(self.counters.messages_pulled.get() + result.record_count as u64);
         }
         let header = PullMessageResponseHeader {
-            suggest_which_broker_id: 0,
+            suggest_which_broker_id: self.suggest_which_broker_id(&result),
             next_begin_offset: result.next_offset as i64,
             min_offset: result.min_offset as i64,
             max_offset: result.max_offset as i64,
@@ -145,6 +145,31 @@ impl<R: Runtime> Shard<R> {
         response.ext_fields = header.to_ext();
         response.body = result.records.into();
         response
+    }
+
+    /// RocketMQ's `suggestWhichBrokerId`: with `slaveReadEnable`, a consumer reading
+    /// older than this shard's in-memory tail (`tail_cache_bytes` behind the log end:
+    /// cold O_DIRECT reads) is sent to the slave (RocketMQ's default
+    /// `whichBrokerWhenConsumeSlowly`, 1), one reading the hot tail to the master (0);
+    /// without it, always the master.
+    fn suggest_which_broker_id(&self, result: &GetResult) -> i64 {
+        if !self.config.slave_read_enable {
+            return 0;
+        }
+        let mut at = 0;
+        let mut last_phys = None;
+        while at < result.records.len() {
+            let Ok(v) = ringmq_client::message::stored::StoredMessageView::parse(&result.records[at..]) else { break };
+            last_phys = Some(v.physical_offset() as u64);
+            at += v.total_size();
+        }
+        let Some(last) = last_phys else { return 0 };
+        let behind_bytes = self.store.write_offset().saturating_sub(crate::store::engine::local_of(last));
+        if behind_bytes > self.config.store.tail_cache_bytes {
+            1
+        } else {
+            0
+        }
     }
 
     pub(super) fn handle_query_consumer_offset(&self, cmd: &RemotingCommand) -> RemotingCommand {

@@ -67,8 +67,10 @@ pub struct PullRequest<'a> {
     pub timeout: Duration,
 }
 
+/// Where a queue is read (pulls, offsets): the master, or a slave while the master is
+/// gone (`ClientInstance::read_broker_addr`).
 pub fn broker_addr(instance: &ClientInstance, queue: &MessageQueue) -> Result<String, ClientError> {
-    instance.broker_addr(&queue.broker_name).ok_or_else(|| ClientError::NoRoute { topic: queue.topic.clone() })
+    instance.read_broker_addr(&queue.broker_name).ok_or_else(|| ClientError::NoRoute { topic: queue.topic.clone() })
 }
 
 fn ok_or_error(addr: &str, r: &RemotingCommand) -> Result<(), ClientError> {
