@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// Runtime-info counters that are summed over shards.
-const SUMMED_COUNTERS: [&str; 17] = [
+const SUMMED_COUNTERS: [&str; 20] = [
     "putMessageTimesTotal",
     "getMessageTransferedMsgCount",
     "requestsTotal",
@@ -41,6 +41,9 @@ const SUMMED_COUNTERS: [&str; 17] = [
     "transactionDuplicateEndTotal",
     "transactionExpiredTotal",
     "transactionCheckNoProducerTotal",
+    "haSlaves",
+    "haSlaveBehindBytes",
+    "haBehindBytes",
 ];
 
 /// RocketMQ's limit on queues per topic.
@@ -400,6 +403,17 @@ impl<R: crate::rt::Runtime> Shard<R> {
         table.insert("transactionDuplicateEndTotal", t.duplicate_ends.get().to_string());
         table.insert("transactionExpiredTotal", t.expired.get().to_string());
         table.insert("transactionCheckNoProducerTotal", t.checks_without_producer.get().to_string());
+        // Replication: on a master, its slaves and how far the furthest behind is (bytes
+        // of this shard's log not yet confirmed received); on a slave, how far it is
+        // behind its master's end as last heard.
+        let end = self.store.write_offset();
+        let slaves = self.ha_slaves();
+        table.insert("haSlaves", slaves.len().to_string());
+        table.insert("haSlaveBehindBytes", slaves.iter().map(|(_, p)| end.saturating_sub(p.received)).max().unwrap_or(0).to_string());
+        let s = self.ha_slave_state();
+        let behind = if s.connected { crate::store::engine::local_of(s.master_end_phys).saturating_sub(end) } else { 0 };
+        table.insert("haBehindBytes", behind.to_string());
+        table.insert("haMasterConnected", s.connected.to_string());
         table
     }
 }
