@@ -30,8 +30,8 @@ trap 'scripts/cluster.sh stop --dir "$tmp/c" >/dev/null 2>&1 || true; rm -rf "$t
     echo "- Commit: $(git rev-parse HEAD) ($(git status --porcelain | wc -l) uncommitted paths)"
     echo "- Command: \`scripts/bench-replication.sh --shards $shards --duration-secs $duration ${rate}\`"
     echo "- When: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "- Each row: scripts/cluster.sh (NameServer + broker-a master [+ slave], async flush,"
-    echo "  200 ms flush interval), then \`loadgen e2e -n … --duration-secs $duration --warmup-secs 3 $rate\`;"
+    echo "- Each row: scripts/cluster.sh (NameServer + broker-a master [+ slave], async flush with the"
+    echo "  store's default 500 ms flush interval), then \`loadgen e2e -n … --duration-secs $duration --warmup-secs 3 $rate\`;"
     echo "  master, slave, NameServer and loadgen share this machine."
     echo
 } >"$out"
