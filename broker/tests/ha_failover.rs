@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{create_topic, read_log, send_header, send_with, temp_dir, ChildBroker, ChildConfig, Conn};
+use common::{create_topic, ha_port, send_header, send_with, temp_dir, ChildBroker, ChildConfig, Conn};
 use ringmq_client::consumer::{ConsumeFrom, PullConsumer, PullConsumerConfig};
 use ringmq_client::instance::ClientConfig;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
@@ -38,12 +38,6 @@ fn child(shards: usize, top: String) -> ChildConfig {
     }
 }
 
-fn ha_port(b: &ChildBroker) -> u16 {
-    let log = read_log(&b.logs[0]);
-    let line = log.lines().find(|l| l.contains("broker started")).expect("start line");
-    let at = line.find("ha_port=").expect("ha_port") + "ha_port=".len();
-    line[at..].split_whitespace().next().unwrap().parse().unwrap()
-}
 
 fn max_offsets(addr: SocketAddr) -> Vec<i64> {
     let mut c = Conn::open(addr);

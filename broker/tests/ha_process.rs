@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{create_topic, encode, pull_header, pull_with, read_log, send_header, send_with, temp_dir, ChildBroker, ChildConfig, Conn, Got};
+use common::{create_topic, encode, ha_port, pull_header, pull_with, read_log, send_header, send_with, temp_dir, ChildBroker, ChildConfig, Conn, Got};
 use ringmq_client::message::stored::StoredMessageView;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
@@ -45,13 +45,6 @@ fn slave_config(shards: usize, master_ha: u16) -> ChildConfig {
     }
 }
 
-/// The master's first replication port, from its start-up line.
-fn ha_port(b: &ChildBroker) -> u16 {
-    let log = read_log(&b.logs[0]);
-    let line = log.lines().find(|l| l.contains("broker started")).expect("start line");
-    let at = line.find("ha_port=").expect("ha_port in the start line") + "ha_port=".len();
-    line[at..].split_whitespace().next().unwrap().parse().unwrap()
-}
 
 fn send(c: &mut Conn, id: usize, opaque: i32) -> RemotingCommand {
     let h = send_header(TOPIC, (id % QUEUES as usize) as i32);

@@ -16,6 +16,8 @@
 //!
 //! `RINGMQ_HA_SIM_SEEDS=N` runs N seeds (default 60); `RINGMQ_HA_SIM_SEED=S` replays one.
 
+
+mod common_sim;
 use ringmq_broker::config::{BrokerConfig, BrokerRole};
 use ringmq_broker::sim::{RequestError, SimBroker, SimClient, SimExecutor};
 use ringmq_broker::store::config::{FlushMode, StoreConfig};
@@ -230,32 +232,12 @@ fn run_seed(seed: u64) -> (Vec<String>, String) {
         w.slave.start().await.expect("slave starts");
         {
             let c = w.connect_master().await;
-            let create = RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)
-                .with_ext("topic", TOPIC)
-                .with_ext("defaultTopic", "TBW102")
-                .with_ext("readQueueNums", QUEUES.to_string())
-                .with_ext("writeQueueNums", QUEUES.to_string())
-                .with_ext("perm", "6")
-                .with_ext("topicFilterType", "SINGLE_TAG");
+            let create = common_sim::create_topic(TOPIC, QUEUES);
             let r = c.request(create, Duration::from_millis(REQUEST_DEADLINE_MS)).await.expect("create answered");
             assert_eq!(r.code, rs::SUCCESS);
         }
-        let mut done = Vec::new();
-        for p in 0..w.plan.producers {
-            let (tx, rx) = ringmq_broker::rt::chan::oneshot();
-            let w3 = w.clone();
-            w.ex.spawn_in(None, async move {
-                producer(w3, p).await;
-                tx.send(());
-            });
-            done.push(rx);
-        }
-        let (ctx, crx) = ringmq_broker::rt::chan::oneshot();
-        let w4 = w.clone();
-        w.ex.spawn_in(None, async move {
-            chaos(w4).await;
-            ctx.send(());
-        });
+        let done: Vec<_> = (0..w.plan.producers).map(|p| common_sim::spawn_actor(&w.ex, producer(w.clone(), p))).collect();
+        let crx = common_sim::spawn_actor(&w.ex, chaos(w.clone()));
         for d in done {
             d.await;
         }
@@ -312,34 +294,7 @@ fn run_seed(seed: u64) -> (Vec<String>, String) {
     (m.violations.clone(), summary)
 }
 
-fn check_seed(seed: u64) -> String {
-    match std::panic::catch_unwind(|| run_seed(seed)) {
-        Ok((violations, summary)) => {
-            if !violations.is_empty() {
-                panic!("seed {seed} broke {} invariants (replay: RINGMQ_HA_SIM_SEED={seed}):\n{}\n{summary}", violations.len(), violations.join("\n"));
-            }
-            summary
-        }
-        Err(e) => {
-            eprintln!("seed {seed} panicked (replay: RINGMQ_HA_SIM_SEED={seed})");
-            std::panic::resume_unwind(e);
-        }
-    }
-}
-
 #[test]
 fn replication_keeps_its_invariants_under_simulation() {
-    if let Some(seed) = std::env::var("RINGMQ_HA_SIM_SEED").ok().and_then(|s| s.parse().ok()) {
-        eprintln!("seed {seed} -> {}", check_seed(seed));
-        return;
-    }
-    let seeds: u64 = std::env::var("RINGMQ_HA_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
-    let started = std::time::Instant::now();
-    for seed in 0..seeds {
-        let summary = check_seed(seed);
-        if seed < 3 {
-            eprintln!("seed {seed}: {summary}");
-        }
-    }
-    eprintln!("{seeds} seeds in {:.1} s", started.elapsed().as_secs_f64());
+    common_sim::run_seeds("RINGMQ_HA_SIM_SEED", "RINGMQ_HA_SIM_SEEDS", 60, run_seed);
 }

@@ -21,6 +21,8 @@
 //! `RINGMQ_TXN_SIM_SEEDS=N` runs N seeds (default 100); `RINGMQ_TXN_SIM_SEED=S` replays
 //! one. A failure prints its seed.
 
+
+mod common_sim;
 use ringmq_broker::config::BrokerConfig;
 use ringmq_broker::sim::{RequestError, SimBroker, SimClient, SimExecutor};
 use ringmq_broker::store::config::{FlushMode, StoreConfig};
@@ -445,38 +447,13 @@ fn run_seed(seed: u64) -> (Vec<String>, String) {
         w.broker.start().await.expect("first start");
         {
             let c = w.connect().await;
-            let create = RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)
-                .with_ext("topic", TOPIC)
-                .with_ext("defaultTopic", "TBW102")
-                .with_ext("readQueueNums", QUEUES.to_string())
-                .with_ext("writeQueueNums", QUEUES.to_string())
-                .with_ext("perm", "6")
-                .with_ext("topicFilterType", "SINGLE_TAG");
+            let create = common_sim::create_topic(TOPIC, QUEUES);
             let r = w.call(&c, create).await.expect("create answered");
             assert_eq!(r.0.code, rs::SUCCESS);
         }
-        let mut done = Vec::new();
-        for p in 0..w.plan.producers {
-            let (tx, rx) = ringmq_broker::rt::chan::oneshot();
-            let w3 = w.clone();
-            w.ex.spawn_in(None, async move {
-                producer(w3, p).await;
-                tx.send(());
-            });
-            done.push(rx);
-        }
-        let (ctx, crx) = ringmq_broker::rt::chan::oneshot();
-        let w4 = w.clone();
-        w.ex.spawn_in(None, async move {
-            chaos(w4).await;
-            ctx.send(());
-        });
-        let (ktx, krx) = ringmq_broker::rt::chan::oneshot();
-        let w5 = w.clone();
-        w.ex.spawn_in(None, async move {
-            checker(w5).await;
-            ktx.send(());
-        });
+        let done: Vec<_> = (0..w.plan.producers).map(|p| common_sim::spawn_actor(&w.ex, producer(w.clone(), p))).collect();
+        let crx = common_sim::spawn_actor(&w.ex, chaos(w.clone()));
+        let krx = common_sim::spawn_actor(&w.ex, checker(w.clone()));
         for d in done {
             d.await;
         }
@@ -532,40 +509,12 @@ fn run_seed(seed: u64) -> (Vec<String>, String) {
     (m.violations.clone(), summary)
 }
 
-fn check_seed(seed: u64) -> String {
-    match std::panic::catch_unwind(|| run_seed(seed)) {
-        Ok((violations, summary)) => {
-            if !violations.is_empty() {
-                panic!("seed {seed} broke {} invariants (replay: RINGMQ_TXN_SIM_SEED={seed}):\n{}\n{summary}", violations.len(), violations.join("\n"));
-            }
-            summary
-        }
-        Err(e) => {
-            eprintln!("seed {seed} panicked (replay: RINGMQ_TXN_SIM_SEED={seed})");
-            std::panic::resume_unwind(e);
-        }
-    }
-}
-
 #[test]
 fn transactions_keep_their_invariants_under_simulation() {
-    if let Some(seed) = std::env::var("RINGMQ_TXN_SIM_SEED").ok().and_then(|s| s.parse().ok()) {
-        eprintln!("seed {seed} -> {}", check_seed(seed));
-        return;
-    }
-    let seeds: u64 = std::env::var("RINGMQ_TXN_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
-    let started = std::time::Instant::now();
-    let mut totals = (0u64, 0u64, 0u64);
-    for seed in 0..seeds {
-        let summary = check_seed(seed);
-        totals.0 += 1;
-        if seed < 3 {
-            eprintln!("seed {seed}: {summary}");
-        }
-        let number_before = |word: &str| summary.split(word).next().and_then(|s| s.rsplit(' ').next()).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
-        totals.1 += number_before(" transactions, ");
-        // The last crash of every run is the final check's; the others hit the workload.
-        totals.2 += number_before(" crashes, t=").saturating_sub(1);
-    }
-    eprintln!("{} seeds, {} transactions, {} crashes during the workload, in {:.1} s", totals.0, totals.1, totals.2, started.elapsed().as_secs_f64());
+    let summaries = common_sim::run_seeds("RINGMQ_TXN_SIM_SEED", "RINGMQ_TXN_SIM_SEEDS", 100, run_seed);
+    let number_before = |summary: &str, word: &str| summary.split(word).next().and_then(|s| s.rsplit(' ').next()).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+    let transactions: u64 = summaries.iter().map(|s| number_before(s, " transactions, ")).sum();
+    // The last crash of every run is the final check's; the others hit the workload.
+    let crashes: u64 = summaries.iter().map(|s| number_before(s, " crashes, t=").saturating_sub(1)).sum();
+    eprintln!("{transactions} transactions, {crashes} crashes during the workload");
 }

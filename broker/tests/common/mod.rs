@@ -526,6 +526,14 @@ fn listening_addr(log: &str) -> Option<SocketAddr> {
     line[at..].split_whitespace().next()?.parse().ok()
 }
 
+/// A master child broker's first replication port, from its start-up line.
+pub fn ha_port(b: &ChildBroker) -> u16 {
+    let log = read_log(&b.logs[0]);
+    let line = log.lines().find(|l| l.contains("broker started")).expect("start line");
+    let at = line.find("ha_port=").expect("ha_port in the start line") + "ha_port=".len();
+    line[at..].split_whitespace().next().and_then(|p| p.parse().ok()).expect("a port")
+}
+
 /// A log file with ANSI escapes removed (in case colours are forced on).
 pub fn read_log(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
