@@ -181,13 +181,7 @@ async fn run_shard(
     let next_conn = Cell::new((id as u64) << 48);
     let conns = Rc::new(Cell::new(0usize));
     loop {
-        let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
-            while !stop.load(Ordering::SeqCst) {
-                glommio::timer::sleep(Duration::from_millis(STOP_POLL_INTERVAL_MS)).await;
-            }
-            None
-        })
-        .await;
+        let accepted = accept_until_stop(&listener, &stop).await;
         match accepted {
             None => break,
             Some(Ok(stream)) => {
@@ -226,6 +220,18 @@ async fn run_shard(
     tracing::info!(shard = id, "shard stopped cleanly");
 }
 
+/// The next connection on `listener`, or `None` once the stop flag is set (checked every
+/// `STOP_POLL_INTERVAL_MS`).
+async fn accept_until_stop(listener: &glommio::net::TcpListener, stop: &AtomicBool) -> Option<std::io::Result<glommio::net::TcpStream>> {
+    futures_lite::future::or(async { Some(listener.accept().await.map_err(std::io::Error::from)) }, async {
+        while !stop.load(Ordering::SeqCst) {
+            glommio::timer::sleep(Duration::from_millis(STOP_POLL_INTERVAL_MS)).await;
+        }
+        None
+    })
+    .await
+}
+
 /// `count` consecutive free TCP ports (the first is returned).
 fn free_port_run(count: usize) -> std::io::Result<u16> {
     for _ in 0..64 {
@@ -255,13 +261,7 @@ fn start_replication(shard: &Rc<Shard<Glommio>>, config: &BrokerConfig, id: usiz
         glommio::spawn_local(async move {
             let mut next = 0u64;
             loop {
-                let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
-                    while !stop.load(Ordering::SeqCst) {
-                        glommio::timer::sleep(Duration::from_millis(STOP_POLL_INTERVAL_MS)).await;
-                    }
-                    None
-                })
-                .await;
+                let accepted = accept_until_stop(&listener, &stop).await;
                 match accepted {
                     None => break,
                     Some(Ok(stream)) => {
