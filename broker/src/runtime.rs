@@ -255,7 +255,13 @@ fn start_replication(shard: &Rc<Shard<Glommio>>, config: &BrokerConfig, id: usiz
         let Ok(port) = u16::try_from(port) else { fatal(&format!("shard {id}: replication port {port} is out of range")) };
         let listener = match glommio::net::TcpListener::bind(SocketAddr::new(config.listen_ip(), port)) {
             Ok(l) => l,
-            Err(e) => fatal(&format!("shard {id}: cannot listen for slaves on port {port}: {e}")),
+            // A SYNC_MASTER cannot honour its role without slaves: stop. An ASYNC_MASTER
+            // serves on without them, saying so loudly (set ha_listen_port to a free port).
+            Err(e) if config.role == crate::config::BrokerRole::SyncMaster => fatal(&format!("shard {id}: cannot listen for slaves on port {port}: {e}")),
+            Err(e) => {
+                tracing::error!(shard = id, port, error = %e, "cannot listen for slaves (ha_listen_port + shard): no slave can attach to this ASYNC_MASTER shard");
+                return;
+            }
         };
         let shard = shard.clone();
         glommio::spawn_local(async move {
