@@ -81,6 +81,10 @@ pub struct MessageToStore<'a> {
     pub prepared_transaction_offset: i64,
 }
 
+/// One record of a replicated batch, checked: (offset in the batch, length, for a
+/// message its topic, queue id and queue offset).
+type ReplicaPlanItem = (usize, usize, Option<(String, i32, u64)>);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplicatedAppend {
     /// Message records appended (blanks not counted).
@@ -433,7 +437,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
         }
         let dirty = inner.commitlog.dirty_bytes();
         // First pass: check every record without changing anything.
-        let mut plan: Vec<(usize, usize, Option<(String, i32, u64)>)> = Vec::new();
+        let mut plan: Vec<ReplicaPlanItem> = Vec::new();
         let mut next_queue_offsets: std::collections::HashMap<(String, i32), u64> = std::collections::HashMap::new();
         let (mut at, mut pos) = (0usize, inner.commitlog.write_pos);
         let diverged = |reason: String| StoreError::ReplicaDiverged { offset: 0, reason };
@@ -441,15 +445,14 @@ impl<D: Disk, C: Clock> Store<D, C> {
             let seg_end = inner.commitlog.segment_start(pos) + inner.commitlog.segment_bytes;
             match record_head(&bytes[at..]) {
                 RecordHead::Blank(n) => {
-                    if pos + n as u64 != seg_end || at + n as usize > bytes.len() {
+                    if pos + n as u64 != seg_end || at + n > bytes.len() {
                         return Err(StoreError::ReplicaDiverged { offset: self.shard.phys(pos), reason: format!("blank record of {n} bytes does not end segment at {seg_end}") });
                     }
-                    plan.push((at, n as usize, None));
-                    at += n as usize;
+                    plan.push((at, n, None));
+                    at += n;
                     pos += n as u64;
                 }
                 RecordHead::Message(n) => {
-                    let n = n as usize;
                     if n as u64 > self.config.record_bytes_max || pos + n as u64 + BLANK_LEN_MIN_BYTES as u64 > seg_end || at + n > bytes.len() {
                         return Err(StoreError::ReplicaDiverged { offset: self.shard.phys(pos), reason: format!("record of {n} bytes does not fit (segment end {seg_end}, batch {})", bytes.len() - at) });
                     }
@@ -562,7 +565,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
         let mut at = 0usize;
         while at < bytes.len() {
             let n = match record_head(&bytes[at..]) {
-                RecordHead::Blank(n) | RecordHead::Message(n) => n as usize,
+                RecordHead::Blank(n) | RecordHead::Message(n) => n,
                 RecordHead::Empty | RecordHead::Invalid => break,
             };
             if at + n > bytes.len() || (at > 0 && at + n > max_bytes) {
