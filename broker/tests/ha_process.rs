@@ -4,7 +4,8 @@
 //! - `a_slave_mirrors_its_master_and_refuses_writes`: an ASYNC_MASTER (2 shards) and a
 //!   SLAVE (2 shards) on the same machine; sends to the master reach the slave — same
 //!   queue offsets, same bytes — and so do the topic (created on the master only) and a
-//!   consumer offset committed on the master; a send to the slave is refused (SERVICE_NOT_AVAILABLE);
+//!   consumer offset committed on the master; sends and topic changes on the slave are
+//!   refused; a send to the slave is refused (SERVICE_NOT_AVAILABLE);
 //!   the slave, SIGKILLed mid-stream and restarted, catches up from its own end.
 //! - `sync_master_acknowledges_only_what_a_slave_has`: a SYNC_MASTER with no slave
 //!   answers SLAVE_NOT_AVAILABLE (stored on the master only); with a slave every send is
@@ -138,6 +139,9 @@ fn a_slave_mirrors_its_master_and_refuses_writes() {
     assert_eq!(on_master.len(), 400);
     assert_eq!(drain(slave.addr), on_master, "same messages at the same queue offsets");
     let r = send(&mut Conn::open(slave.addr), 9_999, 7);
+    assert_eq!(r.code, rs::SERVICE_NOT_AVAILABLE, "{:?}", r.remark);
+    // Its tables are the master's: a topic change on the slave is refused, not lost later.
+    let r = Conn::open(slave.addr).call(create_topic("HA_ON_SLAVE", 1));
     assert_eq!(r.code, rs::SERVICE_NOT_AVAILABLE, "{:?}", r.remark);
     // The slave dies mid-stream and comes back: it resumes from its own end.
     let mut burst = Vec::new();

@@ -3,12 +3,13 @@
 //! same physical offsets through its own store (`Store::append_replicated`: records
 //! checked as recovery checks them, then dispatched to ConsumeQueues and the index).
 //!
-//! `proto.rs` is the stream's wire format. Every HELLO carries the slave's last epoch
+//! `proto` (`ringmq_client::remoting::ha`) is the stream's wire format. Every HELLO carries the slave's last epoch
 //! and where it began, every WELCOME the master's epoch, so a later failover (a new
 //! master with a higher epoch, slaves truncating to the epoch boundary) needs no format
 //! change.
 
-pub mod proto;
+/// The stream's wire format lives with the other codecs in the client crate.
+pub use ringmq_client::remoting::ha as proto;
 
 use crate::rt::chan::{self, OneshotReceiver, OneshotSender};
 use serde::Deserialize;

@@ -449,6 +449,11 @@ impl<R: Runtime> Shard<R> {
     }
 
     async fn handle_here(self: &Rc<Self>, cmd: RemotingCommand, ctx: ConnCtx) -> RemotingCommand {
+        if !self.config.role.is_master() && matches!(cmd.code, rq::UPDATE_AND_CREATE_TOPIC | rq::DELETE_TOPIC_IN_BROKER | rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP) {
+            // A slave's topic and group tables are its master's (replicated): a change
+            // made here would be overwritten, so it is refused rather than accepted.
+            return error_response(&cmd, rs::SERVICE_NOT_AVAILABLE, "this broker is a slave: change topics and groups on its master (they replicate here)");
+        }
         match cmd.code {
             rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => self.handle_send(&cmd).await,
             // Java serves LITE_PULL_MESSAGE with the pull processor too.

@@ -22,6 +22,7 @@ pub mod bodies;
 pub mod codes;
 pub mod command;
 pub mod frame;
+pub mod ha;
 pub mod headers;
 pub mod heartbeat;
 pub mod json;

@@ -1,4 +1,6 @@
-//! The replication stream's wire format (RingMQ's own; Java slaves are not supported).
+//! The replication stream's wire format (RingMQ's own, broker to broker; Java slaves
+//! are not supported). Here, with the other wire codecs, so it has a fuzz target
+//! (`client/fuzz/fuzz_targets/ha_frame.rs`); the broker's `ha/` drives it.
 //! One TCP connection per shard pair: shard i of a slave to shard i of its master.
 //!
 //! Frame: `u32 length` (bytes after it, big-endian) `u8 kind` payload.
@@ -83,7 +85,7 @@ pub struct Hello {
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ProtoError {
-    #[error("frame of {0} bytes (max {FRAME_BYTES_MAX})")]
+    #[error("frame or payload of {0} bytes (frames at most {FRAME_BYTES_MAX}, payloads {BATCH_BYTES_MAX})")]
     TooLarge(usize),
     #[error("frame truncated: {0}")]
     Truncated(&'static str),
@@ -177,10 +179,19 @@ impl Frame {
             }
             KIND_WELCOME => Frame::Welcome { epoch: r.u64("epoch")?, start_phys: r.u64("start")?, master_end_phys: r.u64("end")? },
             KIND_REFUSE => Frame::Refuse { reason: String::from_utf8_lossy(&r.b[..r.b.len().min(REASON_BYTES_MAX)]).into_owned() },
-            KIND_DATA => Frame::Data { phys_from: r.u64("from")?, master_end_phys: r.u64("end")?, records: r.b.to_vec() },
+            KIND_DATA => {
+                let (phys_from, master_end_phys) = (r.u64("from")?, r.u64("end")?);
+                if r.b.len() > BATCH_BYTES_MAX {
+                    return Err(ProtoError::TooLarge(r.b.len()));
+                }
+                Frame::Data { phys_from, master_end_phys, records: r.b.to_vec() }
+            }
             KIND_ACK => Frame::Ack { received_phys: r.u64("received")?, durable_phys: r.u64("durable")? },
             KIND_META => {
                 let kind = r.take(1, "meta kind")?[0];
+                if r.b.len() > BATCH_BYTES_MAX {
+                    return Err(ProtoError::TooLarge(r.b.len()));
+                }
                 Frame::Meta { kind: MetaKind::from_u8(kind).ok_or(ProtoError::UnknownKind(kind))?, payload: r.b.to_vec() }
             }
             other => return Err(ProtoError::UnknownKind(other)),
@@ -250,6 +261,14 @@ mod tests {
         check_error(&[0, 0, 0, 3, KIND_ACK, 0, 0], ProtoError::Truncated("received"));
         check_error(&[0, 0, 0, 2, KIND_META, 9], ProtoError::UnknownKind(9));
         check_error(&[0, 0, 0, 1, KIND_META], ProtoError::Truncated("meta kind"));
+        // A payload past BATCH_BYTES_MAX inside an allowed frame is refused (it could
+        // not be encoded back).
+        let mut big = Vec::new();
+        let len = (1 + 16 + BATCH_BYTES_MAX + 1) as u32;
+        big.extend_from_slice(&len.to_be_bytes());
+        big.push(KIND_DATA);
+        big.extend(std::iter::repeat_n(0u8, 16 + BATCH_BYTES_MAX + 1));
+        check_error(&big, ProtoError::TooLarge(BATCH_BYTES_MAX + 1));
         let mut hello = vec![0, 0, 0, 8, KIND_HELLO];
         hello.extend_from_slice(b"RMQHA2\x01");
         check_error(&hello, ProtoError::BadMagic);
