@@ -694,11 +694,17 @@ impl BrokerConfig {
             }
             _ => {}
         }
-        if self.role == BrokerRole::Slave && self.ha_master_address.as_deref().is_none_or(|a| a.parse::<std::net::SocketAddr>().is_err()) {
-            return fail(format!(
-                "a slave needs ha_master_address (haMasterAddress) = \"ip:port\" of its master's replication port, got {:?}",
-                self.ha_master_address
-            ));
+        if self.role == BrokerRole::Slave {
+            match self.ha_master_address.as_deref() {
+                Some(a) if a.parse::<std::net::SocketAddr>().is_err() => {
+                    return fail(format!("ha_master_address (haMasterAddress) must be \"ip:port\" of the master's replication port, got {a:?}"))
+                }
+                // Learnt from the NameServer's answer to REGISTER_BROKER (haServerAddr).
+                None if self.namesrv_addrs.is_empty() => {
+                    return fail("a slave needs its master: set namesrv_addrs (the NameServer names the master of the same broker_name) or ha_master_address = \"ip:port\"".into())
+                }
+                _ => {}
+            }
         }
         if self.store_root.as_os_str().is_empty() {
             return fail("store_root is empty".into());
@@ -1137,7 +1143,8 @@ mod tests {
             (with(|c| c.broker_name = "a b".into()), Some("broker_name")),
             (with(|c| c.role = BrokerRole::Slave), Some("broker_id > 0")),
             (with(|c| c.broker_id = 1), Some("master has broker_id 0")),
-            (with(|c| (c.role, c.broker_id) = (BrokerRole::Slave, 1)), Some("needs ha_master_address")),
+            (with(|c| (c.role, c.broker_id) = (BrokerRole::Slave, 1)), Some("a slave needs its master")),
+            (with(|c| (c.role, c.broker_id, c.namesrv_addrs) = (BrokerRole::Slave, 1, vec!["10.0.0.1:9876".into()])), None),
             (with(|c| (c.role, c.broker_id, c.ha_master_address) = (BrokerRole::Slave, 1, Some("10.0.0.1:10912".into()))), None),
             (with(|c| (c.role, c.broker_id, c.ha_master_address) = (BrokerRole::Slave, 1, Some("host:10912".into()))), Some("ip:port")),
             (with(|c| c.store_root = PathBuf::new()), Some("store_root")),

@@ -66,7 +66,10 @@ pub fn spawn_registration<R: Runtime>(shard: Rc<Shard<R>>, stop: Arc<AtomicBool>
             register_all(&shard, first).await;
             first = false;
             let mut waited_ms = 0;
-            while waited_ms < shard.config().register_interval_ms && !stop.load(Ordering::SeqCst) {
+            // A slave that has no master yet asks again soon: its master may register
+            // just after it did.
+            let interval_ms = if shard.ha_master_unknown() { crate::ha::RECONNECT_INTERVAL_MS } else { shard.config().register_interval_ms };
+            while waited_ms < interval_ms && !stop.load(Ordering::SeqCst) {
                 rt.sleep(Duration::from_millis(100)).await;
                 waited_ms += 100;
             }
@@ -78,6 +81,11 @@ pub async fn register_all<R: Runtime>(shard: &Rc<Shard<R>>, log_success: bool) {
     for addr in shard.config().namesrv_addrs.clone() {
         match call(&addr, register_request(shard)).await {
             Ok(r) if r.code == rs::SUCCESS => {
+                // A slave without ha_master_address learns its master here (RocketMQ's
+                // `updateMasterHAServerAddrPeriodically`).
+                if let Some(ha) = r.ext("haServerAddr").filter(|a| !a.is_empty()) {
+                    shard.learn_ha_master(ha);
+                }
                 if log_success {
                     tracing::info!(namesrv = %addr, "registered with NameServer");
                 }

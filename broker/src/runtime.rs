@@ -248,7 +248,8 @@ fn free_port_run(count: usize) -> std::io::Result<u16> {
 }
 
 /// A master shard listens for its slaves on `ha_port_base + id`; a slave shard keeps a
-/// connection to its master's shard `id` (`ha_master_address` port + id).
+/// connection to its master's shard `id` (master replication port + id; the master is
+/// `ha_master_address` or the one the NameServer names).
 fn start_replication(shard: &Rc<Shard<Glommio>>, config: &BrokerConfig, id: usize, stop: Arc<AtomicBool>) {
     if config.role.is_master() {
         let port = config.ha_port_base() as usize + id;
@@ -284,18 +285,15 @@ fn start_replication(shard: &Rc<Shard<Glommio>>, config: &BrokerConfig, id: usiz
         })
         .detach();
     } else {
-        let master: SocketAddr = match config.ha_master_address.as_deref().map(str::parse) {
-            Some(Ok(a)) => a,
-            _ => fatal("a slave needs ha_master_address (validated at start)"),
-        };
-        let target = SocketAddr::new(master.ip(), master.port().saturating_add(id as u16));
-        let connect = move || async move {
-            match glommio::net::TcpStream::connect(target).await {
-                Ok(s) => {
-                    let _ = s.set_nodelay(true);
-                    Some(s)
-                }
-                Err(_) => None,
+        // The target is read at each attempt: a slave may learn (or relearn) its
+        // master from the NameServer while running.
+        let target_of = shard.clone();
+        let connect = move || {
+            let target = target_of.ha_master_target();
+            async move {
+                let s = glommio::net::TcpStream::connect(target?).await.ok()?;
+                let _ = s.set_nodelay(true);
+                Some(s)
             }
         };
         glommio::spawn_local(shard.clone().run_replication(connect)).detach();

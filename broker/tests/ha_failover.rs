@@ -8,11 +8,14 @@
 //! route: it is dropped only after 120 s) resumes from the committed offsets through the
 //! slave — the client reads from a broker's slave while its master cannot be reached —
 //! and reads the rest, then commits there. Bound asserted: the first message from the
-//! slave arrives within `FAILOVER_BOUND` of the kill.
+//! slave arrives within `FAILOVER_BOUND` of the kill. The master then restarts (on new
+//! ports): the slave — which has no `ha_master_address` and learns its master from the
+//! NameServer's REGISTER_BROKER answer — reattaches and hands the offsets committed on
+//! it to the master, which takes them where they are ahead.
 
 mod common;
 
-use common::{create_topic, ha_port, send_header, send_with, temp_dir, ChildBroker, ChildConfig, Conn};
+use common::{create_topic, send_header, send_with, temp_dir, ChildBroker, ChildConfig, Conn};
 use ringmq_client::consumer::{ConsumeFrom, PullConsumer, PullConsumerConfig};
 use ringmq_client::instance::ClientConfig;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
@@ -114,7 +117,9 @@ fn consumers_read_from_the_slave_when_the_master_is_gone() {
     let dir = temp_dir();
     let named = |extra: &str| format!("broker_name = \"broker-ha\"\nnamesrv_addrs = [\"{ns}\"]\n{extra}");
     let mut master = ChildBroker::start_up(dir.path(), &dir.path().join("m"), &child(2, named("role = \"async_master\"\n")));
-    let slave_top = named(&format!("role = \"slave\"\nbroker_id = 1\nslave_read_enable = true\nha_master_address = \"127.0.0.1:{}\"\n", ha_port(&master)));
+    // No ha_master_address: the slave learns its master from the NameServer (and
+    // learns it again when the master comes back on another port).
+    let slave_top = named("role = \"slave\"\nbroker_id = 1\nslave_read_enable = true\nregister_interval_ms = 500\n");
     let slave = ChildBroker::start_up(dir.path(), &dir.path().join("s"), &child(2, slave_top));
     assert_eq!(Conn::open(master.addr).call(create_topic(TOPIC, QUEUES)).code, rs::SUCCESS);
     let mut c = Conn::open(master.addr);
@@ -154,10 +159,27 @@ fn consumers_read_from_the_slave_when_the_master_is_gone() {
     // Offsets committed on the slave moved past what the master had.
     let committed_after: Vec<Option<i64>> = (0..QUEUES).map(|q| committed(slave.addr, q)).collect();
     assert!(committed_after.iter().zip(&committed_before).any(|(a, b)| a > b), "offsets committed on the slave: before {committed_before:?}, after {committed_after:?}");
+    // The master comes back (a new replication port, named by the NameServer): the
+    // slave reattaches and hands over the offsets committed on it; the master takes
+    // them (the higher offset wins).
+    let restarted = Instant::now();
+    let master = ChildBroker::start_up(dir.path(), &dir.path().join("m"), &child(2, named("role = \"async_master\"\nregister_interval_ms = 500\n")));
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let on_master: Vec<Option<i64>> = (0..QUEUES).map(|q| committed(master.addr, q)).collect();
+        if on_master.iter().zip(&committed_after).all(|(m, s)| m >= s) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "offsets committed on the slave never reached the restarted master: master {on_master:?}, slave {committed_after:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let reconciled = restarted.elapsed();
     println!(
-        "ha_failover summary: {} read via the master; master SIGKILLed; first message via the slave after {failover:?}; {remaining} read there ({again} re-read)",
+        "ha_failover summary: {} read via the master; master SIGKILLed; first message via the slave after {failover:?}; {remaining} read there ({again} re-read); \
+         master restarted, slave offsets reconciled on it {reconciled:?} after the restart",
         first_half.len()
     );
+    master.stop();
     slave.stop();
     namesrv.stop();
 }

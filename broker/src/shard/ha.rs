@@ -123,8 +123,17 @@ impl<R: Runtime> Shard<R> {
                             let released = shard.ha_master.borrow_mut().on_ack(conn_id, local_of(received_phys), local_of(durable_phys), shard.now_ms(), mode);
                             released.into_iter().for_each(|tx| tx.send(()));
                         }
+                        Ok(Frame::Meta { kind: MetaKind::ConsumerOffsets, payload }) => {
+                            // Offsets consumers committed on the slave while this master
+                            // was away: reconciled by the higher offset.
+                            match shard.merge_slave_offsets(&payload) {
+                                Ok(n) if n > 0 => tracing::info!(shard = shard.id, conn_id, advanced = n, "consumer offsets committed on the slave reconciled"),
+                                Ok(_) => {}
+                                Err(e) => tracing::warn!(shard = shard.id, conn_id, error = %e, "slave's consumer offsets not applied"),
+                            }
+                        }
                         Ok(_) => {
-                            tracing::warn!(shard = shard.id, conn_id, "slave sent a frame other than ACK; closing");
+                            tracing::warn!(shard = shard.id, conn_id, "slave sent a frame other than ACK or its consumer offsets; closing");
                             break;
                         }
                         Err(_) => break,
@@ -250,10 +259,18 @@ impl<R: Runtime> Shard<R> {
             MetaKind::ConsumerOffsets => {
                 let theirs = crate::meta::offsets::ConsumerOffsetTable::decode(payload).map_err(|e| e.to_string())?;
                 let mut ours = self.offsets.borrow_mut();
-                for ((group, topic, queue), offset) in theirs.offsets {
-                    if ours.query(&group, &topic, queue).is_none_or(|o| o < offset) {
-                        ours.commit(&group, &topic, queue, offset).map_err(|e| e.to_string())?;
+                let mut pending = self.ha_client_offsets.borrow_mut();
+                for (key, offset) in theirs.offsets {
+                    // The master's offset wins (a reset there may move it back), except
+                    // over a commit made here that the master has not taken yet.
+                    match pending.get(&key) {
+                        Some(&mine) if mine > offset => continue,
+                        Some(_) => {
+                            pending.remove(&key);
+                        }
+                        None => {}
                     }
+                    ours.commit(&key.0, &key.1, key.2, offset).map_err(|e| e.to_string())?;
                 }
             }
             MetaKind::DelayOffsets => {
@@ -393,6 +410,21 @@ impl<R: Runtime> Shard<R> {
             }
         };
         self.rt.spawn(reporter);
+        // Offsets clients committed here (the master was unreachable for them) go to the
+        // master every META interval until its own table shows them.
+        let offsets_reporter = {
+            let (shard, ack_tx) = (self.clone(), ack_tx.clone());
+            async move {
+                while !shard.store_stop.get() && !ack_tx.is_closed() {
+                    shard.rt.sleep(Duration::from_millis(META_INTERVAL_MS)).await;
+                    let Some(payload) = shard.pending_client_offsets() else { continue };
+                    if ack_tx.send(Frame::Meta { kind: MetaKind::ConsumerOffsets, payload }).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        };
+        self.rt.spawn(offsets_reporter);
         let writer_task = async move {
             while let Some(frame) = ack_rx.recv().await {
                 if write_frame(&mut writer, &frame).await.is_err() {
@@ -435,8 +467,84 @@ impl<R: Runtime> Shard<R> {
         }
     }
 
+    /// Commits a consumer offset a client sent (UPDATE_CONSUMER_OFFSET or a pull's
+    /// commit flag). On a slave the commit is also kept for the master
+    /// (`ha_client_offsets`), which takes it by the higher offset when it is reachable.
+    pub(super) fn commit_client_offset(&self, group: &str, topic: &str, queue_id: i32, offset: u64) -> Result<(), crate::meta::MetaError> {
+        self.offsets.borrow_mut().commit(group, topic, queue_id, offset)?;
+        if !self.config.role.is_master() {
+            // Bounded: its keys are keys of the offset table just committed to.
+            self.ha_client_offsets.borrow_mut().insert((group.to_string(), topic.to_string(), queue_id), offset);
+        }
+        Ok(())
+    }
+
+    /// The encoded table of offsets committed on this slave that its master has not
+    /// shown back yet; `None` when there are none.
+    fn pending_client_offsets(&self) -> Option<Vec<u8>> {
+        let pending = self.ha_client_offsets.borrow();
+        if pending.is_empty() {
+            return None;
+        }
+        let mut table = crate::meta::offsets::ConsumerOffsetTable::default();
+        for ((group, topic, queue_id), offset) in pending.iter() {
+            table.commit(group, topic, *queue_id, *offset).ok()?;
+        }
+        table.encode().ok()
+    }
+
+    /// A master takes the offsets its slave's clients committed, where they are ahead of
+    /// its own. Returns how many advanced.
+    fn merge_slave_offsets(&self, payload: &[u8]) -> Result<usize, String> {
+        let theirs = crate::meta::offsets::ConsumerOffsetTable::decode(payload).map_err(|e| e.to_string())?;
+        let mut ours = self.offsets.borrow_mut();
+        let mut advanced = 0;
+        for ((group, topic, queue), offset) in theirs.offsets {
+            if ours.query(&group, &topic, queue).is_none_or(|o| o < offset) {
+                ours.commit(&group, &topic, queue, offset).map_err(|e| e.to_string())?;
+                advanced += 1;
+            }
+        }
+        Ok(advanced)
+    }
+
     pub fn ha_slave_state(&self) -> crate::ha::SlaveState {
         self.ha_slave.get()
+    }
+
+    /// Where this slave shard connects: its master's replication port base + shard id;
+    /// `None` while the master is unknown (the NameServer has not named one yet).
+    pub fn ha_master_target(&self) -> Option<std::net::SocketAddr> {
+        let base = self.ha_master_addr.get()?;
+        Some(std::net::SocketAddr::new(base.ip(), base.port().checked_add(self.id as u16)?))
+    }
+
+    /// Whether a slave still has to learn its master from the NameServer.
+    pub fn ha_master_unknown(&self) -> bool {
+        !self.config.role.is_master() && self.ha_master_addr.get().is_none()
+    }
+
+    /// The NameServer named `ha_server_addr` as the master of this broker name (its
+    /// answer to REGISTER_BROKER). Used only when `ha_master_address` is not configured;
+    /// a change (the master moved) reaches every shard, whose next connection attempt
+    /// goes there.
+    pub fn learn_ha_master(self: &Rc<Self>, ha_server_addr: &str) {
+        if self.config.role.is_master() || self.config.ha_master_address.is_some() {
+            return;
+        }
+        let addr: std::net::SocketAddr = match ha_server_addr.parse() {
+            Ok(a) => a,
+            Err(_) => {
+                tracing::warn!(shard = self.id, ha_server_addr, "the NameServer named a master replication address that is not ip:port; ignored");
+                return;
+            }
+        };
+        if self.ha_master_addr.get() == Some(addr) {
+            return;
+        }
+        tracing::info!(master = %addr, "the NameServer names this slave's master");
+        self.ha_master_addr.set(Some(addr));
+        self.mesh.broadcast(super::mesh::ShardEvent::HaMaster { addr });
     }
 
     pub fn ha_slaves(&self) -> Vec<(u64, crate::ha::SlaveProgress)> {

@@ -39,6 +39,9 @@ pub enum ShardEvent {
     /// A server request (CHECK_TRANSACTION_STATE) for a connection the receiving shard
     /// holds; sent to that shard only (`Mesh::send_event`).
     Push { conn_id: u64, cmd: RemotingCommand },
+    /// A slave's master replication address (port of shard 0), as the NameServer named
+    /// it to the metadata owner; every shard connects to its own port from there.
+    HaMaster { addr: std::net::SocketAddr },
 }
 
 #[derive(Debug)]

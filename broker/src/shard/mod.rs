@@ -141,6 +141,12 @@ pub struct Shard<R: Runtime> {
     /// Replication: this shard's slaves (on a master) and its master (on a slave).
     ha_master: RefCell<crate::ha::MasterState>,
     ha_slave: Cell<crate::ha::SlaveState>,
+    /// A slave's master (replication port of its shard 0): `ha_master_address`, or
+    /// learnt from the NameServer (`ShardEvent::HaMaster`); `None` until known.
+    ha_master_addr: Cell<Option<SocketAddr>>,
+    /// A slave's consumer offsets committed by clients that its master has not shown
+    /// back yet (sent to the master, `shard/ha.rs`).
+    ha_client_offsets: RefCell<std::collections::BTreeMap<crate::meta::offsets::OffsetKey, u64>>,
 }
 
 /// Header field that carries a send's born host (the producer's address, as Java's
@@ -210,6 +216,7 @@ impl<R: Runtime> Shard<R> {
         };
         let mesh = Mesh::new(rt.clone(), link, config.forward_batch_max);
         let started_ms = rt.clock().now_ms();
+        let ha_master_addr = config.ha_master_address.as_deref().and_then(|a| a.parse().ok());
         let shard = Rc::new(Self {
             rt: rt.clone(),
             id,
@@ -245,6 +252,8 @@ impl<R: Runtime> Shard<R> {
             txn_ids: ringmq_client::msgid::MsgIdGenerator::new(store_host.ip(), std::process::id(), id as u32),
             ha_master: RefCell::new(crate::ha::MasterState::default()),
             ha_slave: Cell::new(crate::ha::SlaveState::default()),
+            ha_master_addr: Cell::new(ha_master_addr),
+            ha_client_offsets: RefCell::new(std::collections::BTreeMap::new()),
         });
         crate::store::flusher::spawn_store_tasks(rt.clone(), store, shard.store_stop.clone(), Rc::new(|e: String| crate::fatal::fatal(&e)));
         let persister = shard.clone();
@@ -518,6 +527,7 @@ impl<R: Runtime> Shard<R> {
                 let changed = self.consumers.borrow_mut().remove_client(&client_id);
                 self.notify_groups_changed(&changed);
             }
+            ShardEvent::HaMaster { addr } => self.ha_master_addr.set(Some(addr)),
         }
     }
 

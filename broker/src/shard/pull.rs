@@ -79,7 +79,7 @@ impl<R: Runtime> Shard<R> {
             },
         };
         if header.sys_flag & FLAG_COMMIT_OFFSET != 0 && header.commit_offset >= 0 {
-            if let Err(e) = self.offsets.borrow_mut().commit(&header.consumer_group, &header.topic, header.queue_id, header.commit_offset as u64) {
+            if let Err(e) = self.commit_client_offset(&header.consumer_group, &header.topic, header.queue_id, header.commit_offset as u64) {
                 tracing::warn!(group = %header.consumer_group, error = %e, "consumer offset not committed");
             }
         }
@@ -197,7 +197,7 @@ impl<R: Runtime> Shard<R> {
         match parsed {
             Ok((_, _, _, offset)) if offset < 0 => error_response(cmd, rs::INVALID_PARAMETER, format!("commitOffset {offset} is negative")),
             Ok((group, topic, queue_id, offset)) => {
-                match self.offsets.borrow_mut().commit(group, topic, queue_id, offset as u64) {
+                match self.commit_client_offset(group, topic, queue_id, offset as u64) {
                     Ok(()) => cmd.create_response(rs::SUCCESS, None),
                     Err(e) => error_response(cmd, rs::INVALID_PARAMETER, e.to_string()),
                 }
