@@ -13,6 +13,10 @@
 //!   readable from the slave (0 lost); a master with a slave SIGKILLed answers
 //!   SLAVE_NOT_AVAILABLE again.
 //! - `a_slave_with_another_shard_count_is_refused`: a clear error in the slave's log.
+//! - `an_empty_slave_is_reseeded_past_the_masters_retention`: a master whose retention
+//!   deleted its log's start (forced clean, 1 MiB segments); an empty slave is started
+//!   at the master's oldest segment, holds every retained message at the master's queue
+//!   offsets (its queues begin mid-queue) and follows new sends.
 
 mod common;
 
@@ -63,13 +67,25 @@ fn max_offsets(addr: SocketAddr) -> Vec<i64> {
         .collect()
 }
 
-/// Body id -> (queue, offset) of everything in the topic.
+/// Each queue's min offset (the first still readable).
+fn min_offsets(addr: SocketAddr) -> Vec<i64> {
+    let mut c = Conn::open(addr);
+    (0..QUEUES)
+        .map(|q| {
+            let r = c.call(RemotingCommand::request(rq::GET_MIN_OFFSET).with_ext("topic", TOPIC).with_ext("queueId", q.to_string()).with_opaque(70 + q));
+            r.ext("offset").and_then(|o| o.parse().ok()).unwrap_or(-1)
+        })
+        .collect()
+}
+
+/// Body id -> (queue, offset) of everything in the topic (from each queue's minimum).
 fn drain(addr: SocketAddr) -> BTreeMap<usize, (i32, i64)> {
+    let mins = min_offsets(addr);
     let mut c = Conn::open(addr);
     let mut out = BTreeMap::new();
     let mut opaque = 1_000;
     for q in 0..QUEUES {
-        let mut offset = 0;
+        let mut offset = mins[q as usize].max(0);
         loop {
             opaque += 1;
             let mut h = pull_header(TOPIC, q, offset);
@@ -270,6 +286,63 @@ fn a_slave_with_another_shard_count_is_refused() {
         assert!(Instant::now() < deadline, "no refusal in the slave's log:\n{log}");
         std::thread::sleep(Duration::from_millis(50));
     }
+    slave.stop();
+    master.stop();
+}
+
+#[test]
+fn an_empty_slave_is_reseeded_past_the_masters_retention() {
+    let dir = temp_dir();
+    // 1 MiB segments; retention forced whatever the disk's fill (one segment per round).
+    let store = "flush = \"async\"\nsegment_bytes = 1048576\ndisk_warn_ratio = 0.0\ndisk_force_clean_ratio = 0.0\ndisk_refuse_ratio = 0.9999\n".to_string();
+    let mut master_cfg = ChildConfig { store: store.clone(), ..master_config(1, "async_master") };
+    master_cfg.top.push_str("max_message_bytes = 65536\n");
+    let master = ChildBroker::start_up(dir.path(), &dir.path().join("m"), &master_cfg);
+    assert_eq!(Conn::open(master.addr).call(create_topic(TOPIC, QUEUES)).code, rs::SUCCESS);
+    let mut c = Conn::open(master.addr);
+    let pad = "x".repeat(4_000);
+    // ~3 MiB: records of ~4 KiB (the body id first, then padding in a property).
+    for id in 0..750 {
+        let mut h = send_header(TOPIC, (id % QUEUES as usize) as i32);
+        h.i = Some(format!("{}PAD\u{1}{pad}\u{2}", h.i.clone().unwrap_or_default()));
+        let r = c.call(send_with(h, format!("ha body {id}").as_bytes(), 1 + id as i32, SerializeType::RocketMq));
+        assert_eq!(r.code, rs::SUCCESS, "{:?}", r.remark);
+    }
+    // Retention runs every 10 s: wait until every queue lost its first records.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let before = loop {
+        let mins = min_offsets(master.addr);
+        if mins.iter().all(|&m| m > 0) {
+            break mins;
+        }
+        assert!(Instant::now() < deadline, "retention never deleted the log's start: min offsets {mins:?}\n{}", read_log(&master.logs[0]));
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut slave_cfg = ChildConfig { store, ..slave_config(1, ha_port(&master)) };
+    slave_cfg.top.push_str("max_message_bytes = 65536\n");
+    let slave = ChildBroker::start_up(dir.path(), &dir.path().join("s"), &slave_cfg);
+    wait_caught_up(master.addr, slave.addr);
+    let slave_mins = min_offsets(slave.addr);
+    assert!(slave_mins.iter().zip(&before).all(|(s, m)| s >= m && *s > 0), "slave starts mid-queue at or past the master's minimum then: slave {slave_mins:?}, master {before:?}");
+    // Everything the slave holds is the master's, at the same offsets, contiguous.
+    let on_slave = drain(slave.addr);
+    let on_master = drain(master.addr);
+    for (id, at) in &on_slave {
+        if let Some(m) = on_master.get(id) {
+            assert_eq!(m, at, "id {id}");
+        }
+    }
+    let held: usize = (0..QUEUES as usize).map(|q| (max_offsets(slave.addr)[q] - slave_mins[q]) as usize).sum();
+    assert_eq!(on_slave.len(), held, "the slave reads every offset it holds");
+    // New sends reach it.
+    for id in 750..800 {
+        assert_eq!(send(&mut c, id, 1 + id as i32).code, rs::SUCCESS);
+    }
+    wait_caught_up(master.addr, slave.addr);
+    let on_slave = drain(slave.addr);
+    assert!((750..800).all(|id| on_slave.contains_key(&id)), "new sends on the re-seeded slave: {:?}", on_slave.keys().rev().take(60).collect::<Vec<_>>());
+    assert!(read_log(&slave.logs[0]).contains("re-seeded"), "the slave says it was re-seeded");
+    println!("ha_process summary: master min offsets {before:?} after retention; empty slave re-seeded, holds {} messages from {slave_mins:?}", on_slave.len());
     slave.stop();
     master.stop();
 }

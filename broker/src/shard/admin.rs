@@ -379,6 +379,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         table.insert("shardCount", self.count.to_string());
         table.insert("shardId", self.id.to_string());
         table.insert("bootTimestamp", self.started_ms.to_string());
+        table.insert("commitLogMinOffset", self.store.log_start().to_string());
         table.insert("commitLogMaxOffset", self.store.write_offset().to_string());
         table.insert("commitLogFlushedOffset", self.store.flushed_offset().to_string());
         table.insert("putMessageTimesTotal", c.messages_put.get().to_string());

@@ -102,15 +102,21 @@ impl<R: Runtime> Shard<R> {
             let _ = write_frame(&mut writer, &Frame::Refuse { reason: reason.clone() }).await;
             return Err(HaError::Refused(reason));
         }
-        let start = local_of(hello.end_phys);
-        if !self.ha_master.borrow_mut().attach(conn_id, start, self.now_ms()) {
+        // An empty slave below this master's retention is re-seeded: it starts where
+        // this log now begins (README, Replication).
+        let log_start = self.store.log_start();
+        let start_phys = if local_of(hello.end_phys) == 0 && log_start > 0 { self.store.shard().phys(log_start) } else { hello.end_phys };
+        if start_phys != hello.end_phys {
+            tracing::info!(shard = self.id, conn_id, start_phys, "an empty slave is re-seeded from the start of this master's retained log");
+        }
+        if !self.ha_master.borrow_mut().attach(conn_id, local_of(start_phys), self.now_ms()) {
             let reason = format!("this shard already serves {} slaves", crate::ha::SLAVES_PER_SHARD_MAX);
             let _ = write_frame(&mut writer, &Frame::Refuse { reason: reason.clone() }).await;
             return Err(HaError::Refused(reason));
         }
         let master_end = self.store.shard().phys(self.store.write_offset());
-        write_frame(&mut writer, &Frame::Welcome { epoch: MASTER_EPOCH, start_phys: hello.end_phys, master_end_phys: master_end }).await?;
-        tracing::info!(shard = self.id, conn_id, from = hello.end_phys, master_end, "slave attached");
+        write_frame(&mut writer, &Frame::Welcome { epoch: MASTER_EPOCH, start_phys, master_end_phys: master_end }).await?;
+        tracing::info!(shard = self.id, conn_id, from = start_phys, master_end, "slave attached");
         // ACKs are read by their own task; it ends with the connection.
         let closed = Rc::new(Cell::new(false));
         let acks = {
@@ -143,7 +149,7 @@ impl<R: Runtime> Shard<R> {
             }
         };
         self.rt.spawn(acks);
-        let mut pos = hello.end_phys;
+        let mut pos = start_phys;
         let mut last_sent_us = self.rt.monotonic_us();
         let mut last_meta_us: Option<u64> = None;
         let mut meta_sent: std::collections::BTreeMap<MetaKind, Vec<u8>> = std::collections::BTreeMap::new();
@@ -379,8 +385,15 @@ impl<R: Runtime> Shard<R> {
         let epoch = match with_timeout(&self.rt, HANDSHAKE_TIMEOUT_MS, read_frame(&mut reader, &mut buf)).await? {
             Frame::Welcome { epoch, start_phys, master_end_phys } => {
                 if start_phys != end {
-                    return Err(HaError::Unexpected("WELCOME starts elsewhere than this log's end"));
+                    // Only an empty replica may start elsewhere: where its master's
+                    // retained log begins (re-seed).
+                    if self.store.write_offset() != 0 || start_phys < end {
+                        return Err(HaError::Unexpected("WELCOME starts elsewhere than this log's end"));
+                    }
+                    self.store.reseed_at(start_phys).await?;
+                    tracing::warn!(shard = self.id, start_phys, "empty store re-seeded: this slave holds the master's log from its oldest retained segment on");
                 }
+                let end = start_phys;
                 tracing::info!(shard = self.id, from = end, master_end = master_end_phys, "replicating from the master");
                 epoch
             }

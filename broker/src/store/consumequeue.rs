@@ -8,7 +8,9 @@
 //! checkpoint records how far they are good.
 //!
 //! Invariants: entry `i` lives at byte `i * 20`; `min_offset <= max_offset`; an entry
-//! with size 0 marks the end of written entries in a file.
+//! with size 0 marks the end of written entries in a file, except for the zero entries
+//! that open the first file of a queue a re-seeded replica began mid-file (holes below
+//! `min_offset`).
 
 use super::io::{align_down, Disk, DiskFile, IoError, BLOCK_BYTES};
 use super::segmented::SegmentedLog;
@@ -88,20 +90,37 @@ impl<D: Disk> ConsumeQueue<D> {
             self.log.reset_at(0, &[]);
             return Ok(());
         };
+        let first_start = starts.first().copied().unwrap_or(0);
+        // A queue a re-seeded replica began mid-file starts with hole entries (zeros).
+        let first_holes = match self.log.files.get(&first_start) {
+            Some(first) => leading_holes(&first.read_at(0, ENTRY_BYTES as usize).await?, &**first, self.log.segment_bytes).await?,
+            None => 0,
+        };
         let bytes = last.read_at(0, self.log.segment_bytes as usize).await?;
+        let skip = if last_start == first_start { first_holes } else { 0 };
         let mut count = 0u64;
-        for entry in bytes.chunks_exact(ENTRY_BYTES as usize) {
+        for entry in bytes.chunks_exact(ENTRY_BYTES as usize).skip(skip as usize) {
             if CqEntry::decode(entry).size == 0 {
                 break;
             }
             count += 1;
         }
-        let end = last_start + count * ENTRY_BYTES;
+        // Holes followed by nothing is an empty file: it ends where it starts.
+        let end = if count == 0 && last_start == first_start { last_start } else { last_start + (skip + count) * ENTRY_BYTES };
         let block = align_down(end, BLOCK_BYTES);
         let prefix = bytes[(block - last_start) as usize..(end - last_start) as usize].to_vec();
         self.log.reset_at(end, &prefix);
-        let first_start = starts.first().copied().unwrap_or(0);
-        self.min_offset = first_start / ENTRY_BYTES;
+        self.min_offset = (first_start / ENTRY_BYTES + if end > first_start { first_holes } else { 0 }).min(end / ENTRY_BYTES);
         Ok(())
     }
+}
+
+/// How many zero entries open a queue's first file before its first real one (0 when
+/// the first entry is real, or when the file holds no real entry at all).
+async fn leading_holes<F: super::io::DiskFile>(head: &[u8], file: &F, segment_bytes: u64) -> Result<u64, IoError> {
+    if head.len() < ENTRY_BYTES as usize || CqEntry::decode(head).size != 0 {
+        return Ok(0);
+    }
+    let bytes = file.read_at(0, segment_bytes as usize).await?;
+    Ok(bytes.chunks_exact(ENTRY_BYTES as usize).position(|e| CqEntry::decode(e).size != 0).unwrap_or(0) as u64)
 }

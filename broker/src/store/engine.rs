@@ -195,6 +195,11 @@ struct Inner<D: Disk> {
     records_flushed: u64,
     /// `logics_phys` of the last checkpoint written: retention never deletes past it.
     checkpoint_logics_phys: u64,
+    /// Where the log begins (local): 0, the end of the last segment retention deleted,
+    /// or where a re-seeded replica began. Not the first file: the segment holding the
+    /// start may not be created yet (its bytes still only in the tail) while the next
+    /// one is already pre-allocated.
+    commitlog_start: u64,
 }
 
 fn commitlog_of<D: Disk>(inner: &mut Inner<D>) -> &mut SegmentedLog<D> {
@@ -436,6 +441,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
             return Err(StoreError::ReplicaGap { expected: self.shard.phys(inner.commitlog.write_pos), got: phys_from });
         }
         let dirty = inner.commitlog.dirty_bytes();
+        let log_start = inner.commitlog_start;
         // First pass: check every record without changing anything.
         let mut plan: Vec<ReplicaPlanItem> = Vec::new();
         let mut next_queue_offsets: std::collections::HashMap<(String, i32), u64> = std::collections::HashMap::new();
@@ -462,11 +468,15 @@ impl<D: Disk, C: Clock> Store<D, C> {
                     }
                     let topic = view.topic().map_err(|e| diverged(e.to_string()))?.to_string();
                     let key = (topic, view.queue_id());
-                    let expected = match next_queue_offsets.get(&key) {
-                        Some(&o) => o,
-                        None => inner.queues.get(&key).map(|q| q.max_offset()).unwrap_or(0),
-                    };
                     let queue_offset = view.queue_offset().max(0) as u64;
+                    let expected = match (next_queue_offsets.get(&key), inner.queues.get(&key)) {
+                        (Some(&o), _) => o,
+                        (None, Some(q)) => q.max_offset(),
+                        // A log that no longer starts at 0 (re-seeded, or cut by
+                        // retention) meets queues whose start lies below it.
+                        (None, None) if log_start > 0 => queue_offset,
+                        (None, None) => 0,
+                    };
                     if queue_offset != expected {
                         return Err(StoreError::ReplicaDiverged {
                             offset: self.shard.phys(pos),
@@ -496,12 +506,23 @@ impl<D: Disk, C: Clock> Store<D, C> {
             let local = inner.commitlog.write_pos;
             let record = &bytes[at..at + n];
             inner.commitlog.append(record);
-            let Some((topic, queue_id, _)) = queue else { continue };
+            let Some((topic, queue_id, queue_offset)) = queue else { continue };
             let view = StoredMessageView::parse(record).expect("checked above");
             let props = String::from_utf8_lossy(view.properties_bytes()).into_owned();
             let key = (topic.clone(), queue_id);
             if !inner.queues.contains_key(&key) {
-                let cq = ConsumeQueue::new(self.cq_dir(&topic, queue_id), &topic, queue_id, self.config.cq_entries_per_file, self.config.cq_tail_entries);
+                let mut cq = ConsumeQueue::new(self.cq_dir(&topic, queue_id), &topic, queue_id, self.config.cq_entries_per_file, self.config.cq_tail_entries);
+                if queue_offset > 0 {
+                    // Starts mid-queue (checked above: the log starts past 0). The
+                    // entries below are holes; the sum of max offsets stays the count
+                    // the checkpoint records.
+                    let start = queue_offset * ENTRY_BYTES;
+                    let block = align_down(start, BLOCK_BYTES);
+                    cq.log.reset_at(start, &vec![0u8; (start - block) as usize]);
+                    cq.log.flushed_pos = block;
+                    cq.min_offset = queue_offset;
+                    inner.records_appended += queue_offset;
+                }
                 inner.queues.insert(key.clone(), cq);
             }
             let cq = inner.queues.get_mut(&key).expect("queue inserted above");
@@ -522,6 +543,48 @@ impl<D: Disk, C: Clock> Store<D, C> {
         inner.append_wakers.drain(..).for_each(Waker::wake);
         let end = inner.commitlog.write_pos;
         Ok(ReplicatedAppend { records, bytes_consumed: consumed, end_phys: self.shard.phys(end), durable_ticket: end })
+    }
+
+    /// Makes this empty store a replica that starts at physical offset `phys_start` (a
+    /// segment start of its master's log, above 0): the master no longer holds what lies
+    /// below, so the replica's log, like the master's after retention, begins there.
+    /// Refused unless the store holds nothing (no record, no queue).
+    pub async fn reseed_at(&self, phys_start: u64) -> Result<(), StoreError> {
+        self.check_alive()?;
+        let local = local_of(phys_start);
+        let refuse = |reason: &str| Err(StoreError::ReseedRefused { offset: phys_start, reason: reason.to_string() });
+        let stale: Vec<(u64, PathBuf)> = {
+            let inner = self.inner.borrow();
+            let log = &inner.commitlog;
+            if ShardId::of_phys(phys_start) != self.shard {
+                return refuse("not an offset of this shard");
+            }
+            if local == 0 || local % log.segment_bytes != 0 {
+                return refuse("not a segment start above 0");
+            }
+            if log.write_pos != 0 || inner.records_appended != 0 || !inner.queues.is_empty() {
+                return refuse("the store holds records (only an empty store is re-seeded: move its directory away first)");
+            }
+            if log.flushing || !log.preparing.is_empty() {
+                return refuse("a flush or segment creation is in flight; try again");
+            }
+            log.files.keys().map(|&s| (s, log.path_of(s))).collect()
+        };
+        // Empty pre-allocated segments below the new start would read as a log of zeros.
+        if !stale.is_empty() {
+            for (start, path) in stale {
+                self.inner.borrow_mut().commitlog.files.remove(&start);
+                self.disk.remove(&path).await?;
+            }
+            self.disk.sync_dir(&Self::commitlog_dir(&self.dir)).await?;
+        }
+        let mut inner = self.inner.borrow_mut();
+        if inner.commitlog.write_pos != 0 {
+            return refuse("records arrived while re-seeding");
+        }
+        inner.commitlog.reset_at(local, &[]);
+        inner.commitlog_start = local;
+        Ok(())
     }
 
     /// Asks the flusher to flush what is dirty now (async flush otherwise waits for its
@@ -892,7 +955,11 @@ impl<D: Disk, C: Clock> Store<D, C> {
                 break;
             }
             drop(file);
-            self.inner.borrow_mut().commitlog.files.remove(&start);
+            {
+                let mut inner = self.inner.borrow_mut();
+                inner.commitlog.files.remove(&start);
+                inner.commitlog_start = inner.commitlog_start.max(start + self.config.segment_bytes);
+            }
             self.disk.remove(&path).await?;
             tracing::info!(shard = self.shard.0, file = %path.display(), expired, force, "deleted commitlog segment");
             deleted += 1;
@@ -996,9 +1063,14 @@ impl<D: Disk, C: Clock> Store<D, C> {
         self.note_read(read_log(&*self.inner, &commitlog_of, local_of(phys), len).await)
     }
 
+    /// Where this log begins (local offset): 0, or the start of its oldest segment once
+    /// retention deleted older ones, or where a re-seeded replica began.
+    pub fn log_start(&self) -> u64 {
+        self.commitlog_min()
+    }
+
     fn commitlog_min(&self) -> u64 {
-        let inner = self.inner.borrow();
-        inner.commitlog.files.keys().next().copied().unwrap_or(inner.commitlog.tail.base())
+        self.inner.borrow().commitlog_start
     }
 
     /// The stored record at `phys`, CRC-checked; `None` if retention deleted it or no

@@ -40,6 +40,9 @@ pub enum StoreError {
     /// master and replica hold different histories.
     #[error("replicated record at {offset} does not continue this log: {reason}")]
     ReplicaDiverged { offset: u64, reason: String },
+    /// A replica can be re-seeded (started mid-log) only while it holds nothing.
+    #[error("cannot re-seed this store at {offset}: {reason}")]
+    ReseedRefused { offset: u64, reason: String },
     #[error("store is already open by another process: {0}")]
     Locked(String),
     #[error(transparent)]

@@ -59,6 +59,7 @@ pub fn spawn_store_tasks<R: Runtime, C: Clock>(rt: R, store: Store<R::Disk, C>, 
                         fatal(e.to_string());
                         return;
                     }
+                    tracing::warn!(error = %e, "flush failed; retried");
                     r.sleep(Duration::from_millis(100)).await;
                 }
             }

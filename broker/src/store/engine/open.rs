@@ -220,6 +220,7 @@ pub async fn open_store<D: Disk, C: Clock>(
             records_appended: 0,
             records_flushed: 0,
             checkpoint_logics_phys: 0,
+            commitlog_start: first_segment,
         })),
         disk: disk.clone(),
         clock,
@@ -395,6 +396,10 @@ async fn queue_damage<D: Disk>(cq: &ConsumeQueue<D>, lower_phys: u64, upper_phys
         for (i, raw) in bytes.chunks_exact(ENTRY_BYTES as usize).enumerate() {
             let e = CqEntry::decode(raw);
             let offset = start / ENTRY_BYTES + i as u64;
+            if offset < cq.min_offset {
+                // Below the queue's start (holes of a re-seeded replica's queue).
+                continue;
+            }
             if e.phys_offset < lower_phys || e.phys_offset >= upper_phys {
                 return Ok(Some(format!("entry {offset}: commitlog offset {} outside [{lower_phys}, {upper_phys})", e.phys_offset)));
             }
