@@ -979,7 +979,7 @@ fn an_empty_replica_is_reseeded_where_the_masters_retained_log_begins() {
         let mut seq = 0u64;
         // Half the seeds write enough that queues span several ConsumeQueue files
         // (1024 entries each), so the replica's queues begin in a later file.
-        let (records, small) = if seed % 2 == 0 { (500u64, false) } else { (6000, true) };
+        let (records, small) = if seed.is_multiple_of(2) { (500u64, false) } else { (6000, true) };
         for i in 0..records {
             let q = if i < records * 4 / 5 { rng.gen_range(0..3) } else { rng.gen_range(0..4) };
             let props = format!("KEYS\u{1}k{seq}\u{2}");

@@ -559,7 +559,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
             if ShardId::of_phys(phys_start) != self.shard {
                 return refuse("not an offset of this shard");
             }
-            if local == 0 || local % log.segment_bytes != 0 {
+            if local == 0 || !local.is_multiple_of(log.segment_bytes) {
                 return refuse("not a segment start above 0");
             }
             if log.write_pos != 0 || inner.records_appended != 0 || !inner.queues.is_empty() {
