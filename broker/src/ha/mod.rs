@@ -21,8 +21,10 @@ pub const SYNC_FLUSH_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 pub const SYNC_WAITERS_MAX: usize = 65_536;
 /// A master sends an empty DATA (its log end) when it has had nothing to send this long.
 pub const HEARTBEAT_INTERVAL_MS: u64 = 1_000;
-/// A master forgets a slave that has not acknowledged for this long (the connection is
-/// closed; the slave reconnects).
+/// A master forgets a slave that has not acknowledged for this long, and a slave gives up
+/// a master it has not heard from (not even a heartbeat) for this long: either closes the
+/// connection and the slave reconnects, so a partition that heals is noticed even when
+/// no error ever reaches the socket.
 pub const SLAVE_SILENT_MAX_MS: u64 = 10_000;
 /// A slave waits this long between attempts to reach its master.
 pub const RECONNECT_INTERVAL_MS: u64 = 1_000;

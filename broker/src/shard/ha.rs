@@ -117,34 +117,44 @@ impl<R: Runtime> Shard<R> {
         let master_end = self.store.shard().phys(self.store.write_offset());
         write_frame(&mut writer, &Frame::Welcome { epoch: MASTER_EPOCH, start_phys, master_end_phys: master_end }).await?;
         tracing::info!(shard = self.id, conn_id, from = start_phys, master_end, "slave attached");
-        // ACKs are read by their own task; it ends with the connection.
+        // ACKs are read by their own task; it ends with the connection, or when this
+        // function returns (`_streaming` drops): its read half keeps the socket open, and
+        // a connection given up here (a silent slave) must close, or a slave that was
+        // only partitioned away would stay on it, heard by nobody, and never reconnect.
         let closed = Rc::new(Cell::new(false));
+        let (_streaming, stream_ended) = crate::rt::chan::oneshot::<()>();
         let acks = {
             let (shard, closed) = (self.clone(), closed.clone());
             async move {
-                loop {
-                    match read_frame(&mut reader, &mut buf).await {
-                        Ok(Frame::Ack { received_phys, durable_phys }) => {
-                            let mode = shard.config.ha_sync_ack;
-                            let released = shard.ha_master.borrow_mut().on_ack(conn_id, local_of(received_phys), local_of(durable_phys), shard.now_ms(), mode);
-                            released.into_iter().for_each(|tx| tx.send(()));
-                        }
-                        Ok(Frame::Meta { kind: MetaKind::ConsumerOffsets, payload }) => {
-                            // Offsets consumers committed on the slave while this master
-                            // was away: reconciled by the higher offset.
-                            match shard.merge_slave_offsets(&payload) {
-                                Ok(n) if n > 0 => tracing::info!(shard = shard.id, conn_id, advanced = n, "consumer offsets committed on the slave reconciled"),
-                                Ok(_) => {}
-                                Err(e) => tracing::warn!(shard = shard.id, conn_id, error = %e, "slave's consumer offsets not applied"),
+                let read_acks = async {
+                    loop {
+                        match read_frame(&mut reader, &mut buf).await {
+                            Ok(Frame::Ack { received_phys, durable_phys }) => {
+                                let mode = shard.config.ha_sync_ack;
+                                let released = shard.ha_master.borrow_mut().on_ack(conn_id, local_of(received_phys), local_of(durable_phys), shard.now_ms(), mode);
+                                released.into_iter().for_each(|tx| tx.send(()));
                             }
+                            Ok(Frame::Meta { kind: MetaKind::ConsumerOffsets, payload }) => {
+                                // Offsets consumers committed on the slave while this
+                                // master was away: reconciled by the higher offset.
+                                match shard.merge_slave_offsets(&payload) {
+                                    Ok(n) if n > 0 => tracing::info!(shard = shard.id, conn_id, advanced = n, "consumer offsets committed on the slave reconciled"),
+                                    Ok(_) => {}
+                                    Err(e) => tracing::warn!(shard = shard.id, conn_id, error = %e, "slave's consumer offsets not applied"),
+                                }
+                            }
+                            Ok(_) => {
+                                tracing::warn!(shard = shard.id, conn_id, "slave sent a frame other than ACK or its consumer offsets; closing");
+                                break;
+                            }
+                            Err(_) => break,
                         }
-                        Ok(_) => {
-                            tracing::warn!(shard = shard.id, conn_id, "slave sent a frame other than ACK or its consumer offsets; closing");
-                            break;
-                        }
-                        Err(_) => break,
                     }
-                }
+                };
+                futures_lite::future::or(read_acks, async {
+                    let _ = stream_ended.await;
+                })
+                .await;
                 closed.set(true);
             }
         };
@@ -438,16 +448,29 @@ impl<R: Runtime> Shard<R> {
             }
         };
         self.rt.spawn(offsets_reporter);
+        // The writer half lives in this task: it ends when this function returns
+        // (`_session` drops), so a connection given up here is closed, not left open
+        // until the reporter's next ACK (which needs new data to come).
+        let (_session, session_ended) = crate::rt::chan::oneshot::<()>();
         let writer_task = async move {
-            while let Some(frame) = ack_rx.recv().await {
-                if write_frame(&mut writer, &frame).await.is_err() {
-                    break;
+            let write_acks = async {
+                while let Some(frame) = ack_rx.recv().await {
+                    if write_frame(&mut writer, &frame).await.is_err() {
+                        break;
+                    }
                 }
-            }
+            };
+            futures_lite::future::or(write_acks, async {
+                let _ = session_ended.await;
+            })
+            .await;
         };
         self.rt.spawn(writer_task);
         loop {
-            let frame = read_frame(&mut reader, &mut buf).await?;
+            // The master sends at least a heartbeat every HEARTBEAT_INTERVAL_MS: silence
+            // this long means the connection is dead (a partition, a master host gone)
+            // even if no error ever comes; reconnect rather than wait on it forever.
+            let frame = with_timeout(&self.rt, SLAVE_SILENT_MAX_MS, read_frame(&mut reader, &mut buf)).await?;
             tracing::trace!(shard = self.id, kind = ?std::mem::discriminant(&frame), "replication frame");
             let (phys_from, master_end_phys, records) = match frame {
                 Frame::Data { phys_from, master_end_phys, records } => (phys_from, master_end_phys, records),
