@@ -151,6 +151,11 @@ fn a_slave_mirrors_its_master_and_refuses_writes() {
         assert!(Instant::now() < deadline, "consumer offset not on the slave: {} {:?} {:?}", r.code, r.ext("offset"), r.remark);
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Lag as the runtime info reports it: none once caught up; the same message count.
+    let (m, sl) = (common::runtime_info(&mut Conn::open(master.addr)), common::runtime_info(&mut Conn::open(slave.addr)));
+    assert_eq!(m["storeMessagesTotal"], sl["storeMessagesTotal"], "master and slave count the same messages");
+    assert_eq!(m["storeMessagesTotal"].as_str(), Some("400"));
+    assert_eq!(sl["haBehindMs"].as_str(), Some("0"), "a caught-up slave is 0 ms behind");
     let on_master = drain(master.addr);
     assert_eq!(on_master.len(), 400);
     assert_eq!(drain(slave.addr), on_master, "same messages at the same queue offsets");

@@ -1,11 +1,13 @@
 //! An embedded RingMQ cluster for benchmarks run without addresses: one NameServer and
-//! one broker in this process, on a fresh store under a directory on a real filesystem
-//! (O_DIRECT refuses tmpfs). Dropping it stops the broker cleanly and removes the store.
+//! one broker in this process — with `replication`, a master and its slave (same broker
+//! name and shards; the slave learns its master from the NameServer) — on fresh stores
+//! under a directory on a real filesystem (O_DIRECT refuses tmpfs). Dropping it stops
+//! the brokers cleanly and removes the stores.
 //!
-//! Invariant: the store directory is created fresh and removed on drop, so runs never
+//! Invariant: the store directories are created fresh and removed on drop, so runs never
 //! see each other's data.
 
-use ringmq_broker::config::BrokerConfig;
+use ringmq_broker::config::{BrokerConfig, BrokerRole};
 use ringmq_broker::runtime::{self, BrokerHandle};
 use ringmq_broker::store::config::{FlushMode, Preallocate};
 use std::path::{Path, PathBuf};
@@ -13,9 +15,17 @@ use std::path::{Path, PathBuf};
 pub struct EmbeddedCluster {
     pub namesrv_addr: String,
     pub store_root: PathBuf,
+    /// The (master) broker's client address.
+    pub broker_addr: String,
+    /// The slave's client address, with `replication`.
+    pub slave_addr: Option<String>,
     broker: Option<BrokerHandle>,
+    slave: Option<BrokerHandle>,
     namesrv: Option<namesrv::server::ServerHandle>,
 }
+
+/// How long `start` waits for every shard of the slave to attach.
+const SLAVE_ATTACH_TIMEOUT_MS: u64 = 30_000;
 
 /// How the embedded broker runs.
 #[derive(Debug, Clone)]
@@ -25,6 +35,9 @@ pub struct EmbeddedSpec {
     pub segment_mib: u64,
     /// `messageDelayLevel`.
     pub delay_levels: String,
+    /// `Some(role)`: the broker is that master (ASYNC_MASTER or SYNC_MASTER) and a slave
+    /// runs beside it.
+    pub replication: Option<BrokerRole>,
 }
 
 impl EmbeddedCluster {
@@ -49,13 +62,48 @@ impl EmbeddedCluster {
         };
         config.store.segment_bytes = spec.segment_mib * 1024 * 1024;
         config.message_delay_level = spec.delay_levels.clone();
+        let mut slave_config = None;
+        if let Some(role) = spec.replication {
+            config.role = role;
+            let mut s = config.clone();
+            s.role = BrokerRole::Slave;
+            s.broker_id = 1;
+            s.store_root = store_root.join("slave");
+            s.slave_read_enable = true;
+            slave_config = Some(s);
+            config.store_root = store_root.join("master");
+        }
         let broker = runtime::start(config).map_err(|e| format!("embedded broker did not start: {e}"))?;
-        Ok(Self { namesrv_addr, store_root, broker: Some(broker), namesrv: Some(namesrv) })
+        let broker_addr = broker.addr.to_string();
+        let mut cluster = Self { namesrv_addr, store_root, broker_addr, slave_addr: None, broker: Some(broker), slave: None, namesrv: Some(namesrv) };
+        if let Some(s) = slave_config {
+            let slave = runtime::start(s).map_err(|e| format!("embedded slave did not start: {e}"))?;
+            cluster.slave_addr = Some(slave.addr.to_string());
+            let shards = slave.shard_count as u64;
+            cluster.slave = Some(slave);
+            // A SYNC_MASTER refuses sends until a slave is attached: wait for all shards.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_millis(SLAVE_ATTACH_TIMEOUT_MS);
+            loop {
+                let attached = crate::replication::runtime_info(&cluster.broker_addr).ok().and_then(|t| t.get("haSlaves").and_then(|v| v.parse::<u64>().ok()));
+                if attached == Some(shards) {
+                    break;
+                }
+                if std::time::Instant::now() > deadline {
+                    return Err(format!("the embedded slave did not attach within {SLAVE_ATTACH_TIMEOUT_MS} ms ({attached:?} of {shards} shards)"));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+        Ok(cluster)
     }
 }
 
 impl Drop for EmbeddedCluster {
     fn drop(&mut self) {
+        if let Some(b) = self.slave.take() {
+            b.stop();
+            b.join();
+        }
         if let Some(b) = self.broker.take() {
             b.stop();
             b.join();

@@ -24,6 +24,7 @@ mod omb;
 mod peers;
 mod plot;
 mod record;
+mod replication;
 mod report;
 mod store_bench;
 mod netbench;

@@ -17,6 +17,9 @@
 //! saying why, never a silent omission and never a fake number.
 
 use crate::embedded::{EmbeddedCluster, EmbeddedSpec};
+use crate::replication::LagSampler;
+use ringmq_broker::config::BrokerRole;
+use std::cell::RefCell;
 use crate::engine::{self, EngineSpec, Role, SizeDist};
 use crate::record::{Durability, RunRecord};
 use crate::workload_cmd::{self, FlushArg, SendModeArg, WorkloadArgs};
@@ -25,6 +28,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub const W2_E2E_P99_LIMIT_MS: f64 = 10.0;
+/// The replication lag a slave must stay under in W2 (p99 of the samples, ms): an
+/// ASYNC_MASTER streams only what is durable, so its slave trails by up to one flush
+/// interval (500 ms by default) plus the stream's own delay.
+pub const W2_REPLICATION_LAG_P99_BOUND_MS: u64 = 1_000;
 /// Offered rates tried in W2, as fractions of the unthrottled maximum.
 pub const W2_RATE_STEPS: [f64; 4] = [0.9, 0.75, 0.5, 0.25];
 
@@ -53,6 +60,11 @@ pub struct SuiteArgs {
     /// Skip fio and the loopback test.
     #[arg(long)]
     pub no_host_limits: bool,
+    /// W2 also with master/slave replication, in the same run: `async` (ASYNC_MASTER +
+    /// slave), `sync` (SYNC_MASTER + slave), or `none`. Each adds RingMQ rows with the
+    /// slave's lag (bytes, messages, ms) in the notes.
+    #[arg(long, value_delimiter = ',', default_value = "none")]
+    pub replication: Vec<String>,
 }
 
 /// One row that could not be measured.
@@ -148,7 +160,7 @@ impl Drop for RocketmqPeer {
 fn ringmq_run(a: &WorkloadArgs, role: Role, rate: Option<f64>) -> Result<RunRecord, String> {
     let sizes = workload_cmd::validate(a)?;
     let parent = a.dir.clone().ok_or("no store directory")?;
-    let cluster = EmbeddedCluster::start(&EmbeddedSpec { shards: a.shards, flush: a.flush.mode(), segment_mib: 256, delay_levels: ringmq_broker::schedule::DEFAULT_DELAY_LEVELS.into() }, &parent)?;
+    let cluster = EmbeddedCluster::start(&EmbeddedSpec { shards: a.shards, flush: a.flush.mode(), segment_mib: 256, delay_levels: ringmq_broker::schedule::DEFAULT_DELAY_LEVELS.into(), replication: None }, &parent)?;
     let addrs = vec![cluster.namesrv_addr.clone()];
     workload_cmd::create_topics(&addrs, &workload_cmd::topic_names(a), a.queues)?;
     let mut spec = workload_cmd::engine_spec(role, a, sizes, addrs, true);
@@ -158,6 +170,46 @@ fn ringmq_run(a: &WorkloadArgs, role: Role, rate: Option<f64>) -> Result<RunReco
     let r = engine::run(&spec, "RingMQ", &label, a.flush.durability());
     drop(cluster);
     r
+}
+
+/// `ringmq_run` with a slave beside the master (`role`: ASYNC_MASTER or SYNC_MASTER);
+/// the slave's lag during the run goes to `lag_notes`.
+fn ringmq_replicated_run(a: &WorkloadArgs, role: Role, rate: Option<f64>, master: BrokerRole, lag_notes: &RefCell<Vec<String>>) -> Result<RunRecord, String> {
+    let sizes = workload_cmd::validate(a)?;
+    let parent = a.dir.clone().ok_or("no store directory")?;
+    let spec = EmbeddedSpec { shards: a.shards, flush: a.flush.mode(), segment_mib: 256, delay_levels: ringmq_broker::schedule::DEFAULT_DELAY_LEVELS.into(), replication: Some(master) };
+    let cluster = EmbeddedCluster::start(&spec, &parent)?;
+    let addrs = vec![cluster.namesrv_addr.clone()];
+    workload_cmd::create_topics(&addrs, &workload_cmd::topic_names(a), a.queues)?;
+    let mut spec = workload_cmd::engine_spec(role, a, sizes, addrs, true);
+    spec.workload.target_rate_per_sec = rate;
+    spec.progress = false;
+    let label = format!("async flush, {} shard, {} + slave", a.shards, master_name(master));
+    let slave = cluster.slave_addr.clone().ok_or("no slave")?;
+    let sampler = LagSampler::start(cluster.broker_addr.clone(), slave);
+    let r = engine::run(&spec, "RingMQ", &label, a.flush.durability());
+    let lag = sampler.finish();
+    drop(cluster);
+    if let Ok(run) = &r {
+        let verdict = if lag.samples == 0 {
+            "no samples".to_string()
+        } else if lag.ms.p99 <= W2_REPLICATION_LAG_P99_BOUND_MS {
+            format!("within the {W2_REPLICATION_LAG_P99_BOUND_MS} ms bound")
+        } else {
+            format!("OVER the {W2_REPLICATION_LAG_P99_BOUND_MS} ms bound")
+        };
+        let offered = rate.map(|r| format!("{r:.0} msg/s")).unwrap_or_else(|| "unthrottled".into());
+        lag_notes.borrow_mut().push(format!("RingMQ {} + slave, offered {offered} (sent {:.0}/s): {} — {verdict}", master_name(master), run.send_rate_per_sec(), lag.describe()));
+    }
+    r
+}
+
+fn master_name(role: BrokerRole) -> &'static str {
+    match role {
+        BrokerRole::SyncMaster => "SYNC_MASTER",
+        BrokerRole::AsyncMaster => "ASYNC_MASTER",
+        BrokerRole::Slave => "SLAVE",
+    }
 }
 
 fn rocketmq_run(a: &WorkloadArgs, role: Role, rate: Option<f64>, dir: &Path) -> Result<RunRecord, String> {
@@ -310,6 +362,22 @@ pub fn run(args: SuiteArgs) -> Result<(), String> {
                 eprintln!("suite: W2");
                 let r = w2_search(&|rate| ringmq_run(&a, Role::E2e, rate), &mut notes, "RingMQ");
                 push(&mut step, "RingMQ", "async flush", r);
+                for mode in args.replication.iter().filter(|m| m.as_str() != "none") {
+                    let master = match mode.as_str() {
+                        "async" => BrokerRole::AsyncMaster,
+                        "sync" => BrokerRole::SyncMaster,
+                        other => {
+                            step.skipped.push(Skipped { system: "RingMQ".into(), config: format!("replication {other}"), reason: "unknown --replication mode (async, sync, none)".into() });
+                            continue;
+                        }
+                    };
+                    let lag_notes = RefCell::new(Vec::new());
+                    let system = format!("RingMQ {} + slave", master_name(master));
+                    eprintln!("suite: W2, {system}");
+                    let r = w2_search(&|rate| ringmq_replicated_run(&a, Role::E2e, rate, master, &lag_notes), &mut notes, &system);
+                    push(&mut step, "RingMQ", &format!("async flush, {} + slave", master_name(master)), r);
+                    notes.extend(lag_notes.into_inner());
+                }
                 if want("redis") {
                     let r = w2_search(&|rate| redis_run(&a, Role::E2e, rate, &dir), &mut notes, "Redis");
                     push(&mut step, "Redis Streams", "appendfsync everysec", r);
@@ -364,7 +432,7 @@ pub fn run(args: SuiteArgs) -> Result<(), String> {
 fn w3_cold_read(a: &WorkloadArgs, backlog_mib: u64, notes: &mut Vec<String>) -> Result<RunRecord, String> {
     let sizes = SizeDist::fixed(128);
     let parent = a.dir.clone().ok_or("no store directory")?;
-    let cluster = EmbeddedCluster::start(&EmbeddedSpec { shards: a.shards, flush: a.flush.mode(), segment_mib: 256, delay_levels: ringmq_broker::schedule::DEFAULT_DELAY_LEVELS.into() }, &parent)?;
+    let cluster = EmbeddedCluster::start(&EmbeddedSpec { shards: a.shards, flush: a.flush.mode(), segment_mib: 256, delay_levels: ringmq_broker::schedule::DEFAULT_DELAY_LEVELS.into(), replication: None }, &parent)?;
     let addrs = vec![cluster.namesrv_addr.clone()];
     workload_cmd::create_topics(&addrs, &workload_cmd::topic_names(a), a.queues)?;
     let messages = backlog_mib * 1024 * 1024 / 128;

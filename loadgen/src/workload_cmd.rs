@@ -395,7 +395,7 @@ fn run_row(role: Role, a: &WorkloadArgs, sizes: &SizeDist, baseline: bool) -> Re
             if crate::report::fs_type(&parent).as_deref() == Some("tmpfs") {
                 return Err(format!("{} is on tmpfs; the broker's O_DIRECT store needs a real filesystem (pass --dir)", parent.display()));
             }
-            let spec = EmbeddedSpec { shards: a.shards, flush: a.flush.mode(), segment_mib: 256, delay_levels: a.delay_levels.clone() };
+            let spec = EmbeddedSpec { shards: a.shards, flush: a.flush.mode(), segment_mib: 256, delay_levels: a.delay_levels.clone(), replication: None };
             eprintln!("loadgen: starting an embedded NameServer and broker ({} shard(s), {:?} flush) under {}", a.shards, a.flush, parent.display());
             let cluster = EmbeddedCluster::start(&spec, &parent)?;
             let addrs = vec![cluster.namesrv_addr.clone()];

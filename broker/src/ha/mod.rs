@@ -134,6 +134,9 @@ pub struct SlaveState {
     /// When it was last heard (ms).
     pub last_heard_ms: i64,
     pub epoch: u64,
+    /// Store time (the master's clock) of the newest record this slave appended in this
+    /// run; 0 before the first. `haBehindMs` is its age while the slave is behind.
+    pub newest_store_ms: i64,
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// Runtime-info counters that are summed over shards.
-const SUMMED_COUNTERS: [&str; 20] = [
+const SUMMED_COUNTERS: [&str; 21] = [
     "putMessageTimesTotal",
     "getMessageTransferedMsgCount",
     "requestsTotal",
@@ -44,7 +44,11 @@ const SUMMED_COUNTERS: [&str; 20] = [
     "haSlaves",
     "haSlaveBehindBytes",
     "haBehindBytes",
+    "storeMessagesTotal",
 ];
+
+/// Runtime info values that are the maximum over the shards.
+const MAXED_VALUES: [&str; 1] = ["haBehindMs"];
 
 /// RocketMQ's limit on queues per topic.
 pub const TOPIC_QUEUE_NUMS_MAX: u32 = 1024;
@@ -364,6 +368,11 @@ impl<R: crate::rt::Runtime> Shard<R> {
                     let ours = table.get(key).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
                     table.insert(key, (ours + theirs).to_string());
                 }
+                for key in MAXED_VALUES {
+                    let theirs = v["table"][key].as_str().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+                    let ours = table.get(key).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+                    table.insert(key, ours.max(theirs).to_string());
+                }
             }
         }
         let body = serde_json::json!({ "table": table });
@@ -414,6 +423,12 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let s = self.ha_slave_state();
         let behind = if s.connected { crate::store::engine::local_of(s.master_end_phys).saturating_sub(end) } else { 0 };
         table.insert("haBehindBytes", behind.to_string());
+        // How stale a slave's view is: the age of the newest record it holds while its
+        // master has more (master's store clock vs this host's: same host in the
+        // benchmarks; across hosts it includes their clock difference).
+        let behind_ms = if behind > 0 && s.newest_store_ms > 0 { (self.now_ms() - s.newest_store_ms).max(0) } else { 0 };
+        table.insert("haBehindMs", behind_ms.to_string());
+        table.insert("storeMessagesTotal", self.store.messages_total().to_string());
         table.insert("haMasterConnected", s.connected.to_string());
         table
     }

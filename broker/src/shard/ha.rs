@@ -410,7 +410,8 @@ impl<R: Runtime> Shard<R> {
             Frame::Refuse { reason } => return Err(HaError::Refused(reason)),
             _ => return Err(HaError::Unexpected("expected WELCOME")),
         };
-        self.ha_slave.set(crate::ha::SlaveState { connected: true, master_end_phys: end, last_heard_ms: self.now_ms(), epoch });
+        let newest_store_ms = self.ha_slave.get().newest_store_ms;
+        self.ha_slave.set(crate::ha::SlaveState { connected: true, master_end_phys: end, last_heard_ms: self.now_ms(), epoch, newest_store_ms });
         // Durable progress is reported by its own task as the flusher advances.
         let (ack_tx, ack_rx) = crate::rt::chan::bounded::<Frame>(4);
         let reporter = {
@@ -483,9 +484,15 @@ impl<R: Runtime> Shard<R> {
                 _ => return Err(HaError::Unexpected("expected DATA or META")),
             };
             let mut at = 0usize;
+            let mut newest_store_ms = self.ha_slave.get().newest_store_ms;
             while at < records.len() {
                 match self.store.append_replicated(phys_from + at as u64, &records[at..]) {
-                    Ok(r) => at += r.bytes_consumed,
+                    Ok(r) => {
+                        at += r.bytes_consumed;
+                        if r.last_store_timestamp_ms > 0 {
+                            newest_store_ms = r.last_store_timestamp_ms;
+                        }
+                    }
                     Err(StoreError::Busy { .. }) => {
                         let end = self.store.write_offset();
                         tracing::trace!(shard = self.id, end, "replica busy: waiting for a flush");
@@ -494,7 +501,7 @@ impl<R: Runtime> Shard<R> {
                     Err(e) => return Err(e.into()),
                 }
             }
-            self.ha_slave.set(crate::ha::SlaveState { connected: true, master_end_phys, last_heard_ms: self.now_ms(), epoch });
+            self.ha_slave.set(crate::ha::SlaveState { connected: true, master_end_phys, last_heard_ms: self.now_ms(), epoch, newest_store_ms });
             let phys = |l: u64| self.store.shard().phys(l);
             let ack = Frame::Ack { received_phys: phys(self.store.write_offset()), durable_phys: phys(self.store.flushed_offset()) };
             // A full queue means ACKs are already on their way; this one adds nothing.

@@ -95,6 +95,8 @@ pub struct ReplicatedAppend {
     pub end_phys: u64,
     /// What to wait on for durability (`wait_durable`).
     pub durable_ticket: u64,
+    /// Store time of the last message record appended (0 if none was).
+    pub last_store_timestamp_ms: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -495,6 +497,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
         }
         let mut records = 0u64;
         let mut consumed = 0usize;
+        let mut last_store_timestamp_ms = 0i64;
         for (at, n, queue) in plan {
             if dirty + (at + n) as u64 > self.config.dirty_bytes_max {
                 if consumed == 0 {
@@ -536,13 +539,14 @@ impl<D: Disk, C: Clock> Store<D, C> {
             inner.stats.records_put += 1;
             inner.records_appended += 1;
             records += 1;
+            last_store_timestamp_ms = view.store_timestamp_ms();
         }
         if let Some(waker) = inner.flusher_waker.take() {
             waker.wake();
         }
         inner.append_wakers.drain(..).for_each(Waker::wake);
         let end = inner.commitlog.write_pos;
-        Ok(ReplicatedAppend { records, bytes_consumed: consumed, end_phys: self.shard.phys(end), durable_ticket: end })
+        Ok(ReplicatedAppend { records, bytes_consumed: consumed, end_phys: self.shard.phys(end), durable_ticket: end, last_store_timestamp_ms })
     }
 
     /// Makes this empty store a replica that starts at physical offset `phys_start` (a
@@ -694,6 +698,12 @@ impl<D: Disk, C: Clock> Store<D, C> {
     pub fn flushed_offset(&self) -> u64 {
         self.inner.borrow().commitlog.flushed_pos
     }
+    /// Messages appended over the store's life: the sum of its queues' max offsets (a
+    /// master and its replica count the same for the same log).
+    pub fn messages_total(&self) -> u64 {
+        self.inner.borrow().records_appended
+    }
+
     pub fn write_offset(&self) -> u64 {
         self.inner.borrow().commitlog.write_pos
     }
