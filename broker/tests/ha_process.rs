@@ -13,6 +13,9 @@
 //!   readable from the slave (0 lost); a master with a slave SIGKILLed answers
 //!   SLAVE_NOT_AVAILABLE again.
 //! - `a_slave_with_another_shard_count_is_refused`: a clear error in the slave's log.
+//! - `a_master_that_comes_back_with_less_than_its_slave_refuses_it_and_the_slave_keeps_its_data`:
+//!   a master whose store was lost restarts empty; the slave is refused with the reason
+//!   and what to do, and keeps serving everything it holds.
 //! - `an_empty_slave_is_reseeded_past_the_masters_retention`: a master whose retention
 //!   deleted its log's start (forced clean, 1 MiB segments); an empty slave is started
 //!   at the master's oldest segment, holds every retained message at the master's queue
@@ -293,6 +296,45 @@ fn a_slave_with_another_shard_count_is_refused() {
     }
     slave.stop();
     master.stop();
+}
+
+#[test]
+fn a_master_that_comes_back_with_less_than_its_slave_refuses_it_and_the_slave_keeps_its_data() {
+    let dir = temp_dir();
+    let master = ChildBroker::start_up(dir.path(), &dir.path().join("m"), &master_config(1, "async_master"));
+    let ha = ha_port(&master);
+    assert_eq!(Conn::open(master.addr).call(create_topic(TOPIC, QUEUES)).code, rs::SUCCESS);
+    let mut c = Conn::open(master.addr);
+    for id in 0..200 {
+        assert_eq!(send(&mut c, id, 1 + id as i32).code, rs::SUCCESS);
+    }
+    let slave = ChildBroker::start_up(dir.path(), &dir.path().join("s"), &slave_config(1, ha));
+    wait_caught_up(master.addr, slave.addr);
+    // The master's disk is lost: it comes back empty on the same replication port.
+    master.stop();
+    std::fs::remove_dir_all(dir.path().join("m")).expect("wipe the master's store");
+    let mut restart = master_config(1, "async_master");
+    restart.top.push_str(&format!("ha_listen_port = {ha}\n"));
+    let master = ChildBroker::start_up(dir.path(), &dir.path().join("m"), &restart);
+    let deadline = Instant::now() + CATCH_UP;
+    loop {
+        let (s_log, m_log) = (read_log(&slave.logs[0]), read_log(&master.logs[0]));
+        if s_log.contains("is past this master's end") && m_log.contains("slave refused") {
+            assert!(s_log.contains("Keep the slave's data"), "the refusal says what to do:\n{s_log}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no refusal:\nslave:\n{s_log}\nmaster:\n{m_log}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Nothing was streamed over the slave's data: it still serves all 200.
+    assert_eq!(drain(slave.addr).len(), 200, "the slave kept every message");
+    assert_eq!(runtime_of(slave.addr, "haMasterConnected"), "false");
+    slave.stop();
+    master.stop();
+}
+
+fn runtime_of(addr: SocketAddr, key: &str) -> String {
+    common::runtime_info(&mut Conn::open(addr))[key].as_str().unwrap_or_default().to_string()
 }
 
 #[test]
