@@ -85,8 +85,8 @@ pub enum ConfigError {
     Toml(String),
     #[error("line {line}: expected `key=value`, found {text:?}")]
     Syntax { line: usize, text: String },
-    #[error("line {line}: unknown key `{key}` (RingMQ reads: {})", BROKER_CONF_KEYS.join(", "))]
-    UnknownKey { key: String, line: usize },
+    #[error("line {line}: {reason} (RingMQ reads: {}; Apache RocketMQ's thread-pool, network and store tuning keys are accepted and ignored)", BROKER_CONF_KEYS.join(", "))]
+    UnknownKey { key: String, line: usize, reason: String },
     #[error("line {line}: key `{key}` is set again (first on line {first_line})")]
     DuplicateKey { key: String, line: usize, first_line: usize },
     #[error("line {line}: `{key}={value}`: {reason}")]
@@ -202,6 +202,10 @@ pub struct BrokerConfig {
     pub ha_sync_ack: crate::ha::SyncAck,
     /// Consumers may read from this slave (RocketMQ's `slaveReadEnable`).
     pub slave_read_enable: bool,
+    /// Apache RocketMQ broker.conf keys accepted with no effect here, and why
+    /// (`conf_keys.rs`); logged once at start-up. Never read from TOML.
+    #[serde(skip)]
+    pub ignored_conf_keys: Vec<(String, crate::conf_keys::IgnoredWhy)>,
     #[serde(deserialize_with = "de_store")]
     pub store: StoreConfig,
 }
@@ -239,6 +243,7 @@ impl Default for BrokerConfig {
             sync_flush_timeout_ms: crate::ha::SYNC_FLUSH_TIMEOUT_MS_DEFAULT,
             ha_sync_ack: crate::ha::SyncAck::Received,
             slave_read_enable: false,
+            ignored_conf_keys: Vec::new(),
             store: StoreConfig::default(),
         };
         config.derive_bounds();
@@ -539,7 +544,10 @@ impl BrokerConfig {
             match apply_conf_key(&mut config, key, value).map_err(bad)? {
                 ConfEffect::Applied => {}
                 ConfEffect::CommitLogPath(path) => commitlog = Some((path, line)),
-                ConfEffect::Unknown => return Err(ConfigError::UnknownKey { key: key.to_string(), line }),
+                ConfEffect::Unknown => match crate::conf_keys::classify(key, value, BROKER_CONF_KEYS) {
+                    crate::conf_keys::Unmapped::Ignored(why) => config.ignored_conf_keys.push((key.to_string(), why)),
+                    crate::conf_keys::Unmapped::Refused(reason) => return Err(ConfigError::UnknownKey { key: key.to_string(), line, reason }),
+                },
             }
         }
         // Checked after every line, since storePathRootDir may come later.
@@ -550,6 +558,23 @@ impl BrokerConfig {
         }
         config.derive_bounds();
         Ok(config)
+    }
+
+    /// The one start-up warning for broker.conf keys accepted with no effect, grouped by
+    /// why; `None` when there are none.
+    pub fn ignored_keys_warning(&self) -> Option<String> {
+        if self.ignored_conf_keys.is_empty() {
+            return None;
+        }
+        let mut groups: Vec<(crate::conf_keys::IgnoredWhy, Vec<&str>)> = Vec::new();
+        for (key, why) in &self.ignored_conf_keys {
+            match groups.iter_mut().find(|(w, _)| w == why) {
+                Some((_, keys)) => keys.push(key),
+                None => groups.push((*why, vec![key])),
+            }
+        }
+        let parts: Vec<String> = groups.iter().map(|(why, keys)| format!("{} — {}", why.describe(), keys.join(", "))).collect();
+        Some(format!("broker.conf: {} Apache RocketMQ key(s) accepted with no effect in RingMQ: {}", self.ignored_conf_keys.len(), parts.join("; ")))
     }
 
     /// Reads a file: `*.toml` as TOML, anything else as `broker.conf`. Does not
@@ -1097,6 +1122,69 @@ mod tests {
             Ok(with(|c| c.store_root = "/r".into())),
         );
         check(Conf("maxMessageSize=1024"), Ok(with(|c| c.max_message_bytes = 1024)));
+        // Apache keys with no meaning here are accepted (and listed); others refused.
+        check(Conf("brokerNmae=a"), Err(&["line 1", "did you mean `brokerName`?"]));
+        check(Conf("listenPort=1\naclEnable=true"), Err(&["line 2", "`aclEnable` is an Apache RocketMQ setting RingMQ does not implement"]));
+        check(
+            Conf("sendMessageThreadPoolNums=16\naclEnable=false"),
+            Ok(with(|c| {
+                c.ignored_conf_keys = vec![
+                    ("sendMessageThreadPoolNums".into(), crate::conf_keys::IgnoredWhy::ThreadPool),
+                    ("aclEnable".into(), crate::conf_keys::IgnoredWhy::FeatureOff),
+                ]
+            })),
+        );
+    }
+
+    /// The files Apache RocketMQ ships in `distribution/conf` (8fc57f1468), as written
+    /// there, and a long production-style file: each parses, and a master's validates.
+    #[test]
+    fn apache_rocketmq_shipped_configs_start_ringmq() {
+        let shipped = |name: &str, id: u64, role: &str| {
+            format!(
+                "# Licensed to the Apache Software Foundation (ASF) ...\n\nbrokerClusterName=DefaultCluster\nbrokerName={name}\nbrokerId={id}\ndeleteWhen=04\nfileReservedTime=48\nbrokerRole={role}\nflushDiskType=ASYNC_FLUSH\n"
+            )
+        };
+        let files = [
+            ("broker.conf", "brokerClusterName = DefaultCluster\nbrokerName = broker-a\nbrokerId = 0\ndeleteWhen = 04\nfileReservedTime = 48\nbrokerRole = ASYNC_MASTER\nflushDiskType = ASYNC_FLUSH\n".to_string()),
+            ("2m-2s-sync/broker-a.properties", shipped("broker-a", 0, "SYNC_MASTER")),
+            ("2m-2s-sync/broker-a-s.properties", shipped("broker-a", 1, "SLAVE")),
+            ("2m-2s-async/broker-b.properties", shipped("broker-b", 0, "ASYNC_MASTER")),
+            ("2m-2s-async/broker-b-s.properties", shipped("broker-b", 1, "SLAVE")),
+            ("2m-noslave/broker-trace.properties", shipped("broker-trace", 0, "ASYNC_MASTER")),
+        ];
+        for (name, text) in files {
+            let mut c = BrokerConfig::from_broker_conf_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!((c.cluster_name.as_str(), c.store.file_reserved_hours, c.store.delete_when_hour), ("DefaultCluster", 48, 4), "{name}");
+            assert!(c.ignored_conf_keys.is_empty(), "{name}");
+            // A slave needs its master: these files leave that to -n / namesrvAddr.
+            c.namesrv_addrs = vec!["127.0.0.1:9876".into()];
+            c.validate().unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        let production = "brokerClusterName=prod\nbrokerName=broker-a\nbrokerId=0\nbrokerIP1=10.0.0.5\nlistenPort=10911\n\
+            namesrvAddr=10.0.0.1:9876;10.0.0.2:9876\nstorePathRootDir=/data/rocketmq/store\nstorePathCommitLog=/data/rocketmq/store/commitlog\n\
+            brokerRole=SYNC_MASTER\nflushDiskType=ASYNC_FLUSH\nmappedFileSizeCommitLog=1073741824\nmappedFileSizeConsumeQueue=6000000\n\
+            deleteWhen=04\nfileReservedTime=72\ndiskMaxUsedSpaceRatio=88\nmaxMessageSize=4194304\nautoCreateTopicEnable=false\n\
+            sendMessageThreadPoolNums=16\npullMessageThreadPoolNums=32\nqueryMessageThreadPoolNums=8\n\
+            adminBrokerThreadPoolNums=16\nclientManageThreadPoolNums=32\nconsumerManageThreadPoolNums=32\nsendThreadPoolQueueCapacity=100000\n\
+            pullThreadPoolQueueCapacity=100000\nwaitTimeMillsInSendQueue=400\nuseReentrantLockWhenPutMessage=true\ntransientStorePoolEnable=false\n\
+            warmMapedFileEnable=false\nosPageCacheBusyTimeOutMills=1000\nflushCommitLogLeastPages=4\nflushConsumeQueueLeastPages=2\n\
+            serverWorkerThreads=8\nserverSelectorThreads=3\nserverSocketSndBufSize=131072\nserverSocketRcvBufSize=131072\n\
+            serverPooledByteBufAllocatorEnable=true\nuseEpollNativeSelector=true\nflushConsumerOffsetInterval=5000\naclEnable=false\n\
+            traceTopicEnable=false\nslaveReadEnable=true\nsyncFlushTimeout=5000\nhaListenPort=10912\n";
+        let c = BrokerConfig::from_broker_conf_str(production).unwrap_or_else(|e| panic!("production config: {e}"));
+        // A semantic RingMQ does not enforce is refused, not dropped: groups are not
+        // required to exist before use here.
+        let e = BrokerConfig::from_broker_conf_str(&format!("{production}autoCreateSubscriptionGroup=false\n")).expect_err("refused");
+        assert!(e.to_string().contains("`autoCreateSubscriptionGroup` is an Apache RocketMQ setting RingMQ does not implement"), "{e}");
+        assert_eq!(c.role, BrokerRole::SyncMaster);
+        assert!(c.slave_read_enable);
+        let warning = c.ignored_keys_warning().expect("ignored keys are listed");
+        for key in ["sendMessageThreadPoolNums", "useReentrantLockWhenPutMessage", "serverSocketSndBufSize", "flushConsumerOffsetInterval", "aclEnable"] {
+            assert!(warning.contains(key), "{key} not in: {warning}");
+        }
+        assert!(warning.contains("one pinned thread per core"), "{warning}");
+        c.validate().unwrap_or_else(|e| panic!("production config: {e}"));
     }
 
     #[test]

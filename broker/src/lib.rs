@@ -1,6 +1,7 @@
 //! RingMQ broker library: per-shard store, shards and request handlers, the runtime
 //! that starts one pinned executor per shard, and NameServer registration.
 
+pub mod conf_keys;
 pub mod config;
 pub mod fatal;
 pub mod ha;

@@ -22,6 +22,9 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if let Some(warning) = config.ignored_keys_warning() {
+        tracing::warn!("{warning}");
+    }
     // Handlers go in before start-up: a SIGTERM during recovery must mean "stop cleanly
     // once up", not the default action (death without a checkpoint).
     let requested = Arc::new(AtomicBool::new(false));
