@@ -38,6 +38,9 @@ pub const MAX_MESSAGE_BYTES_LIMIT: u64 = FRAME_LEN_MAX_BYTES as u64 - RECORD_OVE
 /// The `broker.conf` keys RingMQ reads (RocketMQ names); any other key is an error.
 pub const BROKER_CONF_KEYS: &[&str] = &[
     "listenPort",
+    "metricsExporterType",
+    "metricsPromExporterHost",
+    "metricsPromExporterPort",
     "namesrvAddr",
     "brokerClusterName",
     "brokerName",
@@ -104,6 +107,19 @@ pub enum ConfigError {
     #[error(transparent)]
     Store(#[from] crate::store::config::ConfigError),
 }
+
+/// Where metrics go (RocketMQ 5's `metricsExporterType`): nowhere, or a Prometheus
+/// endpoint (`GET /metrics`). RocketMQ's OTLP_GRPC and LOG exporters are not built.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MetricsExporter {
+    #[default]
+    Disable,
+    Prom,
+}
+
+/// RocketMQ 5's default Prometheus exporter port (`metricsPromExporterPort`).
+pub const METRICS_PROM_PORT_DEFAULT: u16 = 5557;
 
 /// A broker's part in master/slave replication (RocketMQ `brokerRole`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -202,6 +218,12 @@ pub struct BrokerConfig {
     pub ha_sync_ack: crate::ha::SyncAck,
     /// Consumers may read from this slave (RocketMQ's `slaveReadEnable`).
     pub slave_read_enable: bool,
+    /// Metrics exporter (`metricsExporterType`): `disable` or `prom`.
+    pub metrics_exporter_type: MetricsExporter,
+    /// Address the Prometheus endpoint binds (`metricsPromExporterHost`; empty = all).
+    pub metrics_prom_exporter_host: String,
+    /// Its port (`metricsPromExporterPort`, 5557; 0 picks a free one, logged).
+    pub metrics_prom_exporter_port: u16,
     /// Apache RocketMQ broker.conf keys accepted with no effect here, and why
     /// (`conf_keys.rs`); logged once at start-up. Never read from TOML.
     #[serde(skip)]
@@ -243,6 +265,9 @@ impl Default for BrokerConfig {
             sync_flush_timeout_ms: crate::ha::SYNC_FLUSH_TIMEOUT_MS_DEFAULT,
             ha_sync_ack: crate::ha::SyncAck::Received,
             slave_read_enable: false,
+            metrics_exporter_type: MetricsExporter::Disable,
+            metrics_prom_exporter_host: String::new(),
+            metrics_prom_exporter_port: METRICS_PROM_PORT_DEFAULT,
             ignored_conf_keys: Vec::new(),
             store: StoreConfig::default(),
         };
@@ -455,6 +480,16 @@ fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) -> Result<C
         "haMasterAddress" => config.ha_master_address = Some(value.to_string()),
         "syncFlushTimeout" => config.sync_flush_timeout_ms = parse_number(value)?,
         "slaveReadEnable" => config.slave_read_enable = parse_bool(value)?,
+        "metricsExporterType" => {
+            config.metrics_exporter_type = match value {
+                "DISABLE" => MetricsExporter::Disable,
+                "PROM" => MetricsExporter::Prom,
+                "OTLP_GRPC" | "LOG" => return Err(format!("RingMQ exports metrics to Prometheus only (PROM); {value} is not built")),
+                _ => return Err("expected DISABLE or PROM".to_string()),
+            }
+        }
+        "metricsPromExporterHost" => config.metrics_prom_exporter_host = value.to_string(),
+        "metricsPromExporterPort" => config.metrics_prom_exporter_port = parse_number(value)?,
         "brokerId" => config.broker_id = parse_number(value)?,
         "brokerIP1" => config.broker_ip = Some(value.to_string()),
         "brokerRole" => {
@@ -918,6 +953,9 @@ mod tests {
             pull_suspend_max_ms = 15000
             connections_per_shard_max = 100
             forward_batch_max = 64
+            metrics_exporter_type = "prom"
+            metrics_prom_exporter_host = "127.0.0.1"
+            metrics_prom_exporter_port = 0
 
             [store]
             segment_bytes = 67108864
@@ -954,6 +992,9 @@ mod tests {
             c.pull_suspend_max_ms = 15000;
             c.connections_per_shard_max = 100;
             c.forward_batch_max = 64;
+            c.metrics_exporter_type = MetricsExporter::Prom;
+            c.metrics_prom_exporter_host = "127.0.0.1".into();
+            c.metrics_prom_exporter_port = 0;
             let s = &mut c.store;
             s.segment_bytes = 64 << 20;
             s.flush_mode = FlushMode::Sync;
@@ -1043,6 +1084,9 @@ mod tests {
         haMasterAddress=10.0.0.7:10912
         syncFlushTimeout=2000
         slaveReadEnable=true
+        metricsExporterType=PROM
+        metricsPromExporterHost=127.0.0.1
+        metricsPromExporterPort=15557
     ";
 
     #[test]
@@ -1076,6 +1120,9 @@ mod tests {
             c.ha_master_address = Some("10.0.0.7:10912".into());
             c.sync_flush_timeout_ms = 2_000;
             c.slave_read_enable = true;
+            c.metrics_exporter_type = MetricsExporter::Prom;
+            c.metrics_prom_exporter_host = "127.0.0.1".into();
+            c.metrics_prom_exporter_port = 15557;
         });
         expected.validate().unwrap();
         check(Conf(EVERY_CONF_KEY), Ok(expected));

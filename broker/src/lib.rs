@@ -6,6 +6,7 @@ pub mod config;
 pub mod fatal;
 pub mod ha;
 pub mod meta;
+pub mod metrics;
 pub mod namesrv_client;
 pub mod net;
 pub mod routing;

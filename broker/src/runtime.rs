@@ -42,6 +42,8 @@ pub enum StartError {
     Port(std::io::Error),
     #[error(transparent)]
     Failpoints(#[from] crate::store::io::dma::FailpointError),
+    #[error("metrics exporter cannot listen on {addr}: {source}")]
+    Metrics { addr: String, source: std::io::Error },
 }
 
 pub struct BrokerHandle {
@@ -112,6 +114,19 @@ pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
     let ip: IpAddr = config.advertised_ip().into();
     let addr = SocketAddr::new(ip, config.listen_port);
     let stop = Arc::new(AtomicBool::new(false));
+    let published = match config.metrics_exporter_type {
+        crate::config::MetricsExporter::Disable => None,
+        crate::config::MetricsExporter::Prom => {
+            let host = if config.metrics_prom_exporter_host.is_empty() { "0.0.0.0" } else { config.metrics_prom_exporter_host.as_str() };
+            let want = format!("{host}:{}", config.metrics_prom_exporter_port);
+            let bind: SocketAddr = want.parse().map_err(|e| StartError::Config(format!("metricsPromExporterHost/Port {want}: {e}")))?;
+            let published = crate::metrics::Published::new(shard_count);
+            let node = crate::metrics::Node { cluster: config.cluster_name.clone(), node_id: format!("{}:{}", config.broker_name, config.broker_id) };
+            let bound = crate::metrics::exporter::spawn(bind, node, published.clone(), stop.clone()).map_err(|source| StartError::Metrics { addr: want, source })?;
+            tracing::info!(metrics_addr = %bound, "Prometheus metrics at GET /metrics");
+            Some(published)
+        }
+    };
     let mesh = MeshBuilder::<Batch, _>::full(shard_count, MESH_CHANNEL_BATCHES_MAX);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<usize>();
     let mut threads = Vec::new();
@@ -125,9 +140,10 @@ pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
         let mesh = mesh.clone();
         let stop = stop.clone();
         let ready = ready_tx.clone();
+        let published = published.clone();
         let handle = LocalExecutorBuilder::new(placement)
             .name(&format!("ringmq-shard-{shard}"))
-            .spawn(move || async move { run_shard(shard, shard_count, config, mesh, stop, addr, ready).await })
+            .spawn(move || async move { run_shard(shard, shard_count, config, mesh, stop, addr, ready, published).await })
             .map_err(|e| StartError::Thread { shard, reason: e.to_string() })?;
         threads.push(handle);
     }
@@ -149,6 +165,7 @@ async fn run_shard(
     stop: Arc<AtomicBool>,
     store_host: SocketAddr,
     ready: std::sync::mpsc::Sender<usize>,
+    published: Option<Arc<crate::metrics::Published>>,
 ) {
     let config = Rc::new(config);
     let (senders, mut receivers) = match mesh.join().await {
@@ -173,6 +190,17 @@ async fn run_shard(
     }
 
     start_replication(&shard, &config, id, stop.clone());
+    if let Some(published) = published {
+        // Publishing never waits on the exporter (`Published::publish` uses try_lock).
+        let (shard, stop) = (shard.clone(), stop.clone());
+        glommio::spawn_local(async move {
+            while !stop.load(Ordering::SeqCst) {
+                published.publish(shard.metrics_snapshot());
+                glommio::timer::sleep(Duration::from_millis(crate::metrics::METRICS_PUBLISH_INTERVAL_MS)).await;
+            }
+        })
+        .detach();
+    }
     let listener = match glommio::net::TcpListener::bind(SocketAddr::new(config.listen_ip(), config.listen_port)) {
         Ok(l) => l,
         Err(e) => fatal(&format!("shard {id}: cannot listen on port {}: {e}", config.listen_port)),

@@ -147,6 +147,10 @@ pub struct Shard<R: Runtime> {
     /// A slave's consumer offsets committed by clients that its master has not shown
     /// back yet (sent to the master, `shard/ha.rs`).
     ha_client_offsets: RefCell<std::collections::BTreeMap<crate::meta::offsets::OffsetKey, u64>>,
+    /// Traffic and request latency, published as a `metrics::Snapshot`.
+    metrics: RefCell<crate::metrics::ShardMetrics>,
+    /// How long the store took to open (recovery included), ms.
+    recovery_ms: u64,
 }
 
 /// Header field that carries a send's born host (the producer's address, as Java's
@@ -184,10 +188,12 @@ impl<R: Runtime> Shard<R> {
     /// feeds the mesh's incoming batches to [`Shard::receive_batch`].
     pub async fn open(rt: R, id: usize, count: usize, config: Rc<BrokerConfig>, link: R::Link, store_host: SocketAddr) -> Result<Rc<Self>, OpenError> {
         let dir = config.store_root.join(format!("shard-{id}"));
+        let open_started_us = rt.monotonic_us();
         let (store, report) = open_store(rt.disk(), rt.clock(), dir.clone(), ShardId(id as u16), config.store.clone())
             .await
             .map_err(|e| OpenError::Store { shard: id, reason: e.to_string() })?;
-        tracing::info!(shard = id, unclean = report.unclean, end = report.end_offset, records = report.records_scanned, "store open");
+        let recovery_ms = rt.monotonic_us().saturating_sub(open_started_us) / 1000;
+        tracing::info!(shard = id, unclean = report.unclean, end = report.end_offset, records = report.records_scanned, recovery_ms, "store open");
         let meta_dir = config.store_root.join("config");
         let shard_meta_dir = dir.join("config");
         let topics_store = SnapshotStore::new(rt.disk(), meta_dir.clone(), "topics");
@@ -254,6 +260,8 @@ impl<R: Runtime> Shard<R> {
             ha_slave: Cell::new(crate::ha::SlaveState::default()),
             ha_master_addr: Cell::new(ha_master_addr),
             ha_client_offsets: RefCell::new(std::collections::BTreeMap::new()),
+            metrics: RefCell::new(crate::metrics::ShardMetrics::default()),
+            recovery_ms,
         });
         crate::store::flusher::spawn_store_tasks(rt.clone(), store, shard.store_stop.clone(), Rc::new(|e: String| crate::fatal::fatal(&e)));
         let persister = shard.clone();
@@ -297,6 +305,44 @@ impl<R: Runtime> Shard<R> {
     pub fn counters(&self) -> &ShardCounters {
         &self.counters
     }
+    /// What this shard publishes to the metrics exporter. Lag is computed here, over the
+    /// offsets this shard owns (bounded by the offset table).
+    pub fn metrics_snapshot(&self) -> crate::metrics::Snapshot {
+        let m = self.metrics.borrow();
+        let mut lag: std::collections::BTreeMap<(String, String), u64> = std::collections::BTreeMap::new();
+        for ((group, topic, queue), committed) in self.offsets.borrow().offsets.iter() {
+            let behind = self.store.max_offset(topic, *queue).saturating_sub(*committed);
+            *lag.entry((group.clone(), topic.clone())).or_default() += behind;
+        }
+        let stats = self.store.stats();
+        let end = self.store.write_offset();
+        let slaves = self.ha_slaves();
+        let ha_behind = if self.config.role.is_master() {
+            slaves.iter().map(|(_, p)| end.saturating_sub(p.received)).max().unwrap_or(0)
+        } else {
+            let s = self.ha_slave_state();
+            if s.connected { crate::store::engine::local_of(s.master_end_phys).saturating_sub(end) } else { 0 }
+        };
+        crate::metrics::Snapshot {
+            shard: self.id,
+            topics: m.topics(),
+            lag: lag.into_iter().map(|((g, t), n)| (g, t, n)).collect(),
+            rpc: m.rpc(),
+            flush: stats.flush_latency,
+            storage_bytes: end.saturating_sub(self.store.log_start()),
+            flush_behind_bytes: self.store.dirty_bytes(),
+            disk_used_ratio: stats.disk_used_permille as f64 / 1000.0,
+            forwarded_out: self.counters.forwarded_out.get(),
+            forwarded_in: self.counters.forwarded_in.get(),
+            suspended_pulls: self.waiters.suspended() as u64,
+            recovery_ms: self.recovery_ms,
+            topic_count: if self.meta.is_some() { self.topics.borrow().len() as u64 } else { 0 },
+            group_count: if self.meta.is_some() { self.groups.borrow().len() as u64 } else { 0 },
+            ha_slaves: slaves.len() as u64,
+            ha_behind_bytes: ha_behind,
+        }
+    }
+
     pub fn pull_waiters(&self) -> &PullWaiters {
         &self.waiters
     }
@@ -399,6 +445,7 @@ impl<R: Runtime> Shard<R> {
         }
         let oneway = cmd.is_oneway();
         let code = cmd.code;
+        let started_us = self.rt.monotonic_us();
         let response = match self.route(&cmd) {
             Some(owner) if owner != self.id => {
                 self.counters.forwarded_out.set(self.counters.forwarded_out.get() + 1);
@@ -406,6 +453,7 @@ impl<R: Runtime> Shard<R> {
             }
             _ => self.handle_here(cmd, ctx).await,
         };
+        self.metrics.borrow_mut().on_request(code, self.rt.monotonic_us().saturating_sub(started_us));
         if response.code != rs::SUCCESS {
             tracing::debug!(request = code, response = response.code, remark = ?response.remark, "request not successful");
         }

@@ -134,6 +134,9 @@ impl<R: Runtime> Shard<R> {
         };
         if code == rs::SUCCESS {
             self.counters.messages_pulled.set(self.counters.messages_pulled.get() + result.record_count as u64);
+            if let Some(topic) = cmd.ext("topic") {
+                self.metrics.borrow_mut().on_pull(topic, result.record_count, result.records.len());
+            }
         }
         let header = PullMessageResponseHeader {
             suggest_which_broker_id: self.suggest_which_broker_id(&result),

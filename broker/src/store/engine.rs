@@ -152,6 +152,10 @@ pub struct StoreStats {
     pub records_put: u64,
     /// Reads the device failed (each answered with `StoreError::Read`).
     pub read_errors: u64,
+    /// Group commit latency (`flush`: writes + fdatasync), as the flusher measured it.
+    pub flush_latency: crate::metrics::Buckets,
+    /// Used fraction of the store's filesystem at the last `check_disk` (per mille).
+    pub disk_used_permille: u64,
 }
 
 type QueueKey = (String, i32);
@@ -669,6 +673,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
         let ratio = space.used_ratio();
         let refuse = self.config.disk_refuse_ratio;
         let mut inner = self.inner.borrow_mut();
+        inner.stats.disk_used_permille = (ratio * 1000.0) as u64;
         if ratio >= refuse {
             if inner.disk_full.is_none() {
                 tracing::warn!(shard = self.shard.0, used_percent = (ratio * 100.0) as u32, "disk above the refuse watermark: refusing appends");
@@ -683,6 +688,12 @@ impl<D: Disk, C: Clock> Store<D, C> {
             }
         }
         Ok(ratio)
+    }
+
+    /// Records how long one group commit took (the flusher measures it on the runtime's
+    /// monotonic clock).
+    pub fn note_flush_latency_us(&self, us: u64) {
+        self.inner.borrow_mut().stats.flush_latency.observe(us);
     }
 
     pub fn refusing_writes(&self) -> bool {

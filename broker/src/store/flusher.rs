@@ -47,7 +47,12 @@ pub fn spawn_store_tasks<R: Runtime, C: Clock>(rt: R, store: Store<R::Disk, C>, 
                     futures_lite::future::or(s.flush_wanted(), r.sleep(interval)).await;
                 }
             }
-            match s.flush().await {
+            let started_us = r.monotonic_us();
+            let flushed = s.flush().await;
+            if let Ok(Some(_)) = &flushed {
+                s.note_flush_latency_us(r.monotonic_us().saturating_sub(started_us));
+            }
+            match flushed {
                 // Someone else's flush is in flight (a clean stop's, a replica test's):
                 // wait for it rather than asking again at once (that would spin).
                 Ok(None) if s.is_flushing() => {
