@@ -1,0 +1,376 @@
+//! The subcommands: each builds its requests, checks the answers and renders a table or
+//! JSON. Names and flags are mqadmin's (`-n` NameServer, `-c` cluster, `-b` broker
+//! address, `-t` topic, `-g` group, `-i` message id).
+
+use clap::{Args, Subcommand};
+use ringmq_client::instance::{ClientConfig, ClientInstance, PERM_READ, PERM_WRITE};
+use ringmq_client::message::stored::StoredMessageView;
+use ringmq_client::message::user::Message;
+use ringmq_client::producer::{Producer, ProducerConfig};
+use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
+use ringmq_client::remoting::command::RemotingCommand;
+use ringmq_client::remoting::headers::CreateTopicRequestHeader;
+use ringmq_client::remoting::route::{ClusterInfo, TopicRouteData};
+use serde_json::{json, Value};
+use std::rc::Rc;
+
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// NameServer addresses, `host:port;host:port`.
+    #[arg(short = 'n', long = "namesrvAddr")]
+    pub namesrv: String,
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+#[allow(non_camel_case_types)]
+#[command(rename_all = "verbatim")]
+pub enum Command {
+    /// List clusters and their brokers.
+    clusterList {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 'c', long = "clusterName")]
+        cluster: Option<String>,
+    },
+    /// List topics known to the NameServer.
+    topicList {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Print a topic's route.
+    topicRoute {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 't', long = "topic")]
+        topic: String,
+    },
+    /// Create or update a topic on a broker (-b) or every master of a cluster (-c).
+    updateTopic {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 't', long = "topic")]
+        topic: String,
+        #[arg(short = 'b', long = "brokerAddr")]
+        broker: Option<String>,
+        #[arg(short = 'c', long = "clusterName")]
+        cluster: Option<String>,
+        #[arg(short = 'r', long = "readQueueNums", default_value_t = 8)]
+        read_queue_nums: i32,
+        #[arg(short = 'w', long = "writeQueueNums", default_value_t = 8)]
+        write_queue_nums: i32,
+        #[arg(short = 'p', long = "perm", default_value_t = PERM_READ | PERM_WRITE)]
+        perm: i32,
+        #[arg(short = 'o', long = "order", default_value_t = false)]
+        order: bool,
+    },
+    /// Delete a topic from every master of a cluster and from the NameServers.
+    deleteTopic {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 't', long = "topic")]
+        topic: String,
+        #[arg(short = 'c', long = "clusterName")]
+        cluster: String,
+    },
+    /// Print a broker's runtime information.
+    brokerStatus {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 'b', long = "brokerAddr")]
+        broker: String,
+    },
+    /// Create or update a subscription group on a broker (-b) or every master of a cluster (-c).
+    updateSubGroup {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 'g', long = "groupName")]
+        group: String,
+        #[arg(short = 'b', long = "brokerAddr")]
+        broker: Option<String>,
+        #[arg(short = 'c', long = "clusterName")]
+        cluster: Option<String>,
+        #[arg(short = 'q', long = "retryQueueNums", default_value_t = 1)]
+        retry_queue_nums: i32,
+        #[arg(short = 'r', long = "retryMaxTimes", default_value_t = 16)]
+        retry_max_times: i32,
+        #[arg(short = 'd', long = "consumeBroadcastEnable", default_value_t = true)]
+        broadcast: bool,
+    },
+    /// List a producer group's connections on the brokers serving a topic.
+    producerConnection {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 'g', long = "producerGroup")]
+        group: String,
+        #[arg(short = 't', long = "topic")]
+        topic: String,
+    },
+    /// Send one message.
+    sendMessage {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 't', long = "topic")]
+        topic: String,
+        #[arg(short = 'p', long = "body")]
+        body: String,
+        #[arg(short = 'k', long = "key")]
+        key: Option<String>,
+        #[arg(short = 'c', long = "tags")]
+        tags: Option<String>,
+    },
+    /// Print a message by its offset message id (host and CommitLog offset).
+    queryMsgById {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 'i', long = "msgId")]
+        msg_id: String,
+    },
+}
+
+type Outcome = Result<String, String>;
+
+pub async fn run(command: Command) -> Outcome {
+    let common = match &command {
+        Command::clusterList { common, .. }
+        | Command::topicList { common }
+        | Command::topicRoute { common, .. }
+        | Command::updateTopic { common, .. }
+        | Command::deleteTopic { common, .. }
+        | Command::brokerStatus { common, .. }
+        | Command::updateSubGroup { common, .. }
+        | Command::producerConnection { common, .. }
+        | Command::sendMessage { common, .. }
+        | Command::queryMsgById { common, .. } => common.clone(),
+    };
+    let namesrvs: Vec<String> = common.namesrv.split(';').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+    if namesrvs.is_empty() {
+        return Err("-n needs at least one NameServer host:port".into());
+    }
+    let client = ClientConfig::new(namesrvs.clone());
+    let instance = ClientInstance::start(client.clone()).map_err(|e| e.to_string())?;
+    let result = dispatch(&instance, client, &namesrvs, common.json, command).await;
+    instance.shutdown().await;
+    result
+}
+
+async fn call(instance: &Rc<ClientInstance>, addr: &str, cmd: RemotingCommand) -> Result<RemotingCommand, String> {
+    let code = cmd.code;
+    let r = instance.invoke(addr, cmd).await.map_err(|e| format!("{addr}: {e}"))?;
+    if r.code != rs::SUCCESS {
+        return Err(format!("{addr} answered request {code} with code {}: {}", r.code, r.remark.as_deref().unwrap_or("")));
+    }
+    Ok(r)
+}
+
+async fn cluster(instance: &Rc<ClientInstance>) -> Result<ClusterInfo, String> {
+    ringmq_client::admin::cluster_info(instance).await.map_err(|e| e.to_string())
+}
+
+/// Master addresses of `cluster`'s brokers.
+async fn masters(instance: &Rc<ClientInstance>, cluster_name: &str) -> Result<Vec<String>, String> {
+    let info = cluster(instance).await?;
+    let names = info.cluster_addr_table.get(cluster_name).ok_or_else(|| format!("cluster {cluster_name} is not known to the NameServer"))?;
+    Ok(names.iter().filter_map(|n| info.broker_addr_table.get(n)).filter_map(|b| b.broker_addrs.get(&0).cloned()).collect())
+}
+
+async fn targets(instance: &Rc<ClientInstance>, broker: &Option<String>, cluster_name: &Option<String>) -> Result<Vec<String>, String> {
+    match (broker, cluster_name) {
+        (Some(b), None) => Ok(vec![b.clone()]),
+        (None, Some(c)) => masters(instance, c).await,
+        _ => Err("give exactly one of -b (a broker) or -c (a cluster)".into()),
+    }
+}
+
+/// A left-aligned table: header, then rows.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let line = |cells: Vec<&str>| cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string() + "\n";
+    let mut out = line(header.to_vec());
+    for r in rows {
+        out += &line(r.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+fn render(json: bool, value: Value, text: String) -> Outcome {
+    if json {
+        Ok(serde_json::to_string_pretty(&value).map_err(|e| e.to_string())? + "\n")
+    } else {
+        Ok(text)
+    }
+}
+
+async fn runtime_table(instance: &Rc<ClientInstance>, addr: &str) -> Result<serde_json::Map<String, Value>, String> {
+    let r = call(instance, addr, RemotingCommand::request(rq::GET_BROKER_RUNTIME_INFO)).await?;
+    let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("{addr}: runtime info: {e}"))?;
+    v.get("table").and_then(Value::as_object).cloned().ok_or_else(|| format!("{addr}: runtime info without a table"))
+}
+
+async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs: &[String], json: bool, command: Command) -> Outcome {
+    match command {
+        Command::clusterList { cluster: only, .. } => {
+            let info = cluster(instance).await?;
+            let mut rows = Vec::new();
+            let mut docs = Vec::new();
+            for (cluster_name, brokers) in &info.cluster_addr_table {
+                if only.as_ref().is_some_and(|c| c != cluster_name) {
+                    continue;
+                }
+                for name in brokers {
+                    let Some(b) = info.broker_addr_table.get(name) else { continue };
+                    for (id, addr) in &b.broker_addrs {
+                        let rt = runtime_table(instance, addr).await.unwrap_or_default();
+                        let get = |k: &str| rt.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
+                        rows.push(vec![cluster_name.clone(), name.clone(), id.to_string(), addr.clone(), get("brokerVersionDesc"), get("putMessageTimesTotal"), get("getMessageTransferedMsgCount")]);
+                        docs.push(json!({"cluster": cluster_name, "brokerName": name, "brokerId": id, "addr": addr, "version": get("brokerVersionDesc"), "putTotal": get("putMessageTimesTotal"), "getTotal": get("getMessageTransferedMsgCount")}));
+                    }
+                }
+            }
+            render(json, json!(docs), table(&["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#PutTotal", "#GetTotal"], &rows))
+        }
+        Command::topicList { .. } => {
+            let r = instance.invoke_namesrv(RemotingCommand::request(rq::GET_ALL_TOPIC_LIST_FROM_NAMESERVER)).await.map_err(|e| e.to_string())?;
+            if r.code != rs::SUCCESS {
+                return Err(format!("NameServer answered {}: {}", r.code, r.remark.unwrap_or_default()));
+            }
+            let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("topic list: {e}"))?;
+            let mut topics: Vec<String> = v.get("topicList").and_then(Value::as_array).map(|a| a.iter().filter_map(|t| t.as_str().map(String::from)).collect()).unwrap_or_default();
+            topics.sort();
+            let text = topics.iter().map(|t| format!("{t}\n")).collect();
+            render(json, json!(topics), text)
+        }
+        Command::topicRoute { topic, .. } => {
+            let r = instance
+                .invoke_namesrv(RemotingCommand::request(rq::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic.clone()))
+                .await
+                .map_err(|e| e.to_string())?;
+            if r.code != rs::SUCCESS {
+                return Err(format!("no route for {topic}: code {} {}", r.code, r.remark.unwrap_or_default()));
+            }
+            let route = TopicRouteData::decode(&r.body).map_err(|e| e.to_string())?;
+            let doc: Value = serde_json::from_slice(&route.encode_standard()).map_err(|e| e.to_string())?;
+            // mqadmin prints the route as JSON either way.
+            Ok(serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())? + "\n")
+        }
+        Command::updateTopic { topic, broker, cluster: cluster_name, read_queue_nums, write_queue_nums, perm, order, .. } => {
+            let header = CreateTopicRequestHeader {
+                topic: topic.clone(),
+                default_topic: "TBW102".into(),
+                read_queue_nums,
+                write_queue_nums,
+                perm,
+                topic_filter_type: "SINGLE_TAG".into(),
+                topic_sys_flag: Some(0),
+                order,
+                attributes: None,
+            };
+            let mut done = Vec::new();
+            for addr in targets(instance, &broker, &cluster_name).await? {
+                call(instance, &addr, RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC).with_header(&header)).await?;
+                done.push(addr);
+            }
+            let text = done.iter().map(|a| format!("create topic to {a} success.\n")).collect::<String>();
+            render(json, json!({"topic": topic, "brokers": done}), text)
+        }
+        Command::deleteTopic { topic, cluster: cluster_name, .. } => {
+            let brokers = masters(instance, &cluster_name).await?;
+            for addr in &brokers {
+                call(instance, addr, RemotingCommand::request(rq::DELETE_TOPIC_IN_BROKER).with_ext("topic", topic.clone())).await?;
+            }
+            for ns in namesrvs {
+                call(instance, ns, RemotingCommand::request(rq::DELETE_TOPIC_IN_NAMESRV).with_ext("topic", topic.clone()).with_ext("clusterName", cluster_name.clone())).await?;
+            }
+            let text = format!("delete topic [{topic}] from cluster [{cluster_name}] success.\ndelete topic [{topic}] from NameServer success.\n");
+            render(json, json!({"topic": topic, "brokers": brokers, "namesrvs": namesrvs}), text)
+        }
+        Command::brokerStatus { broker, .. } => {
+            let t = runtime_table(instance, &broker).await?;
+            let width = t.keys().map(String::len).max().unwrap_or(0);
+            let text = t.iter().map(|(k, v)| format!("{k:<width$}: {}\n", v.as_str().unwrap_or_default())).collect();
+            render(json, Value::Object(t), text)
+        }
+        Command::updateSubGroup { group, broker, cluster: cluster_name, retry_queue_nums, retry_max_times, broadcast, .. } => {
+            let body = json!({
+                "groupName": group, "consumeEnable": true, "consumeFromMinEnable": true, "consumeBroadcastEnable": broadcast,
+                "retryQueueNums": retry_queue_nums, "retryMaxTimes": retry_max_times, "brokerId": 0,
+                "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": true
+            });
+            let mut done = Vec::new();
+            for addr in targets(instance, &broker, &cluster_name).await? {
+                let cmd = RemotingCommand::request(rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP).with_body(body.to_string().into_bytes());
+                call(instance, &addr, cmd).await?;
+                done.push(addr);
+            }
+            let text = done.iter().map(|a| format!("create subscription group to {a} success.\n")).collect::<String>();
+            render(json, json!({"group": group, "brokers": done, "config": body}), text)
+        }
+        Command::producerConnection { group, topic, .. } => {
+            let route = instance.fetch_route(&topic).await.map_err(|e| e.to_string())?;
+            let mut rows = Vec::new();
+            let mut docs = Vec::new();
+            for addr in route.master_addrs.values() {
+                let cmd = RemotingCommand::request(rq::GET_PRODUCER_CONNECTION_LIST).with_ext("producerGroup", group.clone());
+                let r = call(instance, &addr, cmd).await?;
+                let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("{addr}: {e}"))?;
+                for c in v.get("connectionSet").and_then(Value::as_array).into_iter().flatten() {
+                    let s = |k: &str| c.get(k).map(|x| x.as_str().map(String::from).unwrap_or_else(|| x.to_string())).unwrap_or_default();
+                    rows.push(vec![format!("{:04}", rows.len() + 1), s("clientId"), s("clientAddr"), s("language"), s("version")]);
+                    docs.push(c.clone());
+                }
+            }
+            render(json, json!(docs), table(&["#", "#ClientId", "#ClientAddr", "#Language", "#Version"], &rows))
+        }
+        Command::sendMessage { topic, body, key, tags, .. } => {
+            let producer = Producer::start(ProducerConfig::new(client, "ringmq-admin-producer")).await.map_err(|e| e.to_string())?;
+            let mut msg = Message::new(topic.clone(), body.into_bytes());
+            if let Some(t) = &tags {
+                msg = msg.with_tags(t).map_err(|e| e.to_string())?;
+            }
+            if let Some(k) = &key {
+                msg = msg.with_keys([k.as_str()]).map_err(|e| e.to_string())?;
+            }
+            let sent = producer.send(msg).await;
+            producer.shutdown().await;
+            let r = sent.map_err(|e| e.to_string())?;
+            let row = vec![r.queue.broker_name.clone(), r.queue.queue_id.to_string(), "SEND_OK".to_string(), r.msg_id.clone(), r.offset_msg_id.clone()];
+            let doc = json!({"brokerName": r.queue.broker_name, "queueId": r.queue.queue_id, "queueOffset": r.queue_offset, "sendStatus": "SEND_OK", "msgId": r.msg_id, "offsetMsgId": r.offset_msg_id});
+            render(json, doc, table(&["#Broker Name", "#QID", "#Send Result", "#MsgId", "#OffsetMsgId"], &[row]))
+        }
+        Command::queryMsgById { msg_id, .. } => {
+            let (host, offset) = ringmq_client::msgid::decode_offset_msg_id(&msg_id).ok_or_else(|| format!("{msg_id} is not an offset message id (host + CommitLog offset)"))?;
+            let addr = host.to_string();
+            let r = call(instance, &addr, RemotingCommand::request(rq::VIEW_MESSAGE_BY_ID).with_ext("offset", offset.to_string())).await?;
+            let v = StoredMessageView::parse_verified(&r.body).map_err(|e| format!("message at {offset}: {e}"))?;
+            let props = String::from_utf8_lossy(v.properties_bytes()).into_owned();
+            let prop = |k: &str| props.split('\u{2}').find_map(|kv| kv.strip_prefix(&format!("{k}\u{1}")).map(String::from)).unwrap_or_default();
+            let fields = vec![
+                ("OffsetID", msg_id.clone()),
+                ("Topic", v.topic().unwrap_or("?").to_string()),
+                ("Tags", prop("TAGS")),
+                ("Keys", prop("KEYS")),
+                ("Queue ID", v.queue_id().to_string()),
+                ("Queue Offset", v.queue_offset().to_string()),
+                ("CommitLog Offset", v.physical_offset().to_string()),
+                ("Reconsume Times", v.reconsume_times().to_string()),
+                ("Born Timestamp", v.born_timestamp_ms().to_string()),
+                ("Store Timestamp", v.store_timestamp_ms().to_string()),
+                ("Born Host", v.born_host().to_string()),
+                ("Store Host", v.store_host().to_string()),
+                ("System Flag", v.sys_flag().to_string()),
+                ("Properties", props.replace('\u{1}', "=").replace('\u{2}', ", ").trim_end_matches(", ").to_string()),
+                ("Message Body", String::from_utf8_lossy(v.body()).into_owned()),
+            ];
+            let text = fields.iter().map(|(k, v)| format!("{k:<20}: {v}\n")).collect();
+            let doc: serde_json::Map<String, Value> = fields.into_iter().map(|(k, v)| (k.to_string(), Value::String(v))).collect();
+            render(json, Value::Object(doc), text)
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! `ringmq-admin` against a live NameServer and broker (both in this process, a fresh
+//! store): every command's output, as a table and as JSON, and its failures (exit 1 with
+//! the broker's answer, exit 2 for bad flags).
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Cluster {
+    namesrv: String,
+    broker: String,
+    _namesrv: namesrv::server::ServerHandle,
+    _broker: ringmq_broker::runtime::BrokerHandle,
+    _dir: tempfile::TempDir,
+}
+
+fn cluster() -> Cluster {
+    let ns = namesrv::server::spawn(namesrv::config::ServerConfig { listen: "127.0.0.1:0".parse().unwrap(), ..Default::default() }).expect("namesrv");
+    let namesrv = ns.local_addr().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ringmq_broker::config::BrokerConfig::default();
+    config.store_root = dir.path().join("store");
+    config.listen_port = 0;
+    config.shard_count = 2;
+    config.broker_ip = Some("127.0.0.1".into());
+    config.broker_name = "broker-adm".into();
+    config.namesrv_addrs = vec![namesrv.clone()];
+    config.register_interval_ms = 300;
+    config.store.segment_bytes = 8 << 20;
+    config.store.disk_warn_ratio = 0.999;
+    config.store.disk_force_clean_ratio = 0.999;
+    config.store.disk_refuse_ratio = 0.9999;
+    let broker = ringmq_broker::runtime::start(config).expect("broker");
+    let addr = broker.addr.to_string();
+    Cluster { namesrv, broker: addr, _namesrv: ns, _broker: broker, _dir: dir }
+}
+
+/// Runs the CLI: (exit code, stdout, stderr).
+fn admin(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ringmq-admin")).args(args).output().expect("runs");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn ok(args: &[&str]) -> String {
+    let (code, out, err) = admin(args);
+    assert_eq!(code, 0, "ringmq-admin {args:?} failed: {err}{out}");
+    out
+}
+
+fn eventually(what: &str, f: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn mqadmin_commands_against_a_live_cluster() {
+    let c = cluster();
+    let n = c.namesrv.as_str();
+    eventually("the broker registers", || admin(&["clusterList", "-n", n]).1.contains("broker-adm"));
+    let list = ok(&["clusterList", "-n", n]);
+    assert!(list.starts_with("#Cluster Name"), "{list}");
+    assert!(list.lines().any(|l| l.contains("DefaultCluster") && l.contains("broker-adm") && l.contains(&c.broker) && l.contains("RingMQ")), "{list}");
+    let doc: serde_json::Value = serde_json::from_str(&ok(&["clusterList", "-n", n, "--json"])).unwrap();
+    assert_eq!(doc[0]["addr"], c.broker.as_str());
+
+    // updateTopic on the cluster, then it is listed and routed.
+    let out = ok(&["updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "ADM_T", "-r", "4", "-w", "4"]);
+    assert_eq!(out, format!("create topic to {} success.\n", c.broker));
+    eventually("the topic reaches the NameServer", || admin(&["topicList", "-n", n]).1.lines().any(|l| l == "ADM_T"));
+    let route: serde_json::Value = serde_json::from_str(&ok(&["topicRoute", "-n", n, "-t", "ADM_T"])).unwrap();
+    assert_eq!(route["queueDatas"][0]["readQueueNums"], 4, "{route}");
+    assert_eq!(route["brokerDatas"][0]["brokerName"], "broker-adm");
+
+    // sendMessage, then the message by its offset id.
+    let sent: serde_json::Value = serde_json::from_str(&ok(&["sendMessage", "-n", n, "-t", "ADM_T", "-p", "hello admin", "-k", "key-1", "-c", "TagA", "--json"])).unwrap();
+    assert_eq!(sent["sendStatus"], "SEND_OK");
+    let id = sent["offsetMsgId"].as_str().expect("offset id").to_string();
+    let msg = ok(&["queryMsgById", "-n", n, "-i", &id]);
+    // check(field, value)
+    let check = |field: &str, value: &str| assert!(msg.lines().any(|l| l.starts_with(field) && l.ends_with(&format!(": {value}"))), "{field}: {value} in:\n{msg}");
+    check("Topic", "ADM_T");
+    check("Tags", "TagA");
+    check("Keys", "key-1");
+    check("Message Body", "hello admin");
+    check("OffsetID", &id);
+
+    // brokerStatus as a table and JSON.
+    assert!(ok(&["brokerStatus", "-n", n, "-b", &c.broker]).lines().any(|l| l.starts_with("brokerVersionDesc") && l.contains("RingMQ")));
+    let status: serde_json::Value = serde_json::from_str(&ok(&["brokerStatus", "-n", n, "-b", &c.broker, "--json"])).unwrap();
+    assert_eq!(status["shardCount"], "2");
+
+    // updateSubGroup on one broker.
+    assert_eq!(ok(&["updateSubGroup", "-n", n, "-b", &c.broker, "-g", "ADM_G"]), format!("create subscription group to {} success.\n", c.broker));
+
+    // producerConnection: a group with no producer online is the broker's error (Java's).
+    let (code, _, err) = admin(&["producerConnection", "-n", n, "-g", "nobody", "-t", "ADM_T"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("the producer group[nobody] not exist"), "{err}");
+
+    // deleteTopic: gone from the route.
+    let out = ok(&["deleteTopic", "-n", n, "-t", "ADM_T", "-c", "DefaultCluster"]);
+    assert!(out.contains("delete topic [ADM_T] from cluster [DefaultCluster] success."), "{out}");
+    let (code, _, err) = admin(&["topicRoute", "-n", n, "-t", "ADM_T"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no route for ADM_T"), "{err}");
+
+    // Failures: a broker's refusal, an unknown cluster, bad flags.
+    let (code, _, err) = admin(&["updateTopic", "-n", n, "-b", &c.broker, "-t", "bad topic!"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("answered request 17 with code"), "{err}");
+    let (code, _, err) = admin(&["updateTopic", "-n", n, "-c", "NoSuchCluster", "-t", "T2"]);
+    assert_eq!((code, err.contains("cluster NoSuchCluster is not known")), (1, true), "{err}");
+    let (code, _, _) = admin(&["updateTopic", "-n", n]);
+    assert_eq!(code, 2);
+    let (code, _, err) = admin(&["queryMsgById", "-n", n, "-i", "not-an-id"]);
+    assert_eq!((code, err.contains("not an offset message id")), (1, true), "{err}");
+}
