@@ -74,6 +74,11 @@ impl<R: crate::rt::Runtime> Shard<R> {
             if r.code != rs::SUCCESS {
                 return Err(error_response(cmd, r.code, r.remark.unwrap_or_default()));
             }
+            if r.body.is_empty() {
+                // A part that only acts (offsets removed) answers no body.
+                parts.push(serde_json::Value::Null);
+                continue;
+            }
             match serde_json::from_slice(&r.body) {
                 Ok(v) => parts.push(v),
                 Err(e) => return Err(error_response(cmd, rs::SYSTEM_ERROR, format!("shard {shard} answered badly: {e}"))),
