@@ -8,6 +8,8 @@
 //! - `admin_codes_answer_as_apache_rocketmq`: one broker, each code in turn; bodies are
 //!   decoded with the client's decoders for fastjson's map-key form and the raw text is
 //!   checked where its exact form matters.
+//! - `a_slave_refuses_group_deletion`: DELETE_SUBSCRIPTIONGROUP on a slave is
+//!   SERVICE_NOT_AVAILABLE, as other metadata changes.
 
 mod common;
 
@@ -188,4 +190,19 @@ fn admin_codes_answer_as_apache_rocketmq() {
     assert_eq!(consume_rows(&body), vec![at(0, 2, true), at(1, 3, true), at(2, 0, false), at(3, 0, false)], "CG1's offsets were not cleaned");
     let log = broker.stdout();
     assert!(log.lines().any(|l| l.contains("delete subscription group") && l.contains("CG2") && l.contains("caller=\"127.0.0.1:")), "the deletion is logged with its caller:\n{log}");
+}
+
+/// A slave's group table is its master's: DELETE_SUBSCRIPTIONGROUP is refused there like
+/// every other metadata change (its master is not even up: the refusal needs none).
+#[test]
+fn a_slave_refuses_group_deletion() {
+    let dir = temp_dir();
+    let store = dir.path().join("store");
+    let top = "role = \"slave\"\nbroker_id = 1\nha_master_address = \"127.0.0.1:1\"\n".to_string();
+    let broker = ChildBroker::start_up(dir.path(), &store, &ChildConfig { shard_count: 2, top, ..Default::default() });
+    let mut c = Conn::open(broker.addr);
+    for clean in ["true", "false"] {
+        let cmd = req(rq::DELETE_SUBSCRIPTIONGROUP, &[("groupName", "CG1"), ("cleanOffset", clean)]);
+        check(&mut c, cmd, rs::SERVICE_NOT_AVAILABLE, Some("this broker is a slave: change topics and groups on its master (they replicate here)"));
+    }
 }

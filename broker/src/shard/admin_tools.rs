@@ -31,8 +31,7 @@ pub const TOPICS_EXT: &str = "ringmqTopics";
 /// The caller of a DELETE_SUBSCRIPTIONGROUP, recorded by the shard holding the
 /// connection (the metadata owner may not); stripped from client requests.
 pub const CALLER_EXT: &str = "ringmqCaller";
-/// RocketMQ's SUBSCRIPTION_GROUP_NOT_EXIST is not used here: Java deletes an unknown
-/// group silently (SUCCESS).
+/// Separator of Java's `topicList` header field (GET_CONSUME_STATS).
 const TOPIC_LIST_SEPARATOR: char = ';';
 
 fn required<'a>(cmd: &'a RemotingCommand, key: &str) -> Result<&'a str, RemotingCommand> {
