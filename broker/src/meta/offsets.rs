@@ -89,6 +89,12 @@ impl ConsumerOffsetTable {
             .map(|((_, topic, queue_id), offset)| (topic.as_str(), *queue_id, *offset))
     }
 
+    /// Groups with an offset of `topic` (Java's `whichGroupByTopic`). A full scan: an
+    /// admin request, bounded by `TABLE_ENTRIES_MAX`.
+    pub fn groups_of_topic(&self, topic: &str) -> std::collections::BTreeSet<String> {
+        self.offsets.keys().filter(|(_, t, _)| t == topic).map(|(g, _, _)| g.clone()).collect()
+    }
+
     pub fn len(&self) -> usize {
         self.offsets.len()
     }
@@ -229,6 +235,8 @@ mod tests {
         }
         assert_eq!(table.group_offsets("b").collect::<Vec<_>>(), vec![("x", 1, 2), ("y", 0, 3)]);
         assert_eq!(table.group_offsets("nobody").count(), 0);
+        assert_eq!(table.groups_of_topic("x").into_iter().collect::<Vec<_>>(), vec!["a", "b", "bb", "c"]);
+        assert!(table.groups_of_topic("z").is_empty());
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! them are refused); tag codes are computed here from `subString` (never trusted from
 //! the client's `codeSet`, DESIGN.md §6).
 
-use ringmq_client::remoting::heartbeat::{tag_codes, ConsumerData, HeartbeatData, MessageModel};
+use ringmq_client::remoting::heartbeat::{tag_codes, ConsumeFromWhere, ConsumeType, ConsumerData, HeartbeatData, MessageModel};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub const GROUPS_MAX: usize = 100_000;
@@ -37,6 +37,9 @@ pub struct GroupInfo {
     pub members: BTreeSet<String>,
     pub subscriptions: BTreeMap<String, Subscription>,
     pub broadcasting: bool,
+    /// As the latest heartbeat said (GET_CONSUMER_CONNECTION_LIST reports them).
+    pub consume_type: ConsumeType,
+    pub consume_from_where: ConsumeFromWhere,
 }
 
 #[derive(Debug, Clone)]
@@ -44,6 +47,11 @@ pub struct ClientInfo {
     pub conn_shard: usize,
     pub conn_id: u64,
     pub groups: BTreeSet<String>,
+    /// The client's address (`None` if unknown), language and version, as its last
+    /// heartbeat came.
+    pub remote: Option<std::net::SocketAddr>,
+    pub language: String,
+    pub version: i32,
 }
 
 /// A producer client as its heartbeat described it.
@@ -87,7 +95,7 @@ pub fn subscription_of(sub_string: &str, expression_type: &str, sub_version: i64
 
 impl ConsumerManager {
     /// Applies a heartbeat; returns the groups whose membership changed.
-    pub fn apply_heartbeat(&mut self, client_id: &str, data: &HeartbeatData, conn_shard: usize, conn_id: u64) -> Vec<String> {
+    pub fn apply_heartbeat(&mut self, client_id: &str, data: &HeartbeatData, origin: &HeartbeatOrigin) -> Vec<String> {
         if !self.clients.contains_key(client_id) && self.clients.len() >= CLIENTS_MAX {
             tracing::warn!(client_id, "client table full: heartbeat ignored");
             return Vec::new();
@@ -112,7 +120,15 @@ impl ConsumerManager {
                 }
             }
         }
-        self.clients.insert(client_id.to_string(), ClientInfo { conn_shard, conn_id, groups: now_groups });
+        let info = ClientInfo {
+            conn_shard: origin.conn_shard,
+            conn_id: origin.conn_id,
+            groups: now_groups,
+            remote: origin.remote,
+            language: origin.language.clone(),
+            version: origin.version,
+        };
+        self.clients.insert(client_id.to_string(), info);
         changed
     }
 
@@ -202,6 +218,19 @@ impl ConsumerManager {
         self.groups.get(group)?.subscriptions.get(topic)
     }
 
+    /// A group with at least one member, with its members' client infos.
+    pub fn online_group(&self, group: &str) -> Option<(&GroupInfo, Vec<(&str, &ClientInfo)>)> {
+        let info = self.groups.get(group).filter(|g| !g.members.is_empty())?;
+        let clients = info.members.iter().filter_map(|c| self.clients.get(c).map(|i| (c.as_str(), i))).collect();
+        Some((info, clients))
+    }
+
+    /// Groups with a member and a subscription to `topic` (Java's
+    /// `queryTopicConsumeByWho`).
+    pub fn groups_subscribing(&self, topic: &str) -> BTreeSet<String> {
+        self.groups.iter().filter(|(_, g)| !g.members.is_empty() && g.subscriptions.contains_key(topic)).map(|(n, _)| n.clone()).collect()
+    }
+
     pub fn client(&self, client_id: &str) -> Option<&ClientInfo> {
         self.clients.get(client_id)
     }
@@ -221,6 +250,8 @@ impl ConsumerManager {
 
 fn apply_subscriptions(group: &mut GroupInfo, consumer: &ConsumerData) {
     group.broadcasting = consumer.message_model == MessageModel::Broadcasting;
+    group.consume_type = consumer.consume_type;
+    group.consume_from_where = consumer.consume_from_where;
     for sub in &consumer.subscription_data_set {
         let newer = group.subscriptions.get(&sub.topic).is_none_or(|old| old.sub_version <= sub.sub_version);
         if newer {
@@ -246,13 +277,17 @@ mod tests {
         HeartbeatData::decode(body.to_string().as_bytes()).expect("heartbeat")
     }
 
+    fn origin() -> HeartbeatOrigin {
+        HeartbeatOrigin { conn_shard: 0, conn_id: 1, remote: None, language: "JAVA".into(), version: 1, at_ms: 0 }
+    }
+
     fn check(steps: &[(&str, &[(&str, &str, &str)])], group: &str, members: &[&str]) {
         let mut m = ConsumerManager::default();
         for (client, groups) in steps {
             if groups.is_empty() {
                 m.remove_client(client);
             } else {
-                m.apply_heartbeat(client, &heartbeat(client, groups), 0, 1);
+                m.apply_heartbeat(client, &heartbeat(client, groups), &origin());
             }
         }
         assert_eq!(m.members(group), members.iter().map(|s| s.to_string()).collect::<Vec<_>>(), "{steps:?}");
@@ -306,21 +341,33 @@ mod tests {
     #[test]
     fn changes_are_reported_once() {
         let mut m = ConsumerManager::default();
-        assert_eq!(m.apply_heartbeat("c1", &heartbeat("c1", &[("g", "t", "*")]), 0, 1), vec!["g"]);
-        assert!(m.apply_heartbeat("c1", &heartbeat("c1", &[("g", "t", "*")]), 0, 1).is_empty());
+        assert_eq!(m.apply_heartbeat("c1", &heartbeat("c1", &[("g", "t", "*")]), &origin()), vec!["g"]);
+        assert!(m.apply_heartbeat("c1", &heartbeat("c1", &[("g", "t", "*")]), &origin()).is_empty());
         assert_eq!(m.remove_client("c1"), vec!["g"]);
+    }
+
+    #[test]
+    fn online_groups_and_subscribers() {
+        let mut m = ConsumerManager::default();
+        m.apply_heartbeat("c1", &heartbeat("c1", &[("g", "t", "*"), ("h", "u", "*")]), &origin());
+        assert_eq!(m.groups_subscribing("t").into_iter().collect::<Vec<_>>(), vec!["g"]);
+        let (info, clients) = m.online_group("g").expect("g is online");
+        assert_eq!((info.consume_type, clients.len(), clients[0].1.language.as_str()), (ConsumeType::ConsumePassively, 1, "JAVA"));
+        m.apply_heartbeat("c1", &heartbeat("c1", &[("h", "u", "*")]), &origin());
+        assert!(m.online_group("g").is_none(), "a group whose last member left is not online");
+        assert!(m.groups_subscribing("t").is_empty());
     }
 
     #[test]
     fn tag_codes_are_computed_from_the_expression_trimmed() {
         let mut m = ConsumerManager::default();
-        m.apply_heartbeat("c1", &heartbeat("c1", &[("g", "t", "TagA || TagB")]), 0, 1);
+        m.apply_heartbeat("c1", &heartbeat("c1", &[("g", "t", "TagA || TagB")]), &origin());
         let sub = m.subscription("g", "t").unwrap();
         let a = ringmq_client::hash::tag_hash_code("TagA");
         let b = ringmq_client::hash::tag_hash_code("TagB");
         let c = ringmq_client::hash::tag_hash_code("TagC");
         assert!(sub.matches(a) && sub.matches(b) && !sub.matches(c));
-        m.apply_heartbeat("c2", &heartbeat("c2", &[("g2", "t", "*")]), 0, 1);
+        m.apply_heartbeat("c2", &heartbeat("c2", &[("g2", "t", "*")]), &origin());
         assert!(m.subscription("g2", "t").unwrap().matches(c));
     }
 }

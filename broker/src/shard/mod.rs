@@ -18,6 +18,7 @@ pub mod locks;
 pub mod longpoll;
 pub mod mesh;
 mod admin;
+mod admin_tools;
 mod pull;
 mod send;
 pub mod sendback;
@@ -436,6 +437,15 @@ impl<R: Runtime> Shard<R> {
         // values are dropped.
         cmd.ext_fields.remove(sendback::RETRY_OF_GROUP_EXT);
         cmd.ext_fields.remove(SYSTEM_TOPIC_EXT);
+        cmd.ext_fields.remove(admin_tools::LOCAL_ONLY_EXT);
+        cmd.ext_fields.remove(admin_tools::TOPICS_EXT);
+        cmd.ext_fields.remove(admin_tools::CALLER_EXT);
+        if cmd.code == rq::DELETE_SUBSCRIPTIONGROUP {
+            // The metadata owner logs who deleted a group; it may not hold the connection.
+            if let Some(remote) = ctx.remote {
+                cmd.ext_fields.insert(admin_tools::CALLER_EXT.into(), remote.to_string());
+            }
+        }
         if matches!(cmd.code, rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE) {
             cmd.ext_fields.remove(BORN_HOST_EXT);
             cmd.ext_fields.remove(sendback::SEND_BACK_EXT);
@@ -498,6 +508,7 @@ impl<R: Runtime> Shard<R> {
             rq::UPDATE_AND_CREATE_TOPIC
             | rq::DELETE_TOPIC_IN_BROKER
             | rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
+            | rq::DELETE_SUBSCRIPTIONGROUP
             | rq::GET_ALL_SUBSCRIPTIONGROUP_CONFIG
             | rq::GET_SUBSCRIPTIONGROUP_CONFIG => Some(META_OWNER_SHARD),
             rq::LOCK_BATCH_MQ | rq::UNLOCK_BATCH_MQ => locks::lock_request_group(&cmd.body).map(|g| crate::routing::group_owner(&g, self.count)),
@@ -506,7 +517,7 @@ impl<R: Runtime> Shard<R> {
     }
 
     async fn handle_here(self: &Rc<Self>, cmd: RemotingCommand, ctx: ConnCtx) -> RemotingCommand {
-        if !self.config.role.is_master() && matches!(cmd.code, rq::UPDATE_AND_CREATE_TOPIC | rq::DELETE_TOPIC_IN_BROKER | rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP) {
+        if !self.config.role.is_master() && matches!(cmd.code, rq::UPDATE_AND_CREATE_TOPIC | rq::DELETE_TOPIC_IN_BROKER | rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP | rq::DELETE_SUBSCRIPTIONGROUP) {
             // A slave's topic and group tables are its master's (replicated): a change
             // made here would be overwritten, so it is refused rather than accepted.
             return error_response(&cmd, rs::SERVICE_NOT_AVAILABLE, "this broker is a slave: change topics and groups on its master (they replicate here)");
@@ -536,6 +547,12 @@ impl<R: Runtime> Shard<R> {
             rq::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => self.handle_all_group_config(&cmd),
             rq::GET_SUBSCRIPTIONGROUP_CONFIG => self.handle_group_config(&cmd),
             rq::GET_BROKER_RUNTIME_INFO => self.handle_runtime_info(&cmd).await,
+            rq::GET_TOPIC_STATS_INFO => self.handle_topic_stats(&cmd).await,
+            rq::GET_CONSUME_STATS => self.handle_consume_stats(&cmd).await,
+            rq::GET_CONSUMER_CONNECTION_LIST => self.handle_consumer_connections(&cmd),
+            rq::QUERY_TOPIC_CONSUME_BY_WHO => self.handle_consume_by_who(&cmd).await,
+            rq::GET_TOPIC_CONFIG => self.handle_topic_config(&cmd, ctx),
+            rq::DELETE_SUBSCRIPTIONGROUP => self.handle_delete_group(&cmd).await,
             rq::GET_ALL_DELAY_OFFSET => self.handle_all_delay_offset(&cmd).await,
             rq::CONSUMER_SEND_MSG_BACK => self.handle_send_back(&cmd).await,
             rq::END_TRANSACTION => self.handle_end_transaction(&cmd).await,
@@ -561,7 +578,7 @@ impl<R: Runtime> Shard<R> {
                     if data.consumer_data_set.is_empty() {
                         Vec::new()
                     } else {
-                        consumers.apply_heartbeat(&client_id, &data, origin.conn_shard, origin.conn_id)
+                        consumers.apply_heartbeat(&client_id, &data, &origin)
                     }
                 };
                 self.notify_groups_changed(&changed);

@@ -1235,6 +1235,19 @@ impl<D: Disk, C: Clock> Store<D, C> {
         })
     }
 
+    /// Store time of the message at `offset` of a queue (Java's
+    /// `getMessageStoreTimeStamp`); `None` when that offset holds no readable message.
+    pub async fn store_time_at(&self, topic: &str, queue_id: i32, offset: u64) -> Result<Option<i64>, StoreError> {
+        if offset < self.min_offset(topic, queue_id) {
+            return Ok(None);
+        }
+        let entries = self.cq_entries(topic, queue_id, offset, 1).await?;
+        match entries.first() {
+            Some(e) => self.store_timestamp_at(e).await,
+            None => Ok(None),
+        }
+    }
+
     /// Store time of the oldest readable message of a queue.
     pub async fn earliest_store_time(&self, topic: &str, queue_id: i32) -> Result<Option<i64>, StoreError> {
         let min = self.min_offset(topic, queue_id);

@@ -17,6 +17,7 @@
 //! (which the frame decoder has already bounded). Decoding is lenient where real clients
 //! disagree (DESIGN.md §6, "Client dialects"); encoding is strict.
 
+pub mod admin;
 pub mod batch;
 pub mod bodies;
 pub mod codes;

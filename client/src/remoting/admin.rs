@@ -1,0 +1,312 @@
+//! Bodies of the admin answers keyed by message queue: `TopicStatsTable`
+//! (GET_TOPIC_STATS_INFO) and `ConsumeStats` (GET_CONSUME_STATS), plus `GroupList`
+//! (QUERY_TOPIC_CONSUME_BY_WHO).
+//!
+//! Java keeps these as `Map<MessageQueue, V>` and fastjson writes such a map with the
+//! key object itself in key position, which is not JSON:
+//! `{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:{"maxOffset":5,..}}}`.
+//! Admin tools (mqadmin, the dashboard) parse exactly that, so `encode` writes it;
+//! `decode` accepts it (and the same map with the key objects quoted as strings).
+//! Fields are in fastjson's sorted order; doubles are written as `0.0`, as fastjson.
+//!
+//! Invariants: nothing here panics on any input; the key-quoting pass is linear in its
+//! input (brace pairs are matched once, up front) and its output is at most 2x + 2 per
+//! key longer than its input.
+
+use super::bodies::MessageQueue;
+use super::json::de::{i64_lenient, null_default, vec_string_lenient};
+use super::json::{from_json_lenient, quote_bare_int_keys, starts_with_object, to_json, BodyError};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+
+/// Java's `TopicOffset`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TopicOffset {
+    #[serde(default, deserialize_with = "i64_lenient")]
+    pub last_update_timestamp: i64,
+    #[serde(default, deserialize_with = "i64_lenient")]
+    pub max_offset: i64,
+    #[serde(default, deserialize_with = "i64_lenient")]
+    pub min_offset: i64,
+}
+
+/// Java's `OffsetWrapper`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OffsetWrapper {
+    #[serde(default, deserialize_with = "i64_lenient")]
+    pub broker_offset: i64,
+    #[serde(default, deserialize_with = "i64_lenient")]
+    pub consumer_offset: i64,
+    #[serde(default, deserialize_with = "i64_lenient")]
+    pub last_timestamp: i64,
+    #[serde(default, deserialize_with = "i64_lenient")]
+    pub pull_offset: i64,
+}
+
+/// Java's `TopicStatsTable`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TopicStatsTable {
+    pub offset_table: BTreeMap<MessageQueue, TopicOffset>,
+    pub topic_put_tps: f64,
+}
+
+/// Java's `ConsumeStats`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConsumeStats {
+    pub consume_tps: f64,
+    pub offset_table: BTreeMap<MessageQueue, OffsetWrapper>,
+}
+
+/// Java's `GroupList` (a `HashSet<String>` named `groupList`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupList {
+    #[serde(default, deserialize_with = "vec_string_lenient")]
+    pub group_list: Vec<String>,
+}
+
+impl GroupList {
+    pub fn encode(&self) -> Vec<u8> {
+        to_json(self)
+    }
+
+    pub fn decode(body: &[u8]) -> Result<Self, BodyError> {
+        from_json_lenient(body)
+    }
+}
+
+/// fastjson writes a double with at least one decimal (`0.0`, `1.5`); not finite: 0.0.
+fn write_double(out: &mut Vec<u8>, v: f64) {
+    let v = if v.is_finite() { v } else { 0.0 };
+    out.extend_from_slice(to_json(&v).as_slice());
+}
+
+/// `{<mq>:<value>,...}` with each key the MessageQueue object, in `MessageQueue` order.
+fn write_mq_map<V: Serialize>(out: &mut Vec<u8>, map: &BTreeMap<MessageQueue, V>) {
+    out.push(b'{');
+    for (i, (mq, v)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&to_json(mq));
+        out.push(b':');
+        out.extend_from_slice(&to_json(v));
+    }
+    out.push(b'}');
+}
+
+fn read_mq_map<V>(raw: BTreeMap<String, V>) -> Result<BTreeMap<MessageQueue, V>, BodyError> {
+    raw.into_iter().map(|(k, v)| Ok((from_json_lenient::<MessageQueue>(k.as_bytes())?, v))).collect()
+}
+
+/// Parses a body whose maps may have object keys (see the module doc).
+fn from_json_object_keys<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, BodyError> {
+    if !starts_with_object(bytes) {
+        return Err(BodyError::NotAnObject);
+    }
+    let quoted = quote_object_keys(bytes);
+    let text = quote_bare_int_keys(&quoted);
+    Ok(serde_json::from_slice(&text)?)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawTopicStats {
+    #[serde(default, deserialize_with = "null_default")]
+    offset_table: BTreeMap<String, TopicOffset>,
+    #[serde(default)]
+    topic_put_tps: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawConsumeStats {
+    #[serde(default)]
+    consume_tps: Option<f64>,
+    #[serde(default, deserialize_with = "null_default")]
+    offset_table: BTreeMap<String, OffsetWrapper>,
+}
+
+impl TopicStatsTable {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = b"{\"offsetTable\":".to_vec();
+        write_mq_map(&mut out, &self.offset_table);
+        out.extend_from_slice(b",\"topicPutTps\":");
+        write_double(&mut out, self.topic_put_tps);
+        out.push(b'}');
+        out
+    }
+
+    pub fn decode(body: &[u8]) -> Result<Self, BodyError> {
+        let raw: RawTopicStats = from_json_object_keys(body)?;
+        Ok(Self { offset_table: read_mq_map(raw.offset_table)?, topic_put_tps: raw.topic_put_tps.unwrap_or(0.0) })
+    }
+}
+
+impl ConsumeStats {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = b"{\"consumeTps\":".to_vec();
+        write_double(&mut out, self.consume_tps);
+        out.extend_from_slice(b",\"offsetTable\":");
+        write_mq_map(&mut out, &self.offset_table);
+        out.push(b'}');
+        out
+    }
+
+    pub fn decode(body: &[u8]) -> Result<Self, BodyError> {
+        let raw: RawConsumeStats = from_json_object_keys(body)?;
+        Ok(Self { consume_tps: raw.consume_tps.unwrap_or(0.0), offset_table: read_mq_map(raw.offset_table)? })
+    }
+}
+
+/// Turns every object in key position (`{` or `,` before it, `:` after its closing
+/// brace) into a JSON string holding its text, so serde can read the map. Anything
+/// else passes through unchanged; borrowed when there is nothing to quote.
+pub fn quote_object_keys(input: &[u8]) -> Cow<'_, [u8]> {
+    // Matching braces outside strings, found in one pass (unbalanced ones are ignored).
+    let mut close_of: HashMap<usize, usize> = HashMap::new();
+    let mut open: Vec<usize> = Vec::new();
+    let (mut in_string, mut escaped) = (false, false);
+    for (i, &b) in input.iter().enumerate() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if b == b'{' {
+            open.push(i);
+        } else if b == b'}' {
+            if let Some(o) = open.pop() {
+                close_of.insert(o, i);
+            }
+        }
+    }
+    let mut out: Option<Vec<u8>> = None;
+    let (mut in_string, mut escaped) = (false, false);
+    let mut last = 0u8;
+    let mut i = 0;
+    while i < input.len() {
+        let b = input[i];
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+                last = b'"';
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if b == b'{' && (last == b'{' || last == b',') {
+            let key = close_of.get(&i).and_then(|&close| {
+                let after = input[close + 1..].iter().find(|c| !c.is_ascii_whitespace());
+                let text = std::str::from_utf8(&input[i..=close]).ok()?;
+                (after == Some(&b':')).then(|| (close, serde_json::Value::String(text.to_string()).to_string()))
+            });
+            if let Some((close, quoted)) = key {
+                let buf = out.get_or_insert_with(|| input[..i].to_vec());
+                buf.extend_from_slice(quoted.as_bytes());
+                last = b'"';
+                i = close + 1;
+                continue;
+            }
+            last = b;
+        } else if !b.is_ascii_whitespace() {
+            last = b;
+        }
+        if let Some(buf) = out.as_mut() {
+            buf.push(b);
+        }
+        i += 1;
+    }
+    match out {
+        Some(v) => Cow::Owned(v),
+        None => Cow::Borrowed(input),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn mq(topic: &str, broker: &str, id: i32) -> MessageQueue {
+        MessageQueue { broker_name: broker.into(), queue_id: id, topic: topic.into() }
+    }
+
+    fn check(input: &str, expected: &str) {
+        let got = quote_object_keys(input.as_bytes());
+        assert_eq!(std::str::from_utf8(&got).unwrap(), expected, "quoting {input:?}");
+    }
+
+    #[test]
+    fn quoting_cases() {
+        check("", "");
+        check("{}", "{}");
+        check(r#"{"a":{"b":1}}"#, r#"{"a":{"b":1}}"#);
+        check(r#"{{"a":1}:2}"#, r#"{"{\"a\":1}":2}"#);
+        check(r#"{"m":{{"q":0}:{"x":1}, {"q":1} :{"x":2}}}"#, r#"{"m":{"{\"q\":0}":{"x":1}, "{\"q\":1}" :{"x":2}}}"#);
+        check(r#"[{"a":1},{"b":2}]"#, r#"[{"a":1},{"b":2}]"#);
+        check(r#"{"s":"{{\"x\":1}:2}"}"#, r#"{"s":"{{\"x\":1}:2}"}"#);
+        check(r#"{{"a":1}"#, r#"{{"a":1}"#);
+        check(r#"{{"a":"}"}:1}"#, r#"{"{\"a\":\"}\"}":1}"#);
+        check("{{{{", "{{{{");
+    }
+
+    #[test]
+    fn topic_stats_wire_form() {
+        let mut t = TopicStatsTable::default();
+        t.offset_table.insert(mq("T", "broker-a", 1), TopicOffset { last_update_timestamp: 7, max_offset: 5, min_offset: 0 });
+        t.offset_table.insert(mq("T", "broker-a", 0), TopicOffset::default());
+        let text = String::from_utf8(t.encode()).unwrap();
+        assert_eq!(
+            text,
+            r#"{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:{"lastUpdateTimestamp":0,"maxOffset":0,"minOffset":0},{"brokerName":"broker-a","queueId":1,"topic":"T"}:{"lastUpdateTimestamp":7,"maxOffset":5,"minOffset":0}},"topicPutTps":0.0}"#
+        );
+        assert_eq!(TopicStatsTable::decode(text.as_bytes()).unwrap(), t);
+        assert!(TopicStatsTable::decode(b"[]").is_err());
+        assert!(TopicStatsTable::decode(br#"{"offsetTable":{{"queueId":0}:{}}}"#).is_err(), "a key without topic");
+        assert_eq!(TopicStatsTable::decode(b"{}").unwrap(), TopicStatsTable::default());
+    }
+
+    #[test]
+    fn consume_stats_wire_form() {
+        let mut s = ConsumeStats::default();
+        s.offset_table.insert(mq("T", "b", 0), OffsetWrapper { broker_offset: 3, consumer_offset: 2, last_timestamp: 9, pull_offset: 2 });
+        let text = String::from_utf8(s.encode()).unwrap();
+        assert_eq!(
+            text,
+            r#"{"consumeTps":0.0,"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:{"brokerOffset":3,"consumerOffset":2,"lastTimestamp":9,"pullOffset":2}}}"#
+        );
+        assert_eq!(ConsumeStats::decode(text.as_bytes()).unwrap(), s);
+        let g = GroupList { group_list: vec!["a".into(), "b".into()] };
+        assert_eq!(String::from_utf8(g.encode()).unwrap(), r#"{"groupList":["a","b"]}"#);
+    }
+
+    proptest! {
+        #[test]
+        fn quoting_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..128)) {
+            let _ = quote_object_keys(&bytes);
+            let _ = ConsumeStats::decode(&bytes);
+        }
+
+        #[test]
+        fn stats_roundtrip(entries in proptest::collection::vec((".{0,6}", ".{0,6}", any::<i32>(), any::<i64>()), 0..5)) {
+            let mut t = TopicStatsTable::default();
+            for (topic, broker, q, v) in entries {
+                t.offset_table.insert(mq(&topic, &broker, q), TopicOffset { last_update_timestamp: v, max_offset: v, min_offset: 0 });
+            }
+            prop_assert_eq!(TopicStatsTable::decode(&t.encode()).unwrap(), t);
+        }
+    }
+}
