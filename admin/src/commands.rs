@@ -8,6 +8,7 @@ use ringmq_client::message::stored::StoredMessageView;
 use ringmq_client::message::user::Message;
 use ringmq_client::producer::{Producer, ProducerConfig};
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
+use ringmq_client::remoting::admin::{ConsumeStats, TopicStatsTable};
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::headers::CreateTopicRequestHeader;
 use ringmq_client::remoting::route::{ClusterInfo, TopicRouteData};
@@ -121,6 +122,55 @@ pub enum Command {
         #[arg(short = 'c', long = "tags")]
         tags: Option<String>,
     },
+    /// Per-queue min/max offsets and last update time of a topic, on every broker.
+    topicStatus {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 't', long = "topic")]
+        topic: String,
+    },
+    /// A consumer group's progress: per queue, the broker's offset, the group's and the lag.
+    consumerProgress {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 'g', long = "groupName")]
+        group: String,
+        #[arg(short = 't', long = "topicName")]
+        topic: Option<String>,
+    },
+    /// A consumer group's online clients and subscriptions.
+    consumerConnection {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 'g', long = "consumerGroup")]
+        group: String,
+    },
+    /// Delete a subscription group from a broker (-b) or every master of a cluster (-c).
+    deleteSubGroup {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 'g', long = "groupName")]
+        group: String,
+        #[arg(short = 'b', long = "brokerAddr")]
+        broker: Option<String>,
+        #[arg(short = 'c', long = "clusterName")]
+        cluster: Option<String>,
+        /// Also delete the group's consumer offsets.
+        #[arg(short = 'r', long = "removeOffset", default_value_t = false)]
+        remove_offset: bool,
+    },
+    /// Messages of a topic by key (the brokers' index), newest first per broker.
+    queryMsgByKey {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 't', long = "topic")]
+        topic: String,
+        #[arg(short = 'k', long = "msgKey")]
+        key: String,
+        /// At most this many messages per broker.
+        #[arg(short = 'm', long = "maxNum", default_value_t = 64)]
+        max_num: i32,
+    },
     /// Print a message by its offset message id (host and CommitLog offset).
     queryMsgById {
         #[command(flatten)]
@@ -143,6 +193,11 @@ pub async fn run(command: Command) -> Outcome {
         | Command::updateSubGroup { common, .. }
         | Command::producerConnection { common, .. }
         | Command::sendMessage { common, .. }
+        | Command::topicStatus { common, .. }
+        | Command::consumerProgress { common, .. }
+        | Command::consumerConnection { common, .. }
+        | Command::deleteSubGroup { common, .. }
+        | Command::queryMsgByKey { common, .. }
         | Command::queryMsgById { common, .. } => common.clone(),
     };
     let namesrvs: Vec<String> = common.namesrv.split(';').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
@@ -343,6 +398,111 @@ async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs:
             let row = vec![r.queue.broker_name.clone(), r.queue.queue_id.to_string(), "SEND_OK".to_string(), r.msg_id.clone(), r.offset_msg_id.clone()];
             let doc = json!({"brokerName": r.queue.broker_name, "queueId": r.queue.queue_id, "queueOffset": r.queue_offset, "sendStatus": "SEND_OK", "msgId": r.msg_id, "offsetMsgId": r.offset_msg_id});
             render(json, doc, table(&["#Broker Name", "#QID", "#Send Result", "#MsgId", "#OffsetMsgId"], &[row]))
+        }
+        Command::topicStatus { topic, .. } => {
+            let route = instance.fetch_route(&topic).await.map_err(|e| e.to_string())?;
+            let mut rows = Vec::new();
+            let mut docs = Vec::new();
+            for addr in route.master_addrs.values() {
+                let r = call(instance, addr, RemotingCommand::request(rq::GET_TOPIC_STATS_INFO).with_ext("topic", topic.clone())).await?;
+                let stats = TopicStatsTable::decode(&r.body).map_err(|e| format!("{addr}: {e}"))?;
+                for (mq, o) in &stats.offset_table {
+                    rows.push(vec![mq.broker_name.clone(), mq.queue_id.to_string(), o.min_offset.to_string(), o.max_offset.to_string(), o.last_update_timestamp.to_string()]);
+                    docs.push(json!({"brokerName": mq.broker_name, "queueId": mq.queue_id, "minOffset": o.min_offset, "maxOffset": o.max_offset, "lastUpdateTimestamp": o.last_update_timestamp}));
+                }
+            }
+            render(json, json!(docs), table(&["#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"], &rows))
+        }
+        Command::consumerProgress { group, topic, .. } => {
+            let info = cluster(instance).await?;
+            let mut rows = Vec::new();
+            let mut docs = Vec::new();
+            let mut total_lag = 0i64;
+            for b in info.broker_addr_table.values() {
+                let Some(addr) = b.broker_addrs.get(&0) else { continue };
+                let mut cmd = RemotingCommand::request(rq::GET_CONSUME_STATS).with_ext("consumerGroup", group.clone());
+                if let Some(t) = &topic {
+                    cmd = cmd.with_ext("topic", t.clone());
+                }
+                let r = instance.invoke(addr, cmd).await.map_err(|e| format!("{addr}: {e}"))?;
+                if r.code != rs::SUCCESS {
+                    // A broker that never saw the group has nothing to report.
+                    continue;
+                }
+                let stats = ConsumeStats::decode(&r.body).map_err(|e| format!("{addr}: {e}"))?;
+                for (mq, o) in &stats.offset_table {
+                    let lag = (o.broker_offset - o.consumer_offset).max(0);
+                    total_lag += lag;
+                    rows.push(vec![mq.topic.clone(), mq.broker_name.clone(), mq.queue_id.to_string(), o.broker_offset.to_string(), o.consumer_offset.to_string(), lag.to_string(), o.last_timestamp.to_string()]);
+                    docs.push(json!({"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, "brokerOffset": o.broker_offset, "consumerOffset": o.consumer_offset, "diff": lag, "lastTimestamp": o.last_timestamp}));
+                }
+            }
+            if rows.is_empty() {
+                return Err(format!("no broker reports progress for consumer group {group}"));
+            }
+            let mut text = table(&["#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#LastTime"], &rows);
+            text += &format!("\nDiff Total: {total_lag}\n");
+            render(json, json!({"queues": docs, "diffTotal": total_lag}), text)
+        }
+        Command::consumerConnection { group, .. } => {
+            let info = cluster(instance).await?;
+            let mut last_error = None;
+            for b in info.broker_addr_table.values() {
+                let Some(addr) = b.broker_addrs.get(&0) else { continue };
+                match call(instance, addr, RemotingCommand::request(rq::GET_CONSUMER_CONNECTION_LIST).with_ext("consumerGroup", group.clone())).await {
+                    Ok(r) => {
+                        let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("{addr}: {e}"))?;
+                        let conns = v.get("connectionSet").and_then(Value::as_array).cloned().unwrap_or_default();
+                        let s = |c: &Value, k: &str| c.get(k).map(|x| x.as_str().map(String::from).unwrap_or_else(|| x.to_string())).unwrap_or_default();
+                        let rows: Vec<Vec<String>> = conns.iter().enumerate().map(|(i, c)| vec![format!("{:03}", i + 1), s(c, "clientId"), s(c, "clientAddr"), s(c, "language"), s(c, "version")]).collect();
+                        let mut text = table(&["#", "#ClientId", "#ClientAddr", "#Language", "#Version"], &rows);
+                        text += "\nBelow is subscription:\n";
+                        for (t, sub) in v.get("subscriptionTable").and_then(Value::as_object).into_iter().flatten() {
+                            text += &format!("{t}  {}\n", sub.get("subString").and_then(Value::as_str).unwrap_or("*"));
+                        }
+                        text += &format!("\nConsumeType: {}\nMessageModel: {}\nConsumeFromWhere: {}\n", s(&v, "consumeType"), s(&v, "messageModel"), s(&v, "consumeFromWhere"));
+                        return render(json, v, text);
+                    }
+                    Err(e) => last_error = Some(e),
+                }
+            }
+            Err(last_error.unwrap_or_else(|| "no broker in the cluster".into()))
+        }
+        Command::deleteSubGroup { group, broker, cluster: cluster_name, remove_offset, .. } => {
+            let mut done = Vec::new();
+            for addr in targets(instance, &broker, &cluster_name).await? {
+                let cmd = RemotingCommand::request(rq::DELETE_SUBSCRIPTIONGROUP).with_ext("groupName", group.clone()).with_ext("cleanOffset", remove_offset.to_string());
+                call(instance, &addr, cmd).await?;
+                done.push(addr);
+            }
+            let text = done.iter().map(|a| format!("delete subscription group [{group}] from broker [{a}] success.\n")).collect::<String>();
+            render(json, json!({"group": group, "brokers": done, "offsetsRemoved": remove_offset}), text)
+        }
+        Command::queryMsgByKey { topic, key, max_num, .. } => {
+            let route = instance.fetch_route(&topic).await.map_err(|e| e.to_string())?;
+            let mut rows = Vec::new();
+            let mut docs = Vec::new();
+            for addr in route.master_addrs.values() {
+                let cmd = RemotingCommand::request(rq::QUERY_MESSAGE)
+                    .with_ext("topic", topic.clone())
+                    .with_ext("key", key.clone())
+                    .with_ext("maxNum", max_num.max(1).to_string())
+                    .with_ext("beginTimestamp", "0")
+                    .with_ext("endTimestamp", i64::MAX.to_string());
+                let r = instance.invoke(addr, cmd).await.map_err(|e| format!("{addr}: {e}"))?;
+                if r.code != rs::SUCCESS {
+                    continue; // QUERY_NOT_FOUND: none on this broker
+                }
+                let mut at = 0usize;
+                while at < r.body.len() {
+                    let v = StoredMessageView::parse_verified(&r.body[at..]).map_err(|e| format!("{addr}: record {at}: {e}"))?;
+                    at += v.total_size();
+                    let id = ringmq_client::msgid::offset_msg_id(&v.store_host(), v.physical_offset() as u64);
+                    rows.push(vec![id.clone(), v.queue_id().to_string(), v.queue_offset().to_string()]);
+                    docs.push(json!({"offsetMsgId": id, "queueId": v.queue_id(), "queueOffset": v.queue_offset(), "body": String::from_utf8_lossy(v.body())}));
+                }
+            }
+            render(json, json!(docs), table(&["#Message ID", "#QID", "#Offset"], &rows))
         }
         Command::queryMsgById { msg_id, .. } => {
             let (host, offset) = ringmq_client::msgid::decode_offset_msg_id(&msg_id).ok_or_else(|| format!("{msg_id} is not an offset message id (host + CommitLog offset)"))?;

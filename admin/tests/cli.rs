@@ -86,6 +86,27 @@ fn mqadmin_commands_against_a_live_cluster() {
     check("Message Body", "hello admin");
     check("OffsetID", &id);
 
+    // queryMsgByKey finds it through the index.
+    let by_key = ok(&["queryMsgByKey", "-n", n, "-t", "ADM_T", "-k", "key-1"]);
+    assert!(by_key.lines().nth(1).is_some_and(|l| l.starts_with(&id)), "{by_key}");
+
+    // topicStatus: 4 queues, one message in all.
+    let status: serde_json::Value = serde_json::from_str(&ok(&["topicStatus", "-n", n, "-t", "ADM_T", "--json"])).unwrap();
+    let queues = status.as_array().expect("rows");
+    assert_eq!(queues.len(), 4, "{status}");
+    assert_eq!(queues.iter().map(|q| q["maxOffset"].as_i64().unwrap()).sum::<i64>(), 1);
+
+    // consumerProgress: a group that committed offset 0 on the message's queue is 1 behind.
+    let qid = sent["queueId"].as_i64().unwrap();
+    commit_offset(&c.broker, "ADM_CG", "ADM_T", qid, 0);
+    let progress = ok(&["consumerProgress", "-n", n, "-g", "ADM_CG", "-t", "ADM_T"]);
+    assert!(progress.lines().any(|l| l.starts_with("ADM_T") && l.split_whitespace().nth(5) == Some("1")), "{progress}");
+    assert!(progress.contains("Diff Total: 1"), "{progress}");
+    // consumerConnection: nobody online is the broker's answer.
+    let (code, _, err) = admin(&["consumerConnection", "-n", n, "-g", "ADM_CG"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not online"), "{err}");
+
     // brokerStatus as a table and JSON.
     assert!(ok(&["brokerStatus", "-n", n, "-b", &c.broker]).lines().any(|l| l.starts_with("brokerVersionDesc") && l.contains("RingMQ")));
     let status: serde_json::Value = serde_json::from_str(&ok(&["brokerStatus", "-n", n, "-b", &c.broker, "--json"])).unwrap();
@@ -93,6 +114,11 @@ fn mqadmin_commands_against_a_live_cluster() {
 
     // updateSubGroup on one broker.
     assert_eq!(ok(&["updateSubGroup", "-n", n, "-b", &c.broker, "-g", "ADM_G"]), format!("create subscription group to {} success.\n", c.broker));
+
+    assert_eq!(
+        ok(&["deleteSubGroup", "-n", n, "-b", &c.broker, "-g", "ADM_G", "-r"]),
+        format!("delete subscription group [ADM_G] from broker [{}] success.\n", c.broker)
+    );
 
     // producerConnection: a group with no producer online is the broker's error (Java's).
     let (code, _, err) = admin(&["producerConnection", "-n", n, "-g", "nobody", "-t", "ADM_T"]);
@@ -116,4 +142,33 @@ fn mqadmin_commands_against_a_live_cluster() {
     assert_eq!(code, 2);
     let (code, _, err) = admin(&["queryMsgById", "-n", n, "-i", "not-an-id"]);
     assert_eq!((code, err.contains("not an offset message id")), (1, true), "{err}");
+}
+
+/// UPDATE_CONSUMER_OFFSET over a plain socket (the CLI has no command for it).
+fn commit_offset(broker: &str, group: &str, topic: &str, queue: i64, offset: i64) {
+    use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
+    use ringmq_client::remoting::command::RemotingCommand;
+    use std::io::{Read, Write};
+    let cmd = RemotingCommand::request(rq::UPDATE_CONSUMER_OFFSET)
+        .with_ext("consumerGroup", group)
+        .with_ext("topic", topic)
+        .with_ext("queueId", queue.to_string())
+        .with_ext("commitOffset", offset.to_string())
+        .with_opaque(7);
+    let mut out = bytes::BytesMut::new();
+    cmd.encode(&mut out).unwrap();
+    let mut s = std::net::TcpStream::connect(broker).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&out).unwrap();
+    let mut buf = bytes::BytesMut::new();
+    let mut chunk = [0u8; 4096];
+    let r = loop {
+        if let Some(r) = RemotingCommand::decode(&mut buf, &Default::default()).unwrap() {
+            break r;
+        }
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed");
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    assert_eq!(r.code, rs::SUCCESS, "{:?}", r.remark);
 }
