@@ -171,6 +171,20 @@ pub enum Command {
         #[arg(short = 'm', long = "maxNum", default_value_t = 64)]
         max_num: i32,
     },
+    /// Take write permission away from a broker in every NameServer (drain it).
+    wipeWritePerm {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 'b', long = "brokerName")]
+        broker_name: String,
+    },
+    /// Give a broker write permission back in every NameServer.
+    addWritePerm {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 'b', long = "brokerName")]
+        broker_name: String,
+    },
     /// Print a message by its offset message id (host and CommitLog offset).
     queryMsgById {
         #[command(flatten)]
@@ -198,6 +212,8 @@ pub async fn run(command: Command) -> Outcome {
         | Command::consumerConnection { common, .. }
         | Command::deleteSubGroup { common, .. }
         | Command::queryMsgByKey { common, .. }
+        | Command::wipeWritePerm { common, .. }
+        | Command::addWritePerm { common, .. }
         | Command::queryMsgById { common, .. } => common.clone(),
     };
     let namesrvs: Vec<String> = common.namesrv.split(';').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
@@ -504,6 +520,8 @@ async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs:
             }
             render(json, json!(docs), table(&["#Message ID", "#QID", "#Offset"], &rows))
         }
+        Command::wipeWritePerm { broker_name, .. } => write_perm(instance, namesrvs, json, &broker_name, true).await,
+        Command::addWritePerm { broker_name, .. } => write_perm(instance, namesrvs, json, &broker_name, false).await,
         Command::queryMsgById { msg_id, .. } => {
             let (host, offset) = ringmq_client::msgid::decode_offset_msg_id(&msg_id).ok_or_else(|| format!("{msg_id} is not an offset message id (host + CommitLog offset)"))?;
             let addr = host.to_string();
@@ -533,4 +551,18 @@ async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs:
             render(json, Value::Object(doc), text)
         }
     }
+}
+
+/// WIPE_WRITE_PERM_OF_BROKER / ADD_WRITE_PERM_OF_BROKER on every NameServer.
+async fn write_perm(instance: &Rc<ClientInstance>, namesrvs: &[String], json: bool, broker_name: &str, wipe: bool) -> Outcome {
+    let (code, field, verb) = if wipe { (rq::WIPE_WRITE_PERM_OF_BROKER, "wipeTopicCount", "wipe") } else { (rq::ADD_WRITE_PERM_OF_BROKER, "addTopicCount", "add") };
+    let mut text = String::new();
+    let mut docs = Vec::new();
+    for ns in namesrvs {
+        let r = call(instance, ns, RemotingCommand::request(code).with_ext("brokerName", broker_name)).await?;
+        let count: i64 = r.ext(field).and_then(|c| c.parse().ok()).unwrap_or(0);
+        text += &format!("{verb} write perm of broker[{broker_name}] in name server[{ns}] OK, {count}\n");
+        docs.push(json!({"namesrv": ns, "topics": count}));
+    }
+    render(json, json!({"broker": broker_name, "wipe": wipe, "namesrvs": docs}), text)
 }

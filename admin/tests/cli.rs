@@ -125,6 +125,15 @@ fn mqadmin_commands_against_a_live_cluster() {
     assert_eq!(code, 1);
     assert!(err.contains("the producer group[nobody] not exist"), "{err}");
 
+    // wipeWritePerm / addWritePerm: the route's queue permission follows.
+    let perm = || serde_json::from_str::<serde_json::Value>(&ok(&["topicRoute", "-n", n, "-t", "ADM_T"])).unwrap()["queueDatas"][0]["perm"].as_i64();
+    assert_eq!(perm(), Some(6));
+    let out = ok(&["wipeWritePerm", "-n", n, "-b", "broker-adm"]);
+    assert!(out.starts_with(&format!("wipe write perm of broker[broker-adm] in name server[{n}] OK, ")), "{out}");
+    assert_eq!(perm(), Some(4));
+    ok(&["addWritePerm", "-n", n, "-b", "broker-adm"]);
+    assert_eq!(perm(), Some(6));
+
     // deleteTopic: gone from the route.
     let out = ok(&["deleteTopic", "-n", n, "-t", "ADM_T", "-c", "DefaultCluster"]);
     assert!(out.contains("delete topic [ADM_T] from cluster [DefaultCluster] success."), "{out}");

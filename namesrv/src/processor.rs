@@ -40,6 +40,8 @@ pub enum ProcessError {
     CompressedUnsupported,
     #[error("required header field `value` is missing")]
     MissingValue,
+    #[error("required header field `{0}` is missing")]
+    MissingField(&'static str),
 }
 
 /// The remark of TOPIC_NOT_EXIST for an unknown topic.
@@ -70,6 +72,8 @@ pub fn process(rim: &mut RouteInfoManager, req: &RemotingCommand, now_ms: u64) -
             .map(|h| topic_list(req, rim.topics_by_cluster(&h.cluster)))
             .map_err(Into::into),
         rc::DELETE_TOPIC_IN_NAMESRV => delete_topic(rim, req),
+        rc::WIPE_WRITE_PERM_OF_BROKER => write_perm(rim, req, true),
+        rc::ADD_WRITE_PERM_OF_BROKER => write_perm(rim, req, false),
         code => {
             tracing::debug!(code, name = rc::name(code), "request code not supported");
             Ok(req.create_response(rs::REQUEST_CODE_NOT_SUPPORTED, Some(&not_supported_remark(code))))
@@ -220,6 +224,17 @@ fn delete_topic(rim: &mut RouteInfoManager, req: &RemotingCommand) -> Result<Rem
     Ok(success(req))
 }
 
+/// WIPE_WRITE_PERM_OF_BROKER / ADD_WRITE_PERM_OF_BROKER: answers how many topics
+/// changed (`wipeTopicCount` / `addTopicCount`, Java's response headers).
+fn write_perm(rim: &mut RouteInfoManager, req: &RemotingCommand, wipe: bool) -> Result<RemotingCommand, ProcessError> {
+    let broker_name = req.ext("brokerName").map(str::trim).filter(|b| !b.is_empty()).ok_or(ProcessError::MissingField("brokerName"))?;
+    let count = rim.operate_write_perm(broker_name, wipe);
+    tracing::info!(broker = broker_name, topics = count, wipe, "write permission of broker changed");
+    let mut resp = success(req);
+    resp.ext_fields.insert(if wipe { "wipeTopicCount" } else { "addTopicCount" }.into(), count.to_string());
+    Ok(resp)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +288,27 @@ mod tests {
             key: key.into(),
             value: value.map(str::to_string),
         })
+    }
+
+    #[test]
+    fn write_permission_of_a_broker_is_wiped_and_added_back() {
+        let mut rim = RouteInfoManager::default();
+        check(&mut rim, register(0, "1.1.1.1:1"), rs::SUCCESS, None, &[]);
+        let perm = |rim: &mut RouteInfoManager| {
+            let r = process(rim, &RemotingCommand::request(rc::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", "T"), 1_000);
+            TopicRouteData::decode(&r.body).expect("route").queue_datas[0].perm
+        };
+        let op = |code: i32, broker: &str| RemotingCommand::request(code).with_ext("brokerName", broker);
+        assert_eq!(perm(&mut rim), 6);
+        check(&mut rim, op(rc::WIPE_WRITE_PERM_OF_BROKER, "broker-a"), rs::SUCCESS, None, &[("wipeTopicCount", "1")]);
+        assert_eq!(perm(&mut rim), 4, "read only");
+        // An unchanged registration (same data version) does not undo it, as in Java.
+        check(&mut rim, register(0, "1.1.1.1:1"), rs::SUCCESS, None, &[]);
+        assert_eq!(perm(&mut rim), 4);
+        check(&mut rim, op(rc::ADD_WRITE_PERM_OF_BROKER, "broker-a"), rs::SUCCESS, None, &[("addTopicCount", "1")]);
+        assert_eq!(perm(&mut rim), 6);
+        check(&mut rim, op(rc::WIPE_WRITE_PERM_OF_BROKER, "broker-zz"), rs::SUCCESS, None, &[("wipeTopicCount", "0")]);
+        check(&mut rim, RemotingCommand::request(rc::ADD_WRITE_PERM_OF_BROKER), rs::SYSTEM_ERROR, Some("required header field `brokerName` is missing"), &[]);
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! - bounds: at most `RouteLimits::brokers_max` live addresses, `topics_max` topics and
 //!   `kv_entries_max` KV entries; a request that would pass one changes nothing.
 
+use ringmq_client::remoting::route::{PERM_READ, PERM_WRITE};
 use ringmq_client::remoting::route::{
     BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfigSerializeWrapper, TopicRouteData, MASTER_ID,
 };
@@ -255,6 +256,22 @@ impl RouteInfoManager {
             }
         }
         Ok(result)
+    }
+
+    /// WIPE_WRITE_PERM_OF_BROKER (`wipe`) / ADD_WRITE_PERM_OF_BROKER: clears the write bit
+    /// of, or sets read+write on, every queue set `broker_name` serves (Java's
+    /// `operateWritePermOfBroker`). Kept until the broker registers a changed topic
+    /// table (as in Java: an unchanged registration does not rewrite queue data), so an
+    /// operator can drain a broker before taking it down. Returns the topics touched.
+    pub fn operate_write_perm(&mut self, broker_name: &str, wipe: bool) -> usize {
+        let mut touched = 0;
+        for queues in self.topic_queue_table.values_mut() {
+            if let Some(qd) = queues.get_mut(broker_name) {
+                qd.perm = if wipe { qd.perm & !PERM_WRITE } else { PERM_READ | PERM_WRITE };
+                touched += 1;
+            }
+        }
+        touched
     }
 
     /// Removes a broker address (UNREGISTER_BROKER). Only an address registered under
