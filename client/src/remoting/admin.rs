@@ -15,11 +15,10 @@
 
 use super::bodies::MessageQueue;
 use super::json::de::{i64_lenient, null_default, vec_string_lenient};
-use super::json::{from_json_lenient, quote_bare_int_keys, starts_with_object, to_json, BodyError};
+use super::json::{from_json_lenient, quote_bare_int_keys, quote_object_keys, starts_with_object, to_json, BodyError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Java's `TopicOffset`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,77 +162,6 @@ impl ConsumeStats {
     }
 }
 
-/// Turns every object in key position (`{` or `,` before it, `:` after its closing
-/// brace) into a JSON string holding its text, so serde can read the map. Anything
-/// else passes through unchanged; borrowed when there is nothing to quote.
-pub fn quote_object_keys(input: &[u8]) -> Cow<'_, [u8]> {
-    // Matching braces outside strings, found in one pass (unbalanced ones are ignored).
-    let mut close_of: HashMap<usize, usize> = HashMap::new();
-    let mut open: Vec<usize> = Vec::new();
-    let (mut in_string, mut escaped) = (false, false);
-    for (i, &b) in input.iter().enumerate() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-        } else if b == b'"' {
-            in_string = true;
-        } else if b == b'{' {
-            open.push(i);
-        } else if b == b'}' {
-            if let Some(o) = open.pop() {
-                close_of.insert(o, i);
-            }
-        }
-    }
-    let mut out: Option<Vec<u8>> = None;
-    let (mut in_string, mut escaped) = (false, false);
-    let mut last = 0u8;
-    let mut i = 0;
-    while i < input.len() {
-        let b = input[i];
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-                last = b'"';
-            }
-        } else if b == b'"' {
-            in_string = true;
-        } else if b == b'{' && (last == b'{' || last == b',') {
-            let key = close_of.get(&i).and_then(|&close| {
-                let after = input[close + 1..].iter().find(|c| !c.is_ascii_whitespace());
-                let text = std::str::from_utf8(&input[i..=close]).ok()?;
-                (after == Some(&b':')).then(|| (close, serde_json::Value::String(text.to_string()).to_string()))
-            });
-            if let Some((close, quoted)) = key {
-                let buf = out.get_or_insert_with(|| input[..i].to_vec());
-                buf.extend_from_slice(quoted.as_bytes());
-                last = b'"';
-                i = close + 1;
-                continue;
-            }
-            last = b;
-        } else if !b.is_ascii_whitespace() {
-            last = b;
-        }
-        if let Some(buf) = out.as_mut() {
-            buf.push(b);
-        }
-        i += 1;
-    }
-    match out {
-        Some(v) => Cow::Owned(v),
-        None => Cow::Borrowed(input),
-    }
-}
 
 #[cfg(test)]
 mod tests {
