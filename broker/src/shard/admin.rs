@@ -258,26 +258,41 @@ impl<R: crate::rt::Runtime> Shard<R> {
         config.retry_max_times = number("retryMaxTimes", config.retry_max_times as u64) as u32;
         config.broker_id = number("brokerId", config.broker_id);
         config.which_broker_when_consume_slowly = number("whichBrokerWhenConsumeSlowly", config.which_broker_when_consume_slowly);
+        let now_ms = self.now_ms();
+        match self.change_groups(cmd, |table| table.upsert(config, now_ms).map(|()| true).map_err(|e| (rs::INVALID_PARAMETER, e.to_string()))).await {
+            Ok(_) => cmd.create_response(rs::SUCCESS, None),
+            Err(r) => r,
+        }
+    }
+
+    /// The one way the subscription group table changes (metadata owner): under the
+    /// metadata lock, `change` edits a copy (returning whether it changed anything, or
+    /// the code and remark to refuse with); a changed copy is saved, then installed.
+    /// Returns whether it changed.
+    pub(super) async fn change_groups(
+        &self,
+        cmd: &RemotingCommand,
+        change: impl FnOnce(&mut crate::meta::groups::GroupTable) -> Result<bool, (i32, String)>,
+    ) -> Result<bool, RemotingCommand> {
         let Some(meta) = &self.meta else {
             crate::fatal::fatal(&format!("subscription group change routed to shard {}, not the metadata owner", self.id));
         };
         let _writer = match meta.lock.lock() {
             Ok(wait) => wait.await,
-            Err(e) => return error_response(cmd, rs::SYSTEM_BUSY, format!("subscription groups: {e}")),
+            Err(e) => return Err(error_response(cmd, rs::SYSTEM_BUSY, format!("subscription groups: {e}"))),
         };
         let mut table = self.groups.borrow().clone();
-        if let Err(e) = table.upsert(config, self.now_ms()) {
-            return error_response(cmd, rs::INVALID_PARAMETER, e.to_string());
+        match change(&mut table) {
+            Ok(true) => {}
+            Ok(false) => return Ok(false),
+            Err((code, remark)) => return Err(error_response(cmd, code, remark)),
         }
-        let encoded = match table.encode() {
-            Ok(e) => e,
-            Err(e) => return error_response(cmd, rs::SYSTEM_ERROR, e.to_string()),
-        };
+        let encoded = table.encode().map_err(|e| error_response(cmd, rs::SYSTEM_ERROR, e.to_string()))?;
         if let Err(e) = meta.groups.save(&encoded).await {
-            return error_response(cmd, rs::SYSTEM_ERROR, format!("subscription groups could not be saved: {e}"));
+            return Err(error_response(cmd, rs::SYSTEM_ERROR, format!("subscription groups could not be saved: {e}")));
         }
         *self.groups.borrow_mut() = table;
-        cmd.create_response(rs::SUCCESS, None)
+        Ok(true)
     }
 
     /// GET_ALL_SUBSCRIPTIONGROUP_CONFIG (metadata owner): RocketMQ's

@@ -316,27 +316,11 @@ impl<R: crate::rt::Runtime> Shard<R> {
             return cmd.create_response(rs::SUCCESS, None);
         }
         tracing::info!(group, clean_offset = clean, caller = cmd.ext(CALLER_EXT).unwrap_or("unknown"), "delete subscription group");
-        let Some(meta) = &self.meta else {
-            crate::fatal::fatal(&format!("subscription group change routed to shard {}, not the metadata owner", self.id));
-        };
-        {
-            let _writer = match meta.lock.lock() {
-                Ok(wait) => wait.await,
-                Err(e) => return error_response(cmd, rs::SYSTEM_BUSY, format!("subscription groups: {e}")),
-            };
-            let mut table = self.groups.borrow().clone();
-            if table.remove(group, self.now_ms()).is_some() {
-                let encoded = match table.encode() {
-                    Ok(e) => e,
-                    Err(e) => return error_response(cmd, rs::SYSTEM_ERROR, e.to_string()),
-                };
-                if let Err(e) = meta.groups.save(&encoded).await {
-                    return error_response(cmd, rs::SYSTEM_ERROR, format!("subscription groups could not be saved: {e}"));
-                }
-                *self.groups.borrow_mut() = table;
-            } else {
-                tracing::warn!(group, "delete subscription group: no such group");
-            }
+        let now_ms = self.now_ms();
+        match self.change_groups(cmd, |table| Ok(table.remove(group, now_ms).is_some())).await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(group, "delete subscription group: no such group"),
+            Err(r) => return r,
         }
         if clean {
             self.offsets.borrow_mut().remove_group(group);
