@@ -300,12 +300,19 @@ async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs:
                     for (id, addr) in &b.broker_addrs {
                         let rt = runtime_table(instance, addr).await.unwrap_or_default();
                         let get = |k: &str| rt.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
-                        rows.push(vec![cluster_name.clone(), name.clone(), id.to_string(), addr.clone(), get("brokerVersionDesc"), get("putMessageTimesTotal"), get("getMessageTransferedMsgCount")]);
-                        docs.push(json!({"cluster": cluster_name, "brokerName": name, "brokerId": id, "addr": addr, "version": get("brokerVersionDesc"), "putTotal": get("putMessageTimesTotal"), "getTotal": get("getMessageTransferedMsgCount")}));
+                        // mqadmin shows the 10-second TPS (the first of "10s 1min 10min").
+                        let first = |k: &str| get(k).split_whitespace().next().unwrap_or("-").to_string();
+                        let (in_tps, out_tps) = (first("putTps"), first("getTransferedTps"));
+                        rows.push(vec![cluster_name.clone(), name.clone(), id.to_string(), addr.clone(), get("brokerVersionDesc"), in_tps.clone(), out_tps.clone(), get("commitLogDiskRatio"), get("brokerActive")]);
+                        docs.push(json!({
+                            "cluster": cluster_name, "brokerName": name, "brokerId": id, "addr": addr, "version": get("brokerVersionDesc"),
+                            "inTps": in_tps, "outTps": out_tps, "space": get("commitLogDiskRatio"), "activated": get("brokerActive"),
+                            "putTotal": get("putMessageTimesTotal"), "getTotal": get("getMessageTransferedMsgCount")
+                        }));
                     }
                 }
             }
-            render(json, json!(docs), table(&["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#PutTotal", "#GetTotal"], &rows))
+            render(json, json!(docs), table(&["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS", "#OutTPS", "#SPACE", "#ACTIVATED"], &rows))
         }
         Command::topicList { .. } => {
             let r = instance.invoke_namesrv(RemotingCommand::request(rq::GET_ALL_TOPIC_LIST_FROM_NAMESERVER)).await.map_err(|e| e.to_string())?;

@@ -2,7 +2,8 @@
 //! pulls and a committed offset, `GET /metrics` shows RocketMQ 5's series with the
 //! expected values (messages and bytes in and out per topic, consumer lag per group and
 //! topic, request latency per code, storage size) and RingMQ's per-shard series (group
-//! commit latency histogram, recovery time); other paths answer 404. The endpoint runs
+//! commit latency histogram, recovery time); other paths answer 404. The runtime info
+//! carries RocketMQ's StoreStatsService keys (putTps, msgPutTotalTodayNow, ...). The endpoint runs
 //! on its own thread: a scraper that connects and never sends a request does not delay
 //! the broker's answers.
 
@@ -96,6 +97,17 @@ fn metrics_endpoint_reports_traffic_lag_latency_and_storage() {
     assert!(commits >= 1.0, "{body}");
     assert!(value(&body, &format!("ringmq_shard_recovery_ms{{{l},shard=\"0\"}}")).is_some(), "{body}");
     assert!(body.ends_with("# EOF\n"));
+    // GET_BROKER_RUNTIME_INFO carries Java's StoreStatsService keys, summed over shards.
+    let rt = common::runtime_info(&mut Conn::open(broker.addr));
+    assert_eq!(rt["msgPutTotalTodayNow"], "10", "{rt:?}");
+    assert_eq!(rt["putMessageSizeTotal"], "100");
+    assert_eq!(rt["msgGetTotalTodayNow"], "5");
+    for key in ["putTps", "getTransferredTps", "getTransferedTps"] {
+        let parts: Vec<f64> = rt[key].as_str().unwrap().split(' ').map(|v| v.parse().expect("a number")).collect();
+        assert_eq!(parts.len(), 3, "{key}: {:?}", rt[key]);
+    }
+    assert!(rt["runtime"].as_str().unwrap().starts_with("[ 0 days, 0 hours, "), "{:?}", rt["runtime"]);
+    assert_eq!(rt["brokerActive"], "true");
     let (status, _) = get(addr, "/other");
     assert!(status.contains("404"), "{status}");
     broker.stop();

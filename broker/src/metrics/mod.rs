@@ -10,6 +10,7 @@
 //! a scrape reads at most one snapshot per shard, at most one publish interval old.
 
 pub mod exporter;
+pub mod stats;
 
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// Runtime-info counters that are summed over shards.
-const SUMMED_COUNTERS: [&str; 21] = [
+const SUMMED_COUNTERS: [&str; 29] = [
     "putMessageTimesTotal",
     "getMessageTransferedMsgCount",
     "requestsTotal",
@@ -45,7 +45,18 @@ const SUMMED_COUNTERS: [&str; 21] = [
     "haSlaveBehindBytes",
     "haBehindBytes",
     "storeMessagesTotal",
+    "msgPutTotalTodayNow",
+    "msgGetTotalTodayNow",
+    "msgPutTotalTodayMorning",
+    "msgPutTotalYesterdayMorning",
+    "msgGetTotalTodayMorning",
+    "msgGetTotalYesterdayMorning",
+    "putMessageSizeTotal",
+    "remainHowManyDataToFlush",
 ];
+
+/// Runtime info "a b c" TPS texts, summed component by component over the shards.
+const TPS_VALUES: [&str; 3] = ["putTps", "getTransferredTps", "getTransferedTps"];
 
 /// Runtime info values that are the maximum over the shards.
 const MAXED_VALUES: [&str; 1] = ["haBehindMs"];
@@ -383,6 +394,11 @@ impl<R: crate::rt::Runtime> Shard<R> {
                     let ours = table.get(key).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
                     table.insert(key, (ours + theirs).to_string());
                 }
+                for key in TPS_VALUES {
+                    let theirs = v["table"][key].as_str().unwrap_or_default();
+                    let ours = table.get(key).cloned().unwrap_or_default();
+                    table.insert(key, crate::metrics::stats::add_tps_text(&ours, theirs));
+                }
                 for key in MAXED_VALUES {
                     let theirs = v["table"][key].as_str().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
                     let ours = table.get(key).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
@@ -407,6 +423,28 @@ impl<R: crate::rt::Runtime> Shard<R> {
         table.insert("commitLogMaxOffset", self.store.write_offset().to_string());
         table.insert("commitLogFlushedOffset", self.store.flushed_offset().to_string());
         table.insert("putMessageTimesTotal", c.messages_put.get().to_string());
+        // RocketMQ's StoreStatsService figures (mqadmin brokerStatus / clusterList).
+        {
+            let stats = self.call_stats.borrow();
+            table.insert("putTps", stats.tps_text(true));
+            let got = stats.tps_text(false);
+            table.insert("getTransferredTps", got.clone());
+            // Older mqadmin (clusterList) reads this spelling.
+            table.insert("getTransferedTps", got);
+            let ((put_today, got_today), (put_yesterday, got_yesterday)) = stats.mornings();
+            table.insert("msgPutTotalTodayMorning", put_today.to_string());
+            table.insert("msgPutTotalYesterdayMorning", put_yesterday.to_string());
+            table.insert("msgGetTotalTodayMorning", got_today.to_string());
+            table.insert("msgGetTotalYesterdayMorning", got_yesterday.to_string());
+        }
+        table.insert("msgPutTotalTodayNow", c.messages_put.get().to_string());
+        table.insert("msgGetTotalTodayNow", c.messages_pulled.get().to_string());
+        table.insert("putMessageSizeTotal", c.bytes_put.get().to_string());
+        table.insert("commitLogDiskRatio", format!("{:.4}", self.store.stats().disk_used_permille as f64 / 1000.0));
+        table.insert("remainHowManyDataToFlush", self.store.dirty_bytes().to_string());
+        table.insert("brokerActive", "true".to_string());
+        let up_s = (self.now_ms() - self.started_ms).max(0) / 1000;
+        table.insert("runtime", format!("[ {} days, {} hours, {} minutes, {} seconds ]", up_s / 86_400, up_s / 3_600 % 24, up_s / 60 % 60, up_s % 60));
         table.insert("getMessageTransferedMsgCount", c.messages_pulled.get().to_string());
         table.insert("requestsTotal", c.requests.get().to_string());
         table.insert("forwardedOut", c.forwarded_out.get().to_string());

@@ -73,6 +73,8 @@ pub struct ShardCounters {
     pub forwarded_in: Cell<u64>,
     pub messages_put: Cell<u64>,
     pub messages_pulled: Cell<u64>,
+    /// Body bytes of the messages put (`putMessageSizeTotal`).
+    pub bytes_put: Cell<u64>,
 }
 
 #[derive(Debug, Error)]
@@ -152,7 +154,13 @@ pub struct Shard<R: Runtime> {
     metrics: RefCell<crate::metrics::ShardMetrics>,
     /// How long the store took to open (recovery included), ms.
     recovery_ms: u64,
+    /// Per-second samples of the put/pull counters (runtime info TPS).
+    call_stats: RefCell<crate::metrics::stats::CallStats>,
 }
+
+/// How often the put/pull counters are sampled for the runtime info's TPS (Java's
+/// `FREQUENCY_OF_SAMPLING`).
+pub const CALL_STATS_SAMPLE_INTERVAL_MS: u64 = 1_000;
 
 /// Header field that carries a send's born host (the producer's address, as Java's
 /// broker records it) to the queue's owner shard, which may not hold the connection.
@@ -263,8 +271,18 @@ impl<R: Runtime> Shard<R> {
             ha_client_offsets: RefCell::new(std::collections::BTreeMap::new()),
             metrics: RefCell::new(crate::metrics::ShardMetrics::default()),
             recovery_ms,
+            call_stats: RefCell::new(crate::metrics::stats::CallStats::default()),
         });
         crate::store::flusher::spawn_store_tasks(rt.clone(), store, shard.store_stop.clone(), Rc::new(|e: String| crate::fatal::fatal(&e)));
+        let sampler = shard.clone();
+        rt.spawn(async move {
+            while !sampler.store_stop.get() {
+                let c = &sampler.counters;
+                let sample = crate::metrics::stats::Sample { at_ms: sampler.now_ms(), put: c.messages_put.get(), got: c.messages_pulled.get() };
+                sampler.call_stats.borrow_mut().sample(sample);
+                sampler.rt.sleep(Duration::from_millis(CALL_STATS_SAMPLE_INTERVAL_MS)).await;
+            }
+        });
         let persister = shard.clone();
         rt.spawn(async move {
             while !persister.store_stop.get() {

@@ -231,6 +231,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         match self.store.put(msg) {
             Ok(r) => {
                 self.counters.messages_put.set(self.counters.messages_put.get() + 1);
+                self.counters.bytes_put.set(self.counters.bytes_put.get() + msg.body.len() as u64);
                 self.metrics.borrow_mut().on_put(msg.topic, msg.body.len());
                 Ok(r)
             }
