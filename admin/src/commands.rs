@@ -171,6 +171,28 @@ pub enum Command {
         #[arg(short = 'm', long = "maxNum", default_value_t = 64)]
         max_num: i32,
     },
+    /// Print a broker's configuration (broker.conf keys), one broker (-b) or a cluster (-c).
+    getBrokerConfig {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 'b', long = "brokerAddr")]
+        broker: Option<String>,
+        #[arg(short = 'c', long = "clusterName")]
+        cluster: Option<String>,
+    },
+    /// Change a broker setting (-k key, -v value) on a broker (-b) or a cluster (-c).
+    updateBrokerConfig {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 'b', long = "brokerAddr")]
+        broker: Option<String>,
+        #[arg(short = 'c', long = "clusterName")]
+        cluster: Option<String>,
+        #[arg(short = 'k', long = "key")]
+        key: String,
+        #[arg(short = 'v', long = "value")]
+        value: String,
+    },
     /// Take write permission away from a broker in every NameServer (drain it).
     wipeWritePerm {
         #[command(flatten)]
@@ -212,6 +234,8 @@ pub async fn run(command: Command) -> Outcome {
         | Command::consumerConnection { common, .. }
         | Command::deleteSubGroup { common, .. }
         | Command::queryMsgByKey { common, .. }
+        | Command::getBrokerConfig { common, .. }
+        | Command::updateBrokerConfig { common, .. }
         | Command::wipeWritePerm { common, .. }
         | Command::addWritePerm { common, .. }
         | Command::queryMsgById { common, .. } => common.clone(),
@@ -526,6 +550,32 @@ async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs:
                 }
             }
             render(json, json!(docs), table(&["#Message ID", "#QID", "#Offset"], &rows))
+        }
+        Command::getBrokerConfig { broker, cluster: cluster_name, .. } => {
+            let mut text = String::new();
+            let mut docs = serde_json::Map::new();
+            for addr in targets(instance, &broker, &cluster_name).await? {
+                let r = call(instance, &addr, RemotingCommand::request(rq::GET_BROKER_CONFIG)).await?;
+                let body = String::from_utf8_lossy(&r.body).into_owned();
+                text += &format!("============{addr}============\n");
+                let mut kv = serde_json::Map::new();
+                for line in body.lines().filter(|l| !l.trim().is_empty()) {
+                    let (k, v) = line.split_once('=').unwrap_or((line, ""));
+                    text += &format!("{:<50}=  {v}\n", k.trim());
+                    kv.insert(k.trim().to_string(), Value::String(v.to_string()));
+                }
+                docs.insert(addr, Value::Object(kv));
+            }
+            render(json, Value::Object(docs), text)
+        }
+        Command::updateBrokerConfig { broker, cluster: cluster_name, key, value, .. } => {
+            let mut done = Vec::new();
+            for addr in targets(instance, &broker, &cluster_name).await? {
+                call(instance, &addr, RemotingCommand::request(rq::UPDATE_BROKER_CONFIG).with_body(format!("{key}={value}\n").into_bytes())).await?;
+                done.push(addr);
+            }
+            let text = done.iter().map(|a| format!("update broker config success, {a}\n")).collect::<String>();
+            render(json, json!({"key": key, "value": value, "brokers": done}), text)
         }
         Command::wipeWritePerm { broker_name, .. } => write_perm(instance, namesrvs, json, &broker_name, true).await,
         Command::addWritePerm { broker_name, .. } => write_perm(instance, namesrvs, json, &broker_name, false).await,

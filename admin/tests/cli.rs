@@ -112,6 +112,14 @@ fn mqadmin_commands_against_a_live_cluster() {
     let status: serde_json::Value = serde_json::from_str(&ok(&["brokerStatus", "-n", n, "-b", &c.broker, "--json"])).unwrap();
     assert_eq!(status["shardCount"], "2");
 
+    // getBrokerConfig: broker.conf keys; updateBrokerConfig: refused, naming the key.
+    let conf = ok(&["getBrokerConfig", "-n", n, "-b", &c.broker]);
+    assert!(conf.lines().any(|l| l.starts_with("brokerName") && l.ends_with("=  broker-adm")), "{conf}");
+    assert!(conf.lines().any(|l| l.starts_with("shardCount") && l.ends_with("=  2")), "{conf}");
+    let (code, _, err) = admin(&["updateBrokerConfig", "-n", n, "-b", &c.broker, "-k", "slaveReadEnable", "-v", "true"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("RingMQ cannot change `slaveReadEnable` at runtime"), "{err}");
+
     // updateSubGroup on one broker.
     assert_eq!(ok(&["updateSubGroup", "-n", n, "-b", &c.broker, "-g", "ADM_G"]), format!("create subscription group to {} success.\n", c.broker));
 

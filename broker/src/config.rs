@@ -595,6 +595,55 @@ impl BrokerConfig {
         Ok(config)
     }
 
+    /// This configuration as RocketMQ broker.conf `key=value` pairs (GET_BROKER_CONFIG):
+    /// every key `from_broker_conf_str` reads, so parsing the text back gives the same
+    /// settings, plus `shardCount` (RingMQ's own; read-only).
+    pub fn to_broker_conf(&self) -> Vec<(&'static str, String)> {
+        let s = &self.store;
+        let role = match self.role {
+            BrokerRole::AsyncMaster => "ASYNC_MASTER",
+            BrokerRole::SyncMaster => "SYNC_MASTER",
+            BrokerRole::Slave => "SLAVE",
+        };
+        let mut out = vec![
+            ("brokerClusterName", self.cluster_name.clone()),
+            ("brokerName", self.broker_name.clone()),
+            ("brokerId", self.broker_id.to_string()),
+            ("brokerRole", role.to_string()),
+            ("listenPort", self.listen_port.to_string()),
+            ("namesrvAddr", self.namesrv_addrs.join(";")),
+            ("storePathRootDir", self.store_root.display().to_string()),
+            ("flushDiskType", if s.flush_mode == FlushMode::Sync { "SYNC_FLUSH" } else { "ASYNC_FLUSH" }.to_string()),
+            ("flushIntervalCommitLog", s.flush_interval_ms.to_string()),
+            ("mappedFileSizeCommitLog", s.segment_bytes.to_string()),
+            ("fileReservedTime", s.file_reserved_hours.to_string()),
+            ("deleteWhen", format!("{:02}", s.delete_when_hour)),
+            ("diskMaxUsedSpaceRatio", format!("{}", (s.disk_force_clean_ratio * 100.0).round())),
+            ("maxMessageSize", self.max_message_bytes.to_string()),
+            ("autoCreateTopicEnable", self.auto_create_topic.to_string()),
+            ("defaultTopicQueueNums", self.default_topic_queue_nums.to_string()),
+            ("messageDelayLevel", self.message_delay_level.clone()),
+            ("timerMaxDelaySec", self.timer_max_delay_sec.to_string()),
+            ("transactionTimeOut", self.transaction_timeout_ms.to_string()),
+            ("transactionCheckInterval", self.transaction_check_interval_ms.to_string()),
+            ("transactionCheckMax", self.transaction_check_max.to_string()),
+            ("rejectTransactionMessage", self.reject_transaction_message.to_string()),
+            ("haListenPort", self.ha_listen_port.to_string()),
+            ("syncFlushTimeout", self.sync_flush_timeout_ms.to_string()),
+            ("slaveReadEnable", self.slave_read_enable.to_string()),
+            ("metricsExporterType", if self.metrics_exporter_type == MetricsExporter::Prom { "PROM" } else { "DISABLE" }.to_string()),
+            ("metricsPromExporterHost", self.metrics_prom_exporter_host.clone()),
+            ("metricsPromExporterPort", self.metrics_prom_exporter_port.to_string()),
+        ];
+        if let Some(ip) = &self.broker_ip {
+            out.push(("brokerIP1", ip.clone()));
+        }
+        if let Some(addr) = &self.ha_master_address {
+            out.push(("haMasterAddress", addr.clone()));
+        }
+        out
+    }
+
     /// The one start-up warning for broker.conf keys accepted with no effect, grouped by
     /// why; `None` when there are none.
     pub fn ignored_keys_warning(&self) -> Option<String> {
@@ -1181,6 +1230,21 @@ mod tests {
                 ]
             })),
         );
+    }
+
+    #[test]
+    fn broker_conf_text_parses_back_to_the_same_settings() {
+        let original = BrokerConfig::from_broker_conf_str(EVERY_CONF_KEY).unwrap();
+        let text: String = original.to_broker_conf().iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        let again = BrokerConfig::from_broker_conf_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(again, original, "{text}");
+        // Every key it writes is one broker.conf reads.
+        for (k, _) in original.to_broker_conf() {
+            assert!(BROKER_CONF_KEYS.contains(&k), "{k}");
+        }
+        let defaults = BrokerConfig::default();
+        let text: String = defaults.to_broker_conf().iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        assert_eq!(BrokerConfig::from_broker_conf_str(&text).unwrap(), defaults, "{text}");
     }
 
     /// The files Apache RocketMQ ships in `distribution/conf` (8fc57f1468), as written

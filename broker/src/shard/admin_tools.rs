@@ -330,4 +330,44 @@ impl<R: crate::rt::Runtime> Shard<R> {
         }
         cmd.create_response(rs::SUCCESS, None)
     }
+
+    /// GET_BROKER_CONFIG: the configuration as RocketMQ broker.conf properties (Java's
+    /// `properties2String`), and the `version` DataVersion Java sends with it.
+    pub(super) fn handle_get_broker_config(&self, cmd: &RemotingCommand) -> RemotingCommand {
+        let mut text = String::new();
+        for (k, v) in self.config.to_broker_conf() {
+            text.push_str(&format!("{k}={v}\n"));
+        }
+        text.push_str(&format!("shardCount={}\n", self.count));
+        let mut r = cmd.create_response(rs::SUCCESS, None);
+        r.ext_fields.insert("version".into(), format!("{{\"counter\":0,\"timestamp\":{}}}", self.started_ms));
+        r.body = text.into_bytes().into();
+        r
+    }
+
+    /// UPDATE_BROKER_CONFIG: RingMQ reads every setting once at start-up (each shard
+    /// holds it unchanged), so a runtime change is refused naming each key — never
+    /// acknowledged and then not applied. Logged with the caller.
+    pub(super) fn handle_update_broker_config(&self, cmd: &RemotingCommand) -> RemotingCommand {
+        let body = String::from_utf8_lossy(&cmd.body);
+        let keys: Vec<&str> = body
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
+            .map(|l| l.split(['=', ':']).next().unwrap_or(l).trim())
+            .collect();
+        tracing::info!(keys = ?keys, caller = cmd.ext(CALLER_EXT).unwrap_or("unknown"), "broker config update refused: settings are read at start-up");
+        if keys.is_empty() {
+            return error_response(cmd, rs::INVALID_PARAMETER, "no key=value lines in the body");
+        }
+        let named: Vec<String> = keys
+            .iter()
+            .map(|k| if crate::config::BROKER_CONF_KEYS.contains(k) { format!("`{k}`") } else { format!("`{k}` (not a RingMQ key)") })
+            .collect();
+        error_response(
+            cmd,
+            rs::SYSTEM_ERROR,
+            format!("RingMQ cannot change {} at runtime: settings are read at start-up; change the config file and restart the broker", named.join(", ")),
+        )
+    }
 }

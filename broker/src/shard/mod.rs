@@ -458,7 +458,7 @@ impl<R: Runtime> Shard<R> {
         cmd.ext_fields.remove(admin_tools::LOCAL_ONLY_EXT);
         cmd.ext_fields.remove(admin_tools::TOPICS_EXT);
         cmd.ext_fields.remove(admin_tools::CALLER_EXT);
-        if cmd.code == rq::DELETE_SUBSCRIPTIONGROUP {
+        if matches!(cmd.code, rq::DELETE_SUBSCRIPTIONGROUP | rq::UPDATE_BROKER_CONFIG) {
             // The metadata owner logs who deleted a group; it may not hold the connection.
             if let Some(remote) = ctx.remote {
                 cmd.ext_fields.insert(admin_tools::CALLER_EXT.into(), remote.to_string());
@@ -565,6 +565,8 @@ impl<R: Runtime> Shard<R> {
             rq::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => self.handle_all_group_config(&cmd),
             rq::GET_SUBSCRIPTIONGROUP_CONFIG => self.handle_group_config(&cmd),
             rq::GET_BROKER_RUNTIME_INFO => self.handle_runtime_info(&cmd).await,
+            rq::GET_BROKER_CONFIG => self.handle_get_broker_config(&cmd),
+            rq::UPDATE_BROKER_CONFIG => self.handle_update_broker_config(&cmd),
             rq::GET_TOPIC_STATS_INFO => self.handle_topic_stats(&cmd).await,
             rq::GET_CONSUME_STATS => self.handle_consume_stats(&cmd).await,
             rq::GET_CONSUMER_CONNECTION_LIST => self.handle_consumer_connections(&cmd),
