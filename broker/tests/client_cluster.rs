@@ -85,6 +85,11 @@ impl Cluster {
             .iter()
             .map(|name| runtime::start(broker_config(name, &addrs, &root.path().join(name))).expect("broker starts"))
             .collect();
+        // A broker registers right after it starts, on its own task: wait until every
+        // NameServer lists every broker, or a test that reads the cluster at once races it.
+        for ns in &addrs {
+            wait_registered(ns, broker_names);
+        }
         Self { namesrvs, brokers, root }
     }
 
@@ -657,4 +662,39 @@ fn reconsume_later_redelivers_and_consume_from_a_timestamp_skips_older_messages(
         pull.shutdown().await;
         producer.shutdown().await;
     });
+}
+
+/// Polls GET_BROKER_CLUSTER_INFO on `namesrv` until every name in `names` is listed.
+fn wait_registered(namesrv: &str, names: &[&str]) {
+    use ringmq_client::remoting::codes::request_code as rq;
+    use ringmq_client::remoting::command::RemotingCommand;
+    use ringmq_client::remoting::route::ClusterInfo;
+    use std::io::{Read, Write};
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let listed = (|| -> Option<ClusterInfo> {
+            let mut out = bytes::BytesMut::new();
+            RemotingCommand::request(rq::GET_BROKER_CLUSTER_INFO).with_opaque(1).encode(&mut out).ok()?;
+            let mut s = std::net::TcpStream::connect(namesrv).ok()?;
+            s.set_read_timeout(Some(std::time::Duration::from_secs(5))).ok()?;
+            s.write_all(&out).ok()?;
+            let mut buf = bytes::BytesMut::new();
+            let mut chunk = [0u8; 16 * 1024];
+            loop {
+                if let Some(r) = RemotingCommand::decode(&mut buf, &Default::default()).ok()? {
+                    return ClusterInfo::decode(&r.body).ok();
+                }
+                let n = s.read(&mut chunk).ok()?;
+                if n == 0 {
+                    return None;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+        })();
+        if listed.is_some_and(|c| names.iter().all(|n| c.broker_addr_table.contains_key(*n))) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "brokers {names:?} never registered with {namesrv}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
