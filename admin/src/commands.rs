@@ -10,7 +10,7 @@ use ringmq_client::producer::{Producer, ProducerConfig};
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::admin::{ConsumeStats, TopicStatsTable};
 use ringmq_client::remoting::command::RemotingCommand;
-use ringmq_client::remoting::headers::CreateTopicRequestHeader;
+use ringmq_client::remoting::headers::{CreateTopicRequestHeader, PullMessageRequestHeader};
 use ringmq_client::remoting::route::{ClusterInfo, TopicRouteData};
 use serde_json::{json, Value};
 use std::rc::Rc;
@@ -207,6 +207,32 @@ pub enum Command {
         #[arg(short = 'b', long = "brokerName")]
         broker_name: String,
     },
+    /// Print the message at a queue offset.
+    queryMsgByOffset {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 't', long = "topic")]
+        topic: String,
+        #[arg(short = 'b', long = "brokerName")]
+        broker_name: String,
+        #[arg(short = 'i', long = "queueId")]
+        queue_id: i32,
+        #[arg(short = 'o', long = "offset")]
+        offset: i64,
+    },
+    /// Print every message of a topic (all brokers and queues), oldest first per queue.
+    printMsg {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 't', long = "topic")]
+        topic: String,
+        /// Print bodies (as UTF-8, lossy).
+        #[arg(short = 'd', long = "printBody", default_value_t = true)]
+        print_body: bool,
+        /// Stop after this many messages in all.
+        #[arg(long = "limit", default_value_t = 10_000)]
+        limit: usize,
+    },
     /// Print a message by its offset message id (host and CommitLog offset).
     queryMsgById {
         #[command(flatten)]
@@ -234,6 +260,8 @@ pub async fn run(command: Command) -> Outcome {
         | Command::consumerConnection { common, .. }
         | Command::deleteSubGroup { common, .. }
         | Command::queryMsgByKey { common, .. }
+        | Command::queryMsgByOffset { common, .. }
+        | Command::printMsg { common, .. }
         | Command::getBrokerConfig { common, .. }
         | Command::updateBrokerConfig { common, .. }
         | Command::wipeWritePerm { common, .. }
@@ -551,6 +579,53 @@ async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs:
             }
             render(json, json!(docs), table(&["#Message ID", "#QID", "#Offset"], &rows))
         }
+        Command::queryMsgByOffset { topic, broker_name, queue_id, offset, .. } => {
+            let route = instance.fetch_route(&topic).await.map_err(|e| e.to_string())?;
+            let addr = route.master_addrs.get(&broker_name).ok_or_else(|| format!("broker {broker_name} does not serve {topic}"))?;
+            let (records, _) = pull(instance, addr, &topic, queue_id, offset, 1).await?;
+            if records.is_empty() {
+                return Err(format!("no message at {topic}/{broker_name}/{queue_id} offset {offset}"));
+            }
+            let v = StoredMessageView::parse_verified(&records).map_err(|e| e.to_string())?;
+            let id = ringmq_client::msgid::offset_msg_id(&v.store_host(), v.physical_offset() as u64);
+            describe(json, &id, &v)
+        }
+        Command::printMsg { topic, print_body, limit, .. } => {
+            let route = instance.fetch_route(&topic).await.map_err(|e| e.to_string())?;
+            let mut text = String::new();
+            let mut docs = Vec::new();
+            'all: for q in &route.read_queues {
+                let Some(addr) = route.master_addrs.get(&q.broker_name) else { continue };
+                let mut offset = 0i64;
+                loop {
+                    let (records, next) = pull(instance, addr, &topic, q.queue_id, offset, 32).await?;
+                    if records.is_empty() {
+                        // Retention may have moved the queue's start: follow it once.
+                        match next {
+                            Some(n) if n > offset => {
+                                offset = n;
+                                continue;
+                            }
+                            _ => break,
+                        }
+                    }
+                    let mut at = 0usize;
+                    while at < records.len() {
+                        let v = StoredMessageView::parse_verified(&records[at..]).map_err(|e| e.to_string())?;
+                        at += v.total_size();
+                        offset = v.queue_offset() + 1;
+                        let id = ringmq_client::msgid::offset_msg_id(&v.store_host(), v.physical_offset() as u64);
+                        let body = String::from_utf8_lossy(v.body()).into_owned();
+                        text += &if print_body { format!("MSGID: {id} QUEUE: {}/{} OFFSET: {} BODY: {body}\n", q.broker_name, q.queue_id, v.queue_offset()) } else { format!("MSGID: {id} QUEUE: {}/{} OFFSET: {}\n", q.broker_name, q.queue_id, v.queue_offset()) };
+                        docs.push(json!({"msgId": id, "brokerName": q.broker_name, "queueId": q.queue_id, "queueOffset": v.queue_offset(), "body": if print_body { Value::String(body) } else { Value::Null }}));
+                        if docs.len() >= limit {
+                            break 'all;
+                        }
+                    }
+                }
+            }
+            render(json, json!(docs), text)
+        }
         Command::getBrokerConfig { broker, cluster: cluster_name, .. } => {
             let mut text = String::new();
             let mut docs = serde_json::Map::new();
@@ -584,28 +659,7 @@ async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs:
             let addr = host.to_string();
             let r = call(instance, &addr, RemotingCommand::request(rq::VIEW_MESSAGE_BY_ID).with_ext("offset", offset.to_string())).await?;
             let v = StoredMessageView::parse_verified(&r.body).map_err(|e| format!("message at {offset}: {e}"))?;
-            let props = String::from_utf8_lossy(v.properties_bytes()).into_owned();
-            let prop = |k: &str| props.split('\u{2}').find_map(|kv| kv.strip_prefix(&format!("{k}\u{1}")).map(String::from)).unwrap_or_default();
-            let fields = vec![
-                ("OffsetID", msg_id.clone()),
-                ("Topic", v.topic().unwrap_or("?").to_string()),
-                ("Tags", prop("TAGS")),
-                ("Keys", prop("KEYS")),
-                ("Queue ID", v.queue_id().to_string()),
-                ("Queue Offset", v.queue_offset().to_string()),
-                ("CommitLog Offset", v.physical_offset().to_string()),
-                ("Reconsume Times", v.reconsume_times().to_string()),
-                ("Born Timestamp", v.born_timestamp_ms().to_string()),
-                ("Store Timestamp", v.store_timestamp_ms().to_string()),
-                ("Born Host", v.born_host().to_string()),
-                ("Store Host", v.store_host().to_string()),
-                ("System Flag", v.sys_flag().to_string()),
-                ("Properties", props.replace('\u{1}', "=").replace('\u{2}', ", ").trim_end_matches(", ").to_string()),
-                ("Message Body", String::from_utf8_lossy(v.body()).into_owned()),
-            ];
-            let text = fields.iter().map(|(k, v)| format!("{k:<20}: {v}\n")).collect();
-            let doc: serde_json::Map<String, Value> = fields.into_iter().map(|(k, v)| (k.to_string(), Value::String(v))).collect();
-            render(json, Value::Object(doc), text)
+            describe(json, &msg_id, &v)
         }
     }
 }
@@ -622,4 +676,56 @@ async fn write_perm(instance: &Rc<ClientInstance>, namesrvs: &[String], json: bo
         docs.push(json!({"namesrv": ns, "topics": count}));
     }
     render(json, json!({"broker": broker_name, "wipe": wipe, "namesrvs": docs}), text)
+}
+
+/// A stored message as mqadmin prints one (queryMsgById, queryMsgByOffset).
+fn describe(json: bool, id: &str, v: &StoredMessageView<'_>) -> Outcome {
+    let props = String::from_utf8_lossy(v.properties_bytes()).into_owned();
+    let prop = |k: &str| props.split('\u{2}').find_map(|kv| kv.strip_prefix(&format!("{k}\u{1}")).map(String::from)).unwrap_or_default();
+    let fields = vec![
+        ("OffsetID", id.to_string()),
+        ("Topic", v.topic().unwrap_or("?").to_string()),
+        ("Tags", prop("TAGS")),
+        ("Keys", prop("KEYS")),
+        ("Queue ID", v.queue_id().to_string()),
+        ("Queue Offset", v.queue_offset().to_string()),
+        ("CommitLog Offset", v.physical_offset().to_string()),
+        ("Reconsume Times", v.reconsume_times().to_string()),
+        ("Born Timestamp", v.born_timestamp_ms().to_string()),
+        ("Store Timestamp", v.store_timestamp_ms().to_string()),
+        ("Born Host", v.born_host().to_string()),
+        ("Store Host", v.store_host().to_string()),
+        ("System Flag", v.sys_flag().to_string()),
+        ("Properties", props.replace('\u{1}', "=").replace('\u{2}', ", ").trim_end_matches(", ").to_string()),
+        ("Message Body", String::from_utf8_lossy(v.body()).into_owned()),
+    ];
+    let text = fields.iter().map(|(k, v)| format!("{k:<20}: {v}\n")).collect();
+    let doc: serde_json::Map<String, Value> = fields.into_iter().map(|(k, v)| (k.to_string(), Value::String(v))).collect();
+    render(json, Value::Object(doc), text)
+}
+
+/// PULL_MESSAGE of up to `max` messages of one queue from `offset` (no consumer group
+/// state: the admin reads, it never commits). Returns the records and the next offset.
+async fn pull(instance: &Rc<ClientInstance>, addr: &str, topic: &str, queue_id: i32, offset: i64, max: i32) -> Result<(Vec<u8>, Option<i64>), String> {
+    let header = PullMessageRequestHeader {
+        consumer_group: "ringmq-admin".into(),
+        topic: topic.to_string(),
+        queue_id,
+        queue_offset: offset,
+        max_msg_nums: max,
+        sys_flag: 0,
+        commit_offset: 0,
+        suspend_timeout_millis: 0,
+        subscription: None,
+        sub_version: 0,
+        expression_type: None,
+        max_msg_bytes: None,
+    };
+    let r = instance.invoke(addr, RemotingCommand::request(rq::PULL_MESSAGE).with_header(&header)).await.map_err(|e| format!("{addr}: {e}"))?;
+    let next = r.ext("nextBeginOffset").and_then(|n| n.parse().ok());
+    match r.code {
+        rs::SUCCESS => Ok((r.body.to_vec(), next)),
+        rs::PULL_NOT_FOUND | rs::PULL_RETRY_IMMEDIATELY | rs::PULL_OFFSET_MOVED => Ok((Vec::new(), next)),
+        code => Err(format!("{addr} answered the pull with code {code}: {}", r.remark.as_deref().unwrap_or(""))),
+    }
 }
