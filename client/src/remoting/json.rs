@@ -65,10 +65,38 @@ pub fn to_json_legacy<T: Serialize>(value: &T) -> Vec<u8> {
 /// Inserts quotes around `-?[0-9]+` tokens in object-key position. Borrowed when there
 /// are none, which is the common (standard JSON) case.
 pub fn quote_bare_int_keys(input: &[u8]) -> Cow<'_, [u8]> {
+    rewrite_keys(input, |i| {
+        let b = input[i];
+        if b != b'-' && !b.is_ascii_digit() {
+            return None;
+        }
+        let digits_start = i + usize::from(b == b'-');
+        let mut j = digits_start;
+        while j < input.len() && input[j].is_ascii_digit() {
+            j += 1;
+        }
+        let mut k = j;
+        while k < input.len() && input[k].is_ascii_whitespace() {
+            k += 1;
+        }
+        (j > digits_start && input.get(k) == Some(&b':')).then(|| {
+            let mut quoted = Vec::with_capacity(j - i + 2);
+            quoted.push(b'"');
+            quoted.extend_from_slice(&input[i..j]);
+            quoted.push(b'"');
+            (j, quoted)
+        })
+    })
+}
+
+/// The one scanner behind the key rewrites: walks `input` tracking strings (and their
+/// escapes) and the last non-blank byte outside them; at each token in object-key
+/// position (after `{` or `,`) asks `key_at(index)` for `(end, replacement)` and, if it
+/// answers, writes the replacement instead of `input[index..end]`. Borrowed when
+/// nothing was replaced.
+fn rewrite_keys(input: &[u8], key_at: impl Fn(usize) -> Option<(usize, Vec<u8>)>) -> Cow<'_, [u8]> {
     let mut out: Option<Vec<u8>> = None;
-    let mut in_string = false;
-    let mut escaped = false;
-    // Last non-whitespace byte outside strings: decides whether a number is in key position.
+    let (mut in_string, mut escaped) = (false, false);
     let mut last = 0u8;
     let mut i = 0;
     while i < input.len() {
@@ -84,37 +112,20 @@ pub fn quote_bare_int_keys(input: &[u8]) -> Cow<'_, [u8]> {
             }
         } else if b == b'"' {
             in_string = true;
-        } else if (b == b'-' || b.is_ascii_digit()) && (last == b'{' || last == b',') {
-            let start = i;
-            let mut j = i + usize::from(b == b'-');
-            let digits_start = j;
-            while j < input.len() && input[j].is_ascii_digit() {
-                j += 1;
-            }
-            let mut k = j;
-            while k < input.len() && input[k].is_ascii_whitespace() {
-                k += 1;
-            }
-            if j > digits_start && input.get(k) == Some(&b':') {
-                let buf = out.get_or_insert_with(|| {
-                    let mut v = Vec::with_capacity(input.len() + 16);
-                    v.extend_from_slice(&input[..start]);
-                    v
-                });
-                buf.push(b'"');
-                buf.extend_from_slice(&input[start..j]);
-                buf.push(b'"');
-                last = b'"';
-                i = j;
-                continue;
-            }
-            if let Some(buf) = out.as_mut() {
-                buf.extend_from_slice(&input[start..j]);
-            }
-            last = input[j - 1];
-            i = j;
-            continue;
         } else if !b.is_ascii_whitespace() {
+            if last == b'{' || last == b',' {
+                if let Some((end, replacement)) = key_at(i) {
+                    let buf = out.get_or_insert_with(|| {
+                        let mut v = Vec::with_capacity(input.len() + 16);
+                        v.extend_from_slice(&input[..i]);
+                        v
+                    });
+                    buf.extend_from_slice(&replacement);
+                    last = b'"';
+                    i = end;
+                    continue;
+                }
+            }
             last = b;
         }
         if let Some(buf) = out.as_mut() {
@@ -510,49 +521,15 @@ pub fn quote_object_keys(input: &[u8]) -> Cow<'_, [u8]> {
             }
         }
     }
-    let mut out: Option<Vec<u8>> = None;
-    let (mut in_string, mut escaped) = (false, false);
-    let mut last = 0u8;
-    let mut i = 0;
-    while i < input.len() {
-        let b = input[i];
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-                last = b'"';
-            }
-        } else if b == b'"' {
-            in_string = true;
-        } else if b == b'{' && (last == b'{' || last == b',') {
-            let key = close_of.get(&i).and_then(|&close| {
-                let after = input[close + 1..].iter().find(|c| !c.is_ascii_whitespace());
-                let text = std::str::from_utf8(&input[i..=close]).ok()?;
-                (after == Some(&b':')).then(|| (close, serde_json::Value::String(text.to_string()).to_string()))
-            });
-            if let Some((close, quoted)) = key {
-                let buf = out.get_or_insert_with(|| input[..i].to_vec());
-                buf.extend_from_slice(quoted.as_bytes());
-                last = b'"';
-                i = close + 1;
-                continue;
-            }
-            last = b;
-        } else if !b.is_ascii_whitespace() {
-            last = b;
+    rewrite_keys(input, |i| {
+        if input[i] != b'{' {
+            return None;
         }
-        if let Some(buf) = out.as_mut() {
-            buf.push(b);
-        }
-        i += 1;
-    }
-    match out {
-        Some(v) => Cow::Owned(v),
-        None => Cow::Borrowed(input),
-    }
+        let close = *close_of.get(&i)?;
+        let after = input[close + 1..].iter().find(|c| !c.is_ascii_whitespace());
+        let text = std::str::from_utf8(&input[i..=close]).ok()?;
+        (after == Some(&b':')).then(|| (close + 1, serde_json::Value::String(text.to_string()).to_string().into_bytes()))
+    })
 }
 
 #[cfg(test)]
