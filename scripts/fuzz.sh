@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/fuzz.sh — runs every cargo-fuzz target of client/fuzz/ (the wire decoders:
 # frames, JSON and binary headers, heartbeat, route, batch and stored-message bodies,
-# the replication stream's frames)
+# the replication stream's frames, the admin tools' bodies)
 # for a fixed time each, and exits non-zero when any target crashed, printing the
 # artifact (the input that reproduces it).
 #
