@@ -7,7 +7,9 @@
 //!   transient-store-pool tuning, flush and clean cadences of RocketMQ's own store.
 //!   Accepted; the broker logs one start-up warning listing them and why.
 //! - **a feature left off** (`Ignored`): `…Enable`/`enable…` switches set to `false` —
-//!   RingMQ does not have the feature, which is what the line asks for.
+//!   RingMQ does not have the feature, which is what the line asks for — except the
+//!   switches of what RingMQ always does (`ALWAYS_ON_KEYS`: long polling, the key index,
+//!   ...), whose `false` is refused.
 //! - **refused** (`Refused`): any other Apache key (a feature RingMQ does not implement,
 //!   or one switched on) — accepting it would promise what RingMQ does not do — and any
 //!   key that is not an Apache key at all, with the closest known key suggested.
@@ -180,6 +182,18 @@ fn is_network(key: &str) -> bool {
         )
 }
 
+/// Switches for what RingMQ always does: `false` asks for something it cannot do, so
+/// such a line is refused rather than taken as "a feature left off".
+const ALWAYS_ON_KEYS: &[&str] = &[
+    "longPollingEnable",
+    "messageIndexEnable",
+    "notifyConsumerIdsChangedEnable",
+    "litePullMessageEnable",
+    "enableRegisterProducer",
+    "timerWheelEnable",
+    "storeReplyMessageEnable",
+];
+
 fn is_feature_switch(key: &str) -> bool {
     key.starts_with("enable") || key.ends_with("Enable") || key.ends_with("Enabled") || key.ends_with("On")
 }
@@ -200,6 +214,9 @@ pub fn classify(key: &str, value: &str, mapped: &[&'static str]) -> Unmapped {
         return Unmapped::Ignored(IgnoredWhy::Cadence);
     }
     if APACHE_BROKER_KEYS.contains(&key) {
+        if ALWAYS_ON_KEYS.contains(&key) && value.trim().eq_ignore_ascii_case("false") {
+            return Unmapped::Refused(format!("RingMQ always does what `{key}` switches on and cannot turn it off; remove `{key}={value}`"));
+        }
         if is_feature_switch(key) && value.trim().eq_ignore_ascii_case("false") {
             return Unmapped::Ignored(IgnoredWhy::FeatureOff);
         }
@@ -265,6 +282,9 @@ mod tests {
         check("aclEnable", "false", Ok(IgnoredWhy::FeatureOff));
         check("enablePropertyFilter", "FALSE", Ok(IgnoredWhy::FeatureOff));
         check("aclEnable", "true", Err("does not implement"));
+        check("longPollingEnable", "false", Err("cannot turn it off"));
+        check("messageIndexEnable", "false", Err("cannot turn it off"));
+        check("longPollingEnable", "true", Err("does not implement"));
         check("enablePropertyFilter", "true", Err("does not implement"));
         check("enableDLegerCommitLog", "true", Err("does not implement"));
         check("storePathIndex", "/x", Err("neither a RingMQ nor an Apache"));

@@ -62,10 +62,14 @@ pub struct TopicTraffic {
 }
 
 /// What a shard counts as it serves requests.
+/// On the request path: a fixed fast hasher (keys are topic names the broker accepted
+/// and request codes, not attacker-chosen at will).
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
+
 #[derive(Debug, Default)]
 pub struct ShardMetrics {
-    topics: HashMap<String, TopicTraffic>,
-    rpc: HashMap<i32, Buckets>,
+    topics: FastMap<String, TopicTraffic>,
+    rpc: FastMap<i32, Buckets>,
 }
 
 impl ShardMetrics {
@@ -90,11 +94,12 @@ impl ShardMetrics {
     }
 
     fn topic(&mut self, topic: &str) -> &mut TopicTraffic {
-        // Topics are those the broker accepted (bounded by its topic table).
+        // Topics are those the broker accepted (bounded by its topic table); the name is
+        // copied only the first time.
         if !self.topics.contains_key(topic) {
             self.topics.insert(topic.to_string(), TopicTraffic::default());
         }
-        self.topics.get_mut(topic).expect("inserted above")
+        self.topics.get_mut(topic).expect("present")
     }
 
     pub fn topics(&self) -> Vec<(String, TopicTraffic)> {

@@ -384,11 +384,12 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// scoped request); `shardId` names the shard that answered.
     pub(super) async fn handle_runtime_info(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
         let mut table = self.runtime_table();
-        if cmd.ext("ringmqLocalOnly").is_none() {
-            for shard in (0..self.count).filter(|&s| s != self.id) {
-                let scoped = cmd.clone().with_ext("ringmqLocalOnly", "1");
-                let r = self.mesh.call(shard, scoped).await;
-                let Ok(v) = serde_json::from_slice::<serde_json::Value>(&r.body) else { continue };
+        if cmd.ext(super::admin_tools::LOCAL_ONLY_EXT).is_none() {
+            let others = match self.gather(cmd, "1").await {
+                Ok(others) => others,
+                Err(r) => return r,
+            };
+            for v in others {
                 for key in SUMMED_COUNTERS {
                     let theirs = v["table"][key].as_str().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
                     let ours = table.get(key).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);

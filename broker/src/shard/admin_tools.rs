@@ -66,7 +66,7 @@ fn topic_config_json(t: &crate::meta::topics::TopicConfig) -> serde_json::Value 
 impl<R: crate::rt::Runtime> Shard<R> {
     /// Asks every other shard for its part of `cmd` (marked `LOCAL_ONLY_EXT = part`)
     /// and returns their JSON answers; a shard that fails makes the whole answer fail.
-    async fn gather(self: &Rc<Self>, cmd: &RemotingCommand, part: &str) -> Result<Vec<serde_json::Value>, RemotingCommand> {
+    pub(super) async fn gather(self: &Rc<Self>, cmd: &RemotingCommand, part: &str) -> Result<Vec<serde_json::Value>, RemotingCommand> {
         let mut parts = Vec::new();
         for shard in (0..self.count).filter(|&s| s != self.id) {
             let r = self.mesh.call(shard, cmd.clone().with_ext(LOCAL_ONLY_EXT, part)).await;
