@@ -11,6 +11,7 @@
 
 pub mod exporter;
 pub mod stats;
+pub mod windows;
 
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;
@@ -66,10 +67,26 @@ pub struct TopicTraffic {
 /// and request codes, not attacker-chosen at will).
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
+/// (topic, consumer group) pairs counted per shard for GROUP_GET_* stats; later pairs
+/// are not counted.
+pub const GROUP_TOPIC_KEYS_MAX: usize = 8192;
+
+/// What one group pulled from one topic: messages, record bytes, pull responses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupTraffic {
+    pub messages: u64,
+    pub bytes: u64,
+    pub pulls: u64,
+}
+
 #[derive(Debug, Default)]
 pub struct ShardMetrics {
     topics: FastMap<String, TopicTraffic>,
     rpc: FastMap<i32, Buckets>,
+    /// topic → group → traffic (two levels: a pull looks its pair up without building
+    /// the `topic@group` key); at most `GROUP_TOPIC_KEYS_MAX` pairs in all.
+    groups: FastMap<String, FastMap<String, GroupTraffic>>,
+    group_pairs: usize,
 }
 
 impl ShardMetrics {
@@ -85,6 +102,56 @@ impl ShardMetrics {
         let t = self.topic(topic);
         t.messages_out += messages as u64;
         t.bytes_out += bytes as u64;
+    }
+
+    /// Messages a pull of `group` delivered from `topic`.
+    pub fn on_group_pull(&mut self, topic: &str, group: &str, messages: usize, bytes: usize) {
+        let known = self.groups.get(topic).is_some_and(|g| g.contains_key(group));
+        if !known {
+            if self.group_pairs >= GROUP_TOPIC_KEYS_MAX {
+                return;
+            }
+            self.group_pairs += 1;
+            self.groups.entry(topic.to_string()).or_default().insert(group.to_string(), GroupTraffic::default());
+        }
+        let Some(g) = self.groups.get_mut(topic).and_then(|m| m.get_mut(group)) else { return };
+        g.messages += messages as u64;
+        g.bytes += bytes as u64;
+        g.pulls += 1;
+    }
+
+    /// The cumulative counters behind VIEW_BROKER_STATS_DATA. A put counts one update
+    /// per message (`avgpt` of TOPIC_PUT_NUMS is 1); a pull one per response.
+    pub fn stats_counters(&self) -> Vec<(windows::StatsName, String, windows::Counter)> {
+        use windows::{Counter, StatsName as N};
+        let mut out = Vec::with_capacity(self.topics.len() * 2 + self.group_pairs * 2);
+        for (t, v) in &self.topics {
+            out.push((N::TopicPutNums, t.clone(), Counter { value: v.messages_in, times: v.messages_in }));
+            out.push((N::TopicPutSize, t.clone(), Counter { value: v.bytes_in, times: v.messages_in }));
+        }
+        for (t, groups) in &self.groups {
+            for (g, v) in groups {
+                let key = format!("{t}@{g}");
+                out.push((N::GroupGetNums, key.clone(), Counter { value: v.messages, times: v.pulls }));
+                out.push((N::GroupGetSize, key, Counter { value: v.bytes, times: v.pulls }));
+            }
+        }
+        out
+    }
+
+    /// The live counter of one stats key.
+    pub fn stats_counter(&self, name: windows::StatsName, key: &str) -> Option<windows::Counter> {
+        use windows::{Counter, StatsName as N};
+        match name {
+            N::TopicPutNums => self.topics.get(key).map(|v| Counter { value: v.messages_in, times: v.messages_in }),
+            N::TopicPutSize => self.topics.get(key).map(|v| Counter { value: v.bytes_in, times: v.messages_in }),
+            N::GroupGetNums | N::GroupGetSize => {
+                // Java's key is `topic@group`; a group name has no '@', a topic may not either.
+                let (topic, group) = key.rsplit_once('@')?;
+                let v = self.groups.get(topic)?.get(group)?;
+                Some(if name == N::GroupGetNums { Counter { value: v.messages, times: v.pulls } } else { Counter { value: v.bytes, times: v.pulls } })
+            }
+        }
     }
 
     /// A request answered after `us` microseconds.

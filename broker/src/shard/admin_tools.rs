@@ -41,7 +41,7 @@ fn required<'a>(cmd: &'a RemotingCommand, key: &str) -> Result<&'a str, Remoting
     }
 }
 
-fn json_response(cmd: &RemotingCommand, body: Vec<u8>) -> RemotingCommand {
+pub(super) fn json_response(cmd: &RemotingCommand, body: Vec<u8>) -> RemotingCommand {
     let mut r = cmd.create_response(rs::SUCCESS, None);
     r.body = body.into();
     r

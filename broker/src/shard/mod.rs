@@ -19,6 +19,8 @@ pub mod longpoll;
 pub mod mesh;
 mod admin;
 mod admin_tools;
+pub mod client_calls;
+mod broker_stats;
 mod pull;
 mod send;
 pub mod sendback;
@@ -156,6 +158,11 @@ pub struct Shard<R: Runtime> {
     recovery_ms: u64,
     /// Per-second samples of the put/pull counters (runtime info TPS).
     call_stats: RefCell<crate::metrics::stats::CallStats>,
+    /// Requests sent to this shard's clients, waiting for their answers.
+    client_calls: RefCell<client_calls::ClientCalls>,
+    /// Minute/hour/day samples of the traffic counters (VIEW_BROKER_STATS_DATA).
+    stats_windows: RefCell<crate::metrics::windows::StatsWindows>,
+    stats_sampled_ms: Cell<i64>,
 }
 
 /// How often the put/pull counters are sampled for the runtime info's TPS (Java's
@@ -272,6 +279,9 @@ impl<R: Runtime> Shard<R> {
             metrics: RefCell::new(crate::metrics::ShardMetrics::default()),
             recovery_ms,
             call_stats: RefCell::new(crate::metrics::stats::CallStats::default()),
+            client_calls: RefCell::new(client_calls::ClientCalls::default()),
+            stats_windows: RefCell::new(crate::metrics::windows::StatsWindows::default()),
+            stats_sampled_ms: Cell::new(i64::MIN / 2),
         });
         crate::store::flusher::spawn_store_tasks(rt.clone(), store, shard.store_stop.clone(), Rc::new(|e: String| crate::fatal::fatal(&e)));
         let sampler = shard.clone();
@@ -280,6 +290,7 @@ impl<R: Runtime> Shard<R> {
                 let c = &sampler.counters;
                 let sample = crate::metrics::stats::Sample { at_ms: sampler.now_ms(), put: c.messages_put.get(), got: c.messages_pulled.get() };
                 sampler.call_stats.borrow_mut().sample(sample);
+                sampler.sample_stats_windows();
                 sampler.rt.sleep(Duration::from_millis(CALL_STATS_SAMPLE_INTERVAL_MS)).await;
             }
         });
@@ -382,6 +393,7 @@ impl<R: Runtime> Shard<R> {
     /// A connection closed: forget it, and its clients leave their groups everywhere.
     pub fn conn_closed(self: &Rc<Self>, conn_id: u64, client_ids: &[String]) {
         self.conns.borrow_mut().remove(&conn_id);
+        self.fail_client_calls(conn_id);
         for client_id in client_ids {
             let event = ShardEvent::ClientGone { client_id: client_id.clone() };
             self.mesh.broadcast(event.clone());
@@ -576,6 +588,9 @@ impl<R: Runtime> Shard<R> {
             rq::GET_ALL_DELAY_OFFSET => self.handle_all_delay_offset(&cmd).await,
             rq::CONSUMER_SEND_MSG_BACK => self.handle_send_back(&cmd).await,
             rq::END_TRANSACTION => self.handle_end_transaction(&cmd).await,
+            rq::GET_CONSUMER_RUNNING_INFO | rq::CONSUME_MESSAGE_DIRECTLY => self.handle_call_consumer(&cmd, ctx).await,
+            rq::INVOKE_BROKER_TO_RESET_OFFSET => self.handle_reset_offset(&cmd, ctx).await,
+            rq::VIEW_BROKER_STATS_DATA => self.handle_view_stats(&cmd).await,
             code => error_response(&cmd, rs::REQUEST_CODE_NOT_SUPPORTED, format!("request code {code} not supported")),
         }
     }

@@ -135,7 +135,11 @@ impl<R: Runtime> Shard<R> {
         if code == rs::SUCCESS {
             self.counters.messages_pulled.set(self.counters.messages_pulled.get() + result.record_count as u64);
             if let Some(topic) = cmd.ext("topic") {
-                self.metrics.borrow_mut().on_pull(topic, result.record_count, result.records.len());
+                let mut m = self.metrics.borrow_mut();
+                m.on_pull(topic, result.record_count, result.records.len());
+                if let Some(group) = cmd.ext("consumerGroup") {
+                    m.on_group_pull(topic, group, result.record_count, result.records.len());
+                }
             }
         }
         let header = PullMessageResponseHeader {
