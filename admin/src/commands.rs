@@ -233,16 +233,23 @@ pub enum Command {
         #[arg(long = "limit", default_value_t = 10_000)]
         limit: usize,
     },
-    /// Print a message by its offset message id (host and CommitLog offset).
+    /// Print a message by its offset message id (host and CommitLog offset); with -g and
+    /// -d, have that client of the group consume it now (CONSUME_MESSAGE_DIRECTLY).
     queryMsgById {
         #[command(flatten)]
         common: Common,
         #[arg(short = 'i', long = "msgId")]
         msg_id: String,
+        #[arg(short = 'g', long = "consumerGroup", requires = "client_id")]
+        group: Option<String>,
+        #[arg(short = 'd', long = "clientId", requires = "group")]
+        client_id: Option<String>,
     },
+    #[command(flatten)]
+    Ops(crate::ops::OpsCommand),
 }
 
-type Outcome = Result<String, String>;
+pub(crate) type Outcome = Result<String, String>;
 
 pub async fn run(command: Command) -> Outcome {
     let common = match &command {
@@ -267,6 +274,7 @@ pub async fn run(command: Command) -> Outcome {
         | Command::wipeWritePerm { common, .. }
         | Command::addWritePerm { common, .. }
         | Command::queryMsgById { common, .. } => common.clone(),
+        Command::Ops(ops) => ops.common().clone(),
     };
     let namesrvs: Vec<String> = common.namesrv.split(';').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
     if namesrvs.is_empty() {
@@ -279,7 +287,7 @@ pub async fn run(command: Command) -> Outcome {
     result
 }
 
-async fn call(instance: &Rc<ClientInstance>, addr: &str, cmd: RemotingCommand) -> Result<RemotingCommand, String> {
+pub(crate) async fn call(instance: &Rc<ClientInstance>, addr: &str, cmd: RemotingCommand) -> Result<RemotingCommand, String> {
     let code = cmd.code;
     let r = instance.invoke(addr, cmd).await.map_err(|e| format!("{addr}: {e}"))?;
     if r.code != rs::SUCCESS {
@@ -308,7 +316,7 @@ async fn targets(instance: &Rc<ClientInstance>, broker: &Option<String>, cluster
 }
 
 /// A left-aligned table: header, then rows.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
@@ -323,7 +331,7 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-fn render(json: bool, value: Value, text: String) -> Outcome {
+pub(crate) fn render(json: bool, value: Value, text: String) -> Outcome {
     if json {
         Ok(serde_json::to_string_pretty(&value).map_err(|e| e.to_string())? + "\n")
     } else {
@@ -654,6 +662,8 @@ async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs:
         }
         Command::wipeWritePerm { broker_name, .. } => write_perm(instance, namesrvs, json, &broker_name, true).await,
         Command::addWritePerm { broker_name, .. } => write_perm(instance, namesrvs, json, &broker_name, false).await,
+        Command::Ops(ops) => crate::ops::run(instance, json, ops).await,
+        Command::queryMsgById { msg_id, group: Some(group), client_id: Some(client_id), .. } => crate::ops::consume_directly(instance, json, &msg_id, &group, &client_id).await,
         Command::queryMsgById { msg_id, .. } => {
             let (host, offset) = ringmq_client::msgid::decode_offset_msg_id(&msg_id).ok_or_else(|| format!("{msg_id} is not an offset message id (host + CommitLog offset)"))?;
             let addr = host.to_string();
@@ -706,7 +716,7 @@ fn describe(json: bool, id: &str, v: &StoredMessageView<'_>) -> Outcome {
 
 /// PULL_MESSAGE of up to `max` messages of one queue from `offset` (no consumer group
 /// state: the admin reads, it never commits). Returns the records and the next offset.
-async fn pull(instance: &Rc<ClientInstance>, addr: &str, topic: &str, queue_id: i32, offset: i64, max: i32) -> Result<(Vec<u8>, Option<i64>), String> {
+pub(crate) async fn pull(instance: &Rc<ClientInstance>, addr: &str, topic: &str, queue_id: i32, offset: i64, max: i32) -> Result<(Vec<u8>, Option<i64>), String> {
     let header = PullMessageRequestHeader {
         consumer_group: "ringmq-admin".into(),
         topic: topic.to_string(),
