@@ -12,6 +12,8 @@
 //!   online consumer as RESET_CONSUMER_CLIENT_OFFSET; CONSUMER_NOT_ONLINE for a group
 //!   with offsets but no client; unknown topic and group without offsets refused.
 //! - VIEW_BROKER_STATS_DATA: puts and a group's pulls counted over both shards.
+//! - DELETE_TOPIC_IN_BROKER: queues and offsets gone on both shards; created again, the
+//!   topic's queues start at 0.
 
 mod common;
 
@@ -179,6 +181,21 @@ fn broker_calls_clients_and_keeps_stats() {
         let r = expect(&mut admin[0], req(rq::VIEW_BROKER_STATS_DATA, 19, &[("statsName", name), ("statsKey", key)]), rs::SYSTEM_ERROR);
         assert_eq!(r.remark, Some(format!("The stats <{name}> <{key}> not exist")));
     }
+
+    // deleteTopic: the queues and every group's offsets go; created again, from 0.
+    expect(&mut admin[1], req(rq::DELETE_TOPIC_IN_BROKER, 21, &[("topic", TOPIC)]), rs::SUCCESS);
+    expect(&mut admin[1], create_topic(TOPIC, QUEUES), rs::SUCCESS);
+    for q in 0..QUEUES {
+        let qs = q.to_string();
+        let r = expect(&mut admin[2], req(rq::GET_MAX_OFFSET, 22, &[("topic", TOPIC), ("queueId", &qs)]), rs::SUCCESS);
+        assert_eq!(r.ext("offset"), Some("0"), "queue {q} starts again at 0");
+        let ask = req(rq::QUERY_CONSUMER_OFFSET, 23, &[("consumerGroup", GROUP), ("topic", TOPIC), ("queueId", &qs), ("setZeroIfNotFound", "false")]);
+        let r = admin[3].call(ask);
+        assert_eq!(r.code, rs::QUERY_NOT_FOUND, "the group's offset of queue {q} is gone: {:?} {:?}", r.remark, r.ext("offset"));
+    }
+    let r = expect(&mut admin[0], send_with(send_header(TOPIC, 2), b"after", 24, SerializeType::Json), rs::SUCCESS);
+    assert_eq!(r.ext("queueOffset"), Some("0"));
+    expect(&mut admin[0], req(rq::DELETE_TOPIC_IN_BROKER, 25, &[("topic", "NEVER_THERE")]), rs::TOPIC_NOT_EXIST);
 
     // A consumer that closes before answering fails the call at once (not after 10 s).
     admin[0].write(&common::encode(&req(rq::GET_CONSUMER_RUNNING_INFO, 20, &[("consumerGroup", GROUP), ("clientId", CLIENT)])), 0);
