@@ -260,7 +260,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// lock, applies `change` to the current table, persists it, installs it and
     /// broadcasts it. `Err((code, remark))`: INVALID_PARAMETER when `change` refused,
     /// SYSTEM_BUSY when too many writers wait, SYSTEM_ERROR when it was not saved.
-    async fn update_topics(self: &Rc<Self>, change: impl FnOnce(&mut TopicTable) -> Result<(), String>) -> Result<(), (i32, String)> {
+    pub(super) async fn update_topics(self: &Rc<Self>, change: impl FnOnce(&mut TopicTable) -> Result<(), String>) -> Result<(), (i32, String)> {
         let Some(meta) = &self.meta else {
             crate::fatal::fatal(&format!("topic table change routed to shard {}, not the metadata owner", self.id));
         };
@@ -488,7 +488,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         table.insert("forwardedIn", c.forwarded_in.get().to_string());
         table.insert("consumerGroups", self.consumers.borrow().group_count().to_string());
         table.insert("producerGroups", self.consumers.borrow().producer_group_count().to_string());
-        table.insert("flushDiskType", format!("{:?}", self.config.store.flush_mode));
+        table.insert("flushDiskType", format!("{:?}", self.config().store.flush_mode));
         table.insert("refusingWrites", self.store.refusing_writes().to_string());
         table.insert("suspendedPulls", self.waiters.suspended().to_string());
         table.insert("suspendedPullsRefusedTotal", self.waiters.refused_total().to_string());
