@@ -11,7 +11,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 /// Upper bounds of the latency buckets, in microseconds (the last bucket is +Inf).
-pub const LATENCY_BOUNDS_US: [u64; 14] = [50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000, 5_000_000];
+pub const LATENCY_BOUNDS_US: [u64; 14] =
+    [50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000, 5_000_000];
 
 /// A latency histogram: counts per bucket (not cumulative) and the sum.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -89,9 +90,15 @@ pub struct Histograms {
 impl EncodeMetric for Histograms {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
         for (labels, b) in &self.series {
-            let mut buckets: Vec<(f64, u64)> = LATENCY_BOUNDS_US.iter().zip(b.counts.iter()).map(|(&ub, &c)| (ub as f64 * self.scale, c)).collect();
+            let mut buckets: Vec<(f64, u64)> =
+                LATENCY_BOUNDS_US.iter().zip(b.counts.iter()).map(|(&ub, &c)| (ub as f64 * self.scale, c)).collect();
             buckets.push((f64::MAX, b.counts[LATENCY_BOUNDS_US.len()]));
-            encoder.encode_family(labels)?.encode_histogram::<()>(b.sum_us as f64 * self.scale, b.count(), &buckets, None)?;
+            encoder.encode_family(labels)?.encode_histogram::<()>(
+                b.sum_us as f64 * self.scale,
+                b.count(),
+                &buckets,
+                None,
+            )?;
         }
         Ok(())
     }
@@ -119,7 +126,8 @@ mod tests {
         let check = |obs: &[u64], want: &[(usize, u64)], sum: u64| {
             let mut b = Buckets::default();
             obs.iter().for_each(|&o| b.observe(o));
-            let got: Vec<(usize, u64)> = b.counts.iter().enumerate().filter(|(_, &c)| c > 0).map(|(i, &c)| (i, c)).collect();
+            let got: Vec<(usize, u64)> =
+                b.counts.iter().enumerate().filter(|(_, &c)| c > 0).map(|(i, &c)| (i, c)).collect();
             assert_eq!((got.as_slice(), b.sum_us), (want, sum), "{obs:?}");
         };
         check(&[], &[], 0);

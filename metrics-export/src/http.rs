@@ -63,7 +63,9 @@ where
                         tracing::debug!(error = %e, "metrics scrape failed");
                     }
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(ACCEPT_POLL_MS)),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(ACCEPT_POLL_MS))
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "metrics exporter accept failed");
                     std::thread::sleep(Duration::from_millis(ACCEPT_POLL_MS));
@@ -93,14 +95,19 @@ fn serve(mut stream: TcpStream, render: &dyn Fn() -> String) -> std::io::Result<
     let head = String::from_utf8_lossy(&buf);
     let mut parts = head.lines().next().unwrap_or_default().split_whitespace();
     match (parts.next(), parts.next().map(|p| p.split('?').next().unwrap_or(p))) {
-        (Some("GET"), Some("/metrics")) => respond(&mut stream, "200 OK", "application/openmetrics-text; version=1.0.0; charset=utf-8", &render()),
+        (Some("GET"), Some("/metrics")) => {
+            respond(&mut stream, "200 OK", "application/openmetrics-text; version=1.0.0; charset=utf-8", &render())
+        }
         (Some("GET"), _) => respond(&mut stream, "404 Not Found", "text/plain", "only /metrics is served here\n"),
         _ => respond(&mut stream, "405 Method Not Allowed", "text/plain", "GET /metrics\n"),
     }
 }
 
 fn respond(stream: &mut TcpStream, status: &str, content_type: &str, body: &str) -> std::io::Result<()> {
-    let head = format!("HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
     stream.write_all(head.as_bytes())?;
     stream.write_all(body.as_bytes())?;
     stream.flush()
@@ -122,7 +129,9 @@ mod tests {
     #[test]
     fn answers_metrics_404_405_431_and_stops() {
         let stop = Arc::new(AtomicBool::new(false));
-        let exporter = spawn("127.0.0.1:0".parse().unwrap(), "test-exporter", stop.clone(), || "x 1\n# EOF\n".to_string()).expect("spawn");
+        let exporter =
+            spawn("127.0.0.1:0".parse().unwrap(), "test-exporter", stop.clone(), || "x 1\n# EOF\n".to_string())
+                .expect("spawn");
         let addr = exporter.local_addr();
         // check(request, expected status line, expected body)
         let check = |request: &[u8], status: &str, body: &str| {

@@ -14,6 +14,6 @@ pub mod slot;
 
 pub use family::{encode, Buckets, Histograms, Labels, Values, LATENCY_BOUNDS_US};
 pub use http::{spawn, Exporter};
-pub use slot::Slot;
 /// The exposition crate, for renderers (`Registry`, `MetricType`).
 pub use prometheus_client;
+pub use slot::Slot;
