@@ -2,7 +2,8 @@
 //! no atomics on the request path), the `Snapshot` each shard publishes every
 //! `METRICS_PUBLISH_INTERVAL_MS`, and their Prometheus exposition (`render`, with
 //! RocketMQ 5's metric names and labels where they exist, `ringmq_*` per-shard series
-//! otherwise). `exporter.rs` serves it over HTTP.
+//! otherwise). `exporter.rs` serves it over HTTP; the endpoint, the publish slot and the
+//! metric families are the `metrics-export` crate's, shared with the NameServer.
 //!
 //! Invariants: a shard never waits for the exporter — it publishes with `try_lock` and
 //! skips a round if the exporter is reading that slot; every map is bounded (topics by
@@ -13,46 +14,18 @@ pub mod exporter;
 pub mod stats;
 pub mod windows;
 
-use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
-use prometheus_client::metrics::MetricType;
-use prometheus_client::registry::Registry;
+pub use metrics_export::{Buckets, LATENCY_BOUNDS_US};
+use metrics_export::prometheus_client::metrics::MetricType;
+use metrics_export::prometheus_client::registry::Registry;
+use metrics_export::{Histograms, Labels, Slot, Values};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// How often a shard publishes its snapshot.
 pub const METRICS_PUBLISH_INTERVAL_MS: u64 = 1_000;
 /// Distinct request codes with their own latency histogram per shard; others are
 /// counted under code -1.
 pub const RPC_CODES_MAX: usize = 256;
-/// Upper bounds of the latency buckets, in microseconds (the last bucket is +Inf).
-pub const LATENCY_BOUNDS_US: [u64; 14] = [50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000, 5_000_000];
-
-/// A latency histogram: counts per bucket (not cumulative) and the sum.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Buckets {
-    pub counts: [u64; LATENCY_BOUNDS_US.len() + 1],
-    pub sum_us: u64,
-}
-
-impl Buckets {
-    pub fn observe(&mut self, us: u64) {
-        let i = LATENCY_BOUNDS_US.iter().position(|&b| us <= b).unwrap_or(LATENCY_BOUNDS_US.len());
-        self.counts[i] += 1;
-        self.sum_us = self.sum_us.saturating_add(us);
-    }
-
-    pub fn count(&self) -> u64 {
-        self.counts.iter().sum()
-    }
-
-    fn add(&mut self, other: &Buckets) {
-        for (a, b) in self.counts.iter_mut().zip(other.counts.iter()) {
-            *a += b;
-        }
-        self.sum_us = self.sum_us.saturating_add(other.sum_us);
-    }
-}
-
 /// Messages and bytes in and out of one topic.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TopicTraffic {
@@ -205,74 +178,23 @@ pub struct Snapshot {
 /// One slot per shard, written by that shard only, read by the exporter.
 #[derive(Debug)]
 pub struct Published {
-    slots: Vec<Mutex<Option<Arc<Snapshot>>>>,
+    slots: Vec<Slot<Snapshot>>,
 }
 
 impl Published {
     pub fn new(shards: usize) -> Arc<Self> {
-        Arc::new(Self { slots: (0..shards).map(|_| Mutex::new(None)).collect() })
+        Arc::new(Self { slots: (0..shards).map(|_| Slot::default()).collect() })
     }
 
     /// Never blocks the shard: if the exporter holds the slot, this round is skipped.
     pub fn publish(&self, snapshot: Snapshot) {
-        let shard = snapshot.shard;
-        if let Some(slot) = self.slots.get(shard) {
-            if let Ok(mut s) = slot.try_lock() {
-                *s = Some(Arc::new(snapshot));
-            }
+        if let Some(slot) = self.slots.get(snapshot.shard) {
+            slot.publish(snapshot);
         }
     }
 
     pub fn collect(&self) -> Vec<Arc<Snapshot>> {
-        self.slots.iter().filter_map(|s| s.lock().ok().and_then(|g| g.clone())).collect()
-    }
-}
-
-type Labels = Vec<(String, String)>;
-
-/// A family of values taken from snapshots (the registry only encodes it).
-#[derive(Debug)]
-struct Values {
-    kind: MetricType,
-    series: Vec<(Labels, f64)>,
-}
-
-impl EncodeMetric for Values {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        for (labels, v) in &self.series {
-            let mut e = encoder.encode_family(labels)?;
-            match self.kind {
-                MetricType::Counter => e.encode_counter::<(), _, u64>(&(*v as u64), None)?,
-                _ => e.encode_gauge(v)?,
-            }
-        }
-        Ok(())
-    }
-
-    fn metric_type(&self) -> MetricType {
-        self.kind
-    }
-}
-
-#[derive(Debug)]
-struct Histograms {
-    /// Bucket bounds are microseconds; exposed in the unit of the metric's name.
-    scale: f64,
-    series: Vec<(Labels, Buckets)>,
-}
-
-impl EncodeMetric for Histograms {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        for (labels, b) in &self.series {
-            let mut buckets: Vec<(f64, u64)> = LATENCY_BOUNDS_US.iter().zip(b.counts.iter()).map(|(&ub, &c)| (ub as f64 * self.scale, c)).collect();
-            buckets.push((f64::MAX, b.counts[LATENCY_BOUNDS_US.len()]));
-            encoder.encode_family(labels)?.encode_histogram::<()>(b.sum_us as f64 * self.scale, b.count(), &buckets, None)?;
-        }
-        Ok(())
-    }
-
-    fn metric_type(&self) -> MetricType {
-        MetricType::Histogram
+        self.slots.iter().filter_map(Slot::latest).collect()
     }
 }
 
@@ -346,30 +268,12 @@ pub fn render(node: &Node, snaps: &[Arc<Snapshot>]) -> String {
     reg.register("ringmq_shard_recovery_ms", "Store open and recovery time at start-up, per shard", per_shard(MetricType::Gauge, |s| s.recovery_ms as f64));
     reg.register("ringmq_shard_ha_slaves", "Slaves attached, per shard", per_shard(MetricType::Gauge, |s| s.ha_slaves as f64));
     reg.register("ringmq_shard_ha_behind_bytes", "Replication bytes not yet confirmed by a slave (master) or not yet received (slave), per shard", per_shard(MetricType::Gauge, |s| s.ha_behind_bytes as f64));
-    let mut out = String::new();
-    // Writing to a String cannot fail.
-    let _ = prometheus_client::encoding::text::encode(&mut out, &reg);
-    out
+    metrics_export::encode(&reg)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn buckets_place_observations() {
-        // check(observations, expected non-zero buckets (index, count), sum)
-        let check = |obs: &[u64], want: &[(usize, u64)], sum: u64| {
-            let mut b = Buckets::default();
-            obs.iter().for_each(|&o| b.observe(o));
-            let got: Vec<(usize, u64)> = b.counts.iter().enumerate().filter(|(_, &c)| c > 0).map(|(i, &c)| (i, c)).collect();
-            assert_eq!((got.as_slice(), b.sum_us), (want, sum), "{obs:?}");
-        };
-        check(&[], &[], 0);
-        check(&[0, 50], &[(0, 2)], 50);
-        check(&[51, 100, 101], &[(1, 2), (2, 1)], 252);
-        check(&[10_000_000], &[(LATENCY_BOUNDS_US.len(), 1)], 10_000_000);
-    }
 
     #[test]
     fn exposition_sums_shards_and_names_series_as_rocketmq_does() {
