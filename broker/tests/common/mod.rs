@@ -55,6 +55,17 @@ pub fn sync_small_segments(config: &mut BrokerConfig) {
     config.store.dirty_bytes_max = 8 * MIB as u64;
 }
 
+/// Disk watermarks a shared CI host's fill level never reaches (tests of the watermarks
+/// set their own): the default 0.90 refuse ratio would fail any test on a host whose
+/// disk is 90% full for reasons of its own.
+pub const HOST_INDEPENDENT_WATERMARKS_TOML: &str = "disk_warn_ratio = 0.999\ndisk_force_clean_ratio = 0.999\ndisk_refuse_ratio = 0.9999\n";
+
+pub fn host_independent_disk_watermarks(store: &mut ringmq_broker::store::config::StoreConfig) {
+    store.disk_warn_ratio = 0.999;
+    store.disk_force_clean_ratio = 0.999;
+    store.disk_refuse_ratio = 0.9999;
+}
+
 impl Broker {
     /// A 2-shard broker on port 0 in a fresh store under the test's target tmp dir,
     /// configured further by `configure`, with `topics` (name, queues) created.
@@ -67,6 +78,7 @@ impl Broker {
             broker_ip: Some("127.0.0.1".into()),
             ..BrokerConfig::default()
         };
+        host_independent_disk_watermarks(&mut config.store);
         configure(&mut config);
         let handle = runtime::start(config).expect("broker starts");
         let addr = SocketAddr::from(([127, 0, 0, 1], handle.addr.port()));
@@ -427,8 +439,11 @@ impl ChildBroker {
         let config_path = dir.join(format!("broker-{n}.toml"));
         // `top` may name the broker (a cluster test routes by name); otherwise a default.
         let name = if config.top.contains("broker_name") { "" } else { "broker_name = \"broker-test\"\n" };
+        // The host disk's own fill level must not decide a test: watermarks near 100%
+        // unless the test sets its own.
+        let watermarks = if config.store.contains("disk_") { "" } else { HOST_INDEPENDENT_WATERMARKS_TOML };
         let text = format!(
-            "listen_port = 0\nbroker_ip = \"127.0.0.1\"\n{name}shard_count = {}\nstore_root = \"{}\"\n{}\n\n[store]\n{}\n",
+            "listen_port = 0\nbroker_ip = \"127.0.0.1\"\n{name}shard_count = {}\nstore_root = \"{}\"\n{}\n\n[store]\n{}\n{watermarks}",
             config.shard_count.max(1),
             store_root.display(),
             config.top,
