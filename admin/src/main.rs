@@ -8,6 +8,7 @@
 //! the client's request timeout.
 
 mod commands;
+mod query;
 
 use clap::Parser;
 use std::process::ExitCode;
