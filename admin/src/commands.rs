@@ -12,6 +12,7 @@ use ringmq_client::remoting::headers::CreateTopicRequestHeader;
 use ringmq_client::remoting::route::TopicRouteData;
 use serde_json::{json, Value};
 use crate::query::{self, MessageDetail};
+use std::net::SocketAddr;
 use std::rc::Rc;
 
 #[derive(Args, Debug, Clone)]
@@ -239,6 +240,16 @@ pub enum Command {
         #[arg(short = 'i', long = "msgId")]
         msg_id: String,
     },
+    /// Serve the web dashboard (clusters, topics, groups, live charts, messages, DLQ)
+    /// until stopped; prints `listening on http://ADDR/` as its first line.
+    dashboard {
+        /// NameServer addresses, `host:port;host:port`.
+        #[arg(short = 'n', long = "namesrvAddr")]
+        namesrv: String,
+        /// Address to serve on (port 0 picks a free one).
+        #[arg(long = "listen", default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+    },
 }
 
 /// `-n`'s NameServers, or the error a command ends with.
@@ -281,6 +292,8 @@ pub async fn run(command: Command) -> Outcome {
         | Command::wipeWritePerm { common, .. }
         | Command::addWritePerm { common, .. }
         | Command::queryMsgById { common, .. } => common.clone(),
+        // Runs on its own threads (main.rs), never through here.
+        Command::dashboard { .. } => return Err("dashboard runs from main".into()),
     };
     let namesrvs = namesrv_list(&common.namesrv)?;
     let client = ClientConfig::new(namesrvs.clone());
@@ -557,6 +570,7 @@ async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs:
         Command::wipeWritePerm { broker_name, .. } => write_perm(instance, namesrvs, json, &broker_name, true).await,
         Command::addWritePerm { broker_name, .. } => write_perm(instance, namesrvs, json, &broker_name, false).await,
         Command::queryMsgById { msg_id, .. } => describe(json, &query::view_by_offset_id(instance, &msg_id, usize::MAX).await?),
+        Command::dashboard { .. } => Err("dashboard runs from main".into()),
     }
 }
 

@@ -1,7 +1,8 @@
-//! The admin's read side as data: every question the CLI's tables ask a cluster
-//! (brokers and their runtime info, topics and their queue offsets, consumer progress,
-//! messages by key / id / queue offset), answered with typed values instead of printed
-//! text. `commands.rs` renders them as mqadmin tables or JSON.
+//! The admin's read side as data: every question the CLI tables and the dashboard ask a
+//! cluster (brokers and their runtime info, topics and their queue offsets, consumer
+//! progress, messages by key / id / time / queue offset), answered with typed values
+//! instead of printed text. `commands.rs` renders them as mqadmin tables or JSON;
+//! `dashboard/` serves them as JSON to the web UI.
 //!
 //! Invariants: one request per broker per question, each bounded by the client's
 //! request timeout; nothing here retries or guesses; every list a function returns is
@@ -11,20 +12,25 @@
 use ringmq_client::error::ClientError;
 use ringmq_client::instance::ClientInstance;
 use ringmq_client::message::stored::StoredMessageView;
-use ringmq_client::remoting::admin::{ConsumeStats, TopicStatsTable};
+use ringmq_client::remoting::admin::{ConsumeStats, GroupList, TopicStatsTable};
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::headers::PullMessageRequestHeader;
 use ringmq_client::remoting::route::ClusterInfo;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 /// The consumer group the admin's own pulls name (it never commits an offset).
 pub const ADMIN_PULL_GROUP: &str = "ringmq-admin";
 /// Messages asked for per PULL_MESSAGE of a scan.
 pub const PULL_BATCH_MAX: i32 = 32;
+/// Prefix of dead-letter topics (`%DLQ%<group>`), as RocketMQ names them.
+pub const DLQ_TOPIC_PREFIX: &str = "%DLQ%";
+/// Prefix of retry topics (`%RETRY%<group>`).
+pub const RETRY_TOPIC_PREFIX: &str = "%RETRY%";
+
 #[derive(Debug, thiserror::Error)]
 pub enum QueryError {
     /// The request did not get an answer: the NameServer or broker is unreachable, timed
@@ -115,6 +121,19 @@ impl BrokerStatus {
     /// The first of a "10s 1min 10min" TPS text (mqadmin shows the 10-second one).
     pub fn tps_10s(&self, key: &str) -> String {
         self.get(key).split_whitespace().next().unwrap_or("-").to_string()
+    }
+
+    /// The per-shard values RingMQ's runtime info carries as `shard.<id>.<key>`, by
+    /// shard id (empty for a broker that does not report them, e.g. Apache RocketMQ).
+    pub fn shards(&self) -> BTreeMap<u32, BTreeMap<String, String>> {
+        let mut shards: BTreeMap<u32, BTreeMap<String, String>> = BTreeMap::new();
+        for (k, v) in &self.runtime {
+            let Some(rest) = k.strip_prefix("shard.") else { continue };
+            let Some((id, key)) = rest.split_once('.') else { continue };
+            let Ok(id) = id.parse::<u32>() else { continue };
+            shards.entry(id).or_default().insert(key.to_string(), v.clone());
+        }
+        shards
     }
 }
 
@@ -237,6 +256,29 @@ pub async fn consumer_connection(instance: &Rc<ClientInstance>, group: &str) -> 
     Err(last_error.unwrap_or_else(|| QueryError::NotFound("no broker in the cluster".into())))
 }
 
+/// The consumer groups with offsets on or subscriptions to `topic`, from every master
+/// serving it (QUERY_TOPIC_CONSUME_BY_WHO).
+pub async fn groups_of_topic(instance: &Rc<ClientInstance>, topic: &str) -> Result<BTreeSet<String>> {
+    let route = instance.fetch_route(topic).await?;
+    let mut groups = BTreeSet::new();
+    for addr in route.master_addrs.values() {
+        let r = call(instance, addr, RemotingCommand::request(rq::QUERY_TOPIC_CONSUME_BY_WHO).with_ext("topic", topic)).await?;
+        groups.extend(GroupList::decode(&r.body).map_err(|e| QueryError::Decode(format!("{addr}: {e}")))?.group_list);
+    }
+    Ok(groups)
+}
+
+/// Subscription groups configured on every master (GET_ALL_SUBSCRIPTIONGROUP_CONFIG).
+pub async fn subscription_groups(instance: &Rc<ClientInstance>) -> Result<BTreeSet<String>> {
+    let mut groups = BTreeSet::new();
+    for addr in all_masters(instance).await?.values() {
+        let r = call(instance, addr, RemotingCommand::request(rq::GET_ALL_SUBSCRIPTIONGROUP_CONFIG)).await?;
+        let v: Value = serde_json::from_slice(&r.body).map_err(|e| QueryError::Decode(format!("{addr}: subscription groups: {e}")))?;
+        groups.extend(v.get("subscriptionGroupTable").and_then(Value::as_object).into_iter().flat_map(|t| t.keys().cloned()));
+    }
+    Ok(groups)
+}
+
 /// One message property, in stored order.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Property {
@@ -312,6 +354,10 @@ impl MessageDetail {
             body_bytes: body.len(),
             body_truncated: truncated,
         }
+    }
+
+    pub fn property(&self, name: &str) -> Option<&str> {
+        self.properties.iter().find(|p| p.name == name).map(|p| p.value.as_str())
     }
 
     /// Properties as mqadmin prints them: `k=v, k=v`.
@@ -434,5 +480,25 @@ pub async fn scan_queue(instance: &Rc<ClientInstance>, addr: &str, topic: &str, 
             }
         }
     }
+    Ok(out)
+}
+
+/// Messages of `topic` stored in `[begin_ms, end_ms]`: on each readable queue the first
+/// offset at or after `begin_ms` (SEARCH_OFFSET_BY_TIMESTAMP), then pulls from there;
+/// at most `max` in all, sorted by store time.
+pub async fn query_by_time(instance: &Rc<ClientInstance>, topic: &str, begin_ms: i64, end_ms: i64, max: usize, body_preview_max: usize) -> Result<Vec<MessageDetail>> {
+    let route = instance.fetch_route(topic).await?;
+    let mut out = Vec::new();
+    for q in &route.read_queues {
+        if out.len() >= max {
+            break;
+        }
+        let Some(addr) = route.master_addrs.get(&q.broker_name) else { continue };
+        let start = ringmq_client::consumer::kernel::search_offset(instance, q, begin_ms).await.map_err(|e| at(addr, e))?;
+        let scan = Scan { from: start, max: max - out.len(), until_ms: Some(end_ms), body_preview_max };
+        let found = scan_queue(instance, addr, topic, q.queue_id, scan).await?;
+        out.extend(found.into_iter().filter(|m| m.store_timestamp >= begin_ms));
+    }
+    out.sort_by_key(|m| (m.store_timestamp, m.commit_log_offset));
     Ok(out)
 }
