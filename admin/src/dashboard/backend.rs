@@ -375,9 +375,12 @@ async fn by_id(i: &Rc<ClientInstance>, id: &str, topic: Option<&str>) -> query::
             return Ok(json!({ "message": m }));
         }
     }
+    // Without a topic a producer's id cannot be looked up: say so with the failure.
+    let hint = if topic.is_none() { "; a producer's id (UNIQ_KEY) is found only with its topic (t=)" } else { "" };
     let m = query::view_by_offset_id(i, id, DETAIL_BODY_PREVIEW_BYTES).await.map_err(|e| match e {
         QueryError::Refused { .. } | QueryError::Client(ClientError::Connect { .. }) if topic.is_some() => QueryError::NotFound(format!("no message {id} in {}: neither its producer id nor an offset id", topic.unwrap_or_default())),
-        QueryError::Refused { addr, remark, .. } => QueryError::NotFound(format!("no message at offset id {id} ({addr}: {remark})")),
+        QueryError::Refused { addr, remark, .. } => QueryError::NotFound(format!("no message at offset id {id} ({addr}: {remark}){hint}")),
+        QueryError::BadInput(m) => QueryError::BadInput(format!("{m}{hint}")),
         other => other,
     })?;
     Ok(json!({ "message": m }))
