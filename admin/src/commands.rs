@@ -233,12 +233,17 @@ pub enum Command {
         #[arg(long = "limit", default_value_t = 10_000)]
         limit: usize,
     },
-    /// Print a message by its offset message id (host and CommitLog offset).
+    /// Print a message by its offset message id (host and CommitLog offset); with -g and
+    /// -d, have that client of the group consume it now (CONSUME_MESSAGE_DIRECTLY).
     queryMsgById {
         #[command(flatten)]
         common: Common,
         #[arg(short = 'i', long = "msgId")]
         msg_id: String,
+        #[arg(short = 'g', long = "consumerGroup", requires = "client_id")]
+        group: Option<String>,
+        #[arg(short = 'd', long = "clientId", requires = "group")]
+        client_id: Option<String>,
     },
     /// Serve the web dashboard (clusters, topics, groups, live charts, messages, DLQ)
     /// until stopped; prints `listening on http://ADDR/` as its first line.
@@ -250,7 +255,10 @@ pub enum Command {
         #[arg(long = "listen", default_value = "127.0.0.1:8080")]
         listen: SocketAddr,
     },
+    #[command(flatten)]
+    Ops(crate::ops::OpsCommand),
 }
+
 
 /// `-n`'s NameServers, or the error a command ends with.
 pub fn namesrv_list(namesrv: &str) -> Result<Vec<String>, String> {
@@ -267,7 +275,7 @@ impl From<query::QueryError> for String {
     }
 }
 
-type Outcome = Result<String, String>;
+pub(crate) type Outcome = Result<String, String>;
 
 pub async fn run(command: Command) -> Outcome {
     let common = match &command {
@@ -294,6 +302,7 @@ pub async fn run(command: Command) -> Outcome {
         | Command::queryMsgById { common, .. } => common.clone(),
         // Runs on its own threads (main.rs), never through here.
         Command::dashboard { .. } => return Err("dashboard runs from main".into()),
+        Command::Ops(ops) => ops.common().clone(),
     };
     let namesrvs = namesrv_list(&common.namesrv)?;
     let client = ClientConfig::new(namesrvs.clone());
@@ -303,7 +312,7 @@ pub async fn run(command: Command) -> Outcome {
     result
 }
 
-async fn call(instance: &Rc<ClientInstance>, addr: &str, cmd: RemotingCommand) -> Result<RemotingCommand, String> {
+pub(crate) async fn call(instance: &Rc<ClientInstance>, addr: &str, cmd: RemotingCommand) -> Result<RemotingCommand, String> {
     Ok(query::call(instance, addr, cmd).await?)
 }
 
@@ -321,7 +330,7 @@ async fn targets(instance: &Rc<ClientInstance>, broker: &Option<String>, cluster
 }
 
 /// A left-aligned table: header, then rows.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
@@ -336,7 +345,7 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-fn render(json: bool, value: Value, text: String) -> Outcome {
+pub(crate) fn render(json: bool, value: Value, text: String) -> Outcome {
     if json {
         Ok(serde_json::to_string_pretty(&value).map_err(|e| e.to_string())? + "\n")
     } else {
@@ -569,6 +578,8 @@ async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs:
         }
         Command::wipeWritePerm { broker_name, .. } => write_perm(instance, namesrvs, json, &broker_name, true).await,
         Command::addWritePerm { broker_name, .. } => write_perm(instance, namesrvs, json, &broker_name, false).await,
+        Command::Ops(ops) => crate::ops::run(instance, json, ops).await,
+        Command::queryMsgById { msg_id, group: Some(group), client_id: Some(client_id), .. } => crate::ops::consume_directly(instance, json, &msg_id, &group, &client_id).await,
         Command::queryMsgById { msg_id, .. } => describe(json, &query::view_by_offset_id(instance, &msg_id, usize::MAX).await?),
         Command::dashboard { .. } => Err("dashboard runs from main".into()),
     }
@@ -610,4 +621,10 @@ fn describe(json: bool, m: &MessageDetail) -> Outcome {
     let text = fields.iter().map(|(k, v)| format!("{k:<20}: {v}\n")).collect();
     let doc: serde_json::Map<String, Value> = fields.into_iter().map(|(k, v)| (k.to_string(), Value::String(v))).collect();
     render(json, Value::Object(doc), text)
+}
+
+/// PULL_MESSAGE of up to `max` messages of one queue from `offset` (`query::pull`; the
+/// admin reads, it never commits). Returns the records and the next offset.
+pub(crate) async fn pull(instance: &Rc<ClientInstance>, addr: &str, topic: &str, queue_id: i32, offset: i64, max: i32) -> Result<(Vec<u8>, Option<i64>), String> {
+    Ok(query::pull(instance, addr, topic, queue_id, offset, max).await?)
 }

@@ -9,6 +9,7 @@
 
 mod commands;
 mod dashboard;
+mod ops;
 mod query;
 
 use clap::Parser;

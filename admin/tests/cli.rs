@@ -128,13 +128,33 @@ fn mqadmin_commands_against_a_live_cluster() {
     let status: serde_json::Value = serde_json::from_str(&ok(&["brokerStatus", "-n", n, "-b", &c.broker, "--json"])).unwrap();
     assert_eq!(status["shardCount"], "2");
 
-    // getBrokerConfig: broker.conf keys; updateBrokerConfig: refused, naming the key.
+    // getBrokerConfig: broker.conf keys; updateBrokerConfig: runtime keys applied, others
+    // refused naming the key.
     let conf = ok(&["getBrokerConfig", "-n", n, "-b", &c.broker]);
     assert!(conf.lines().any(|l| l.starts_with("brokerName") && l.ends_with("=  broker-adm")), "{conf}");
     assert!(conf.lines().any(|l| l.starts_with("shardCount") && l.ends_with("=  2")), "{conf}");
-    let (code, _, err) = admin(&["updateBrokerConfig", "-n", n, "-b", &c.broker, "-k", "slaveReadEnable", "-v", "true"]);
+    let (code, _, err) = admin(&["updateBrokerConfig", "-n", n, "-b", &c.broker, "-k", "fileReservedTime", "-v", "48"]);
     assert_eq!(code, 1);
-    assert!(err.contains("RingMQ cannot change `slaveReadEnable` at runtime"), "{err}");
+    assert!(err.contains("RingMQ cannot change `fileReservedTime` at runtime"), "{err}");
+    let (code, _, err) = admin(&["updateBrokerConfig", "-n", n, "-b", &c.broker, "-k", "brokerPermission", "-v", "5"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("brokerPermission=5"), "{err}");
+    // Runtime keys: applied on every shard (any connection sees them), and a drained
+    // broker's routes lose write permission at the NameServer.
+    assert_eq!(ok(&["updateBrokerConfig", "-n", n, "-b", &c.broker, "-k", "transactionCheckMax", "-v", "7"]), format!("update broker config success, {}\n", c.broker));
+    for _ in 0..4 {
+        assert!(ok(&["getBrokerConfig", "-n", n, "-b", &c.broker]).lines().any(|l| l.starts_with("transactionCheckMax") && l.ends_with("=  7")));
+    }
+    ok(&["updateBrokerConfig", "-n", n, "-b", &c.broker, "-k", "brokerPermission", "-v", "4"]);
+    let perm = || {
+        let route: serde_json::Value = serde_json::from_str(&ok(&["topicRoute", "-n", n, "-t", "ADM_T"])).unwrap();
+        route["queueDatas"][0]["perm"].as_i64()
+    };
+    eventually("the NameServer hands out read-only routes", || perm() == Some(4));
+    ok(&["updateBrokerConfig", "-n", n, "-c", "DefaultCluster", "-k", "brokerPermission", "-v", "6"]);
+    eventually("write permission is back", || perm() == Some(6));
+    // The per-broker topic mqadmin clusterRT sends to.
+    assert!(admin(&["topicList", "-n", n]).1.lines().any(|l| l == "broker-adm"), "the broker-named topic is routed");
 
     // updateSubGroup on one broker.
     assert_eq!(ok(&["updateSubGroup", "-n", n, "-b", &c.broker, "-g", "ADM_G"]), format!("create subscription group to {} success.\n", c.broker));

@@ -68,7 +68,83 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "haMasterAddress",
     "syncFlushTimeout",
     "slaveReadEnable",
+    "brokerPermission",
+    "brokerTopicEnable",
+    "clusterTopicEnable",
 ];
+
+/// `broker.conf` keys UPDATE_BROKER_CONFIG (mqadmin updateBrokerConfig) changes on a
+/// running broker: applied on every shard at once, kept in `<store>/config/runtimeConfig`
+/// and applied again at the next start (over the config file, said in the log). Every
+/// other key is refused by name: its value is read once at start-up.
+pub const RUNTIME_CONF_KEYS: &[&str] = &[
+    "brokerPermission",
+    "slaveReadEnable",
+    "syncFlushTimeout",
+    "transactionTimeOut",
+    "transactionCheckInterval",
+    "transactionCheckMax",
+];
+
+/// RocketMQ's `PermName.PERM_READ | PERM_WRITE`.
+pub const PERM_READ_WRITE: u32 = 6;
+/// RocketMQ's `PermName.PERM_READ`.
+pub const PERM_READ: u32 = 4;
+/// RocketMQ's `PermName.PERM_WRITE`.
+pub const PERM_WRITE: u32 = 2;
+
+/// Why a runtime update was refused (nothing was applied).
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum RuntimeUpdateError {
+    #[error("no key=value lines in the body")]
+    Empty,
+    #[error("line `{0}` is not key=value")]
+    Syntax(String),
+    #[error("RingMQ cannot change {keys} at runtime: settings are read at start-up; change the config file and restart the broker (runtime keys: {runtime})")]
+    NotRuntime { keys: String, runtime: String },
+    #[error("{key}={value}: {reason}")]
+    BadValue { key: String, value: String, reason: String },
+}
+
+/// Parses an UPDATE_BROKER_CONFIG body (`key=value` lines, RocketMQ properties form).
+/// All keys must be runtime keys with valid values, or nothing is taken.
+pub fn parse_runtime_update(body: &str) -> Result<Vec<(String, String)>, RuntimeUpdateError> {
+    let mut pairs = Vec::new();
+    for line in body.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!')) {
+        let at = line.find(['=', ':']).ok_or_else(|| RuntimeUpdateError::Syntax(line.to_string()))?;
+        pairs.push((line[..at].trim().to_string(), line[at + 1..].trim().to_string()));
+    }
+    if pairs.is_empty() {
+        return Err(RuntimeUpdateError::Empty);
+    }
+    let refused: Vec<String> = pairs
+        .iter()
+        .filter(|(k, _)| !RUNTIME_CONF_KEYS.contains(&k.as_str()))
+        .map(|(k, _)| if BROKER_CONF_KEYS.contains(&k.as_str()) { format!("`{k}`") } else { format!("`{k}` (not a RingMQ key)") })
+        .collect();
+    if !refused.is_empty() {
+        return Err(RuntimeUpdateError::NotRuntime { keys: refused.join(", "), runtime: RUNTIME_CONF_KEYS.join(", ") });
+    }
+    let mut probe = BrokerConfig::default();
+    for (k, v) in &pairs {
+        apply_conf_key(&mut probe, k, v).map_err(|reason| RuntimeUpdateError::BadValue { key: k.clone(), value: v.clone(), reason })?;
+    }
+    Ok(pairs)
+}
+
+impl BrokerConfig {
+    /// This configuration with runtime keys changed (`pairs` from
+    /// [`parse_runtime_update`], so they apply).
+    pub fn with_runtime_update(&self, pairs: &[(String, String)]) -> BrokerConfig {
+        let mut next = self.clone();
+        for (k, v) in pairs {
+            if let Err(e) = apply_conf_key(&mut next, k, v) {
+                crate::fatal::fatal(&format!("runtime key {k}={v} was checked and now fails: {e}"));
+            }
+        }
+        next
+    }
+}
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -218,6 +294,15 @@ pub struct BrokerConfig {
     pub ha_sync_ack: crate::ha::SyncAck,
     /// Consumers may read from this slave (RocketMQ's `slaveReadEnable`).
     pub slave_read_enable: bool,
+    /// RocketMQ's `brokerPermission`: 6 read+write, 4 read only (drain: producers go
+    /// elsewhere), 2 write only. Sends and pulls the permission lacks are refused and
+    /// the routes the NameServers hand out carry it.
+    pub broker_permission: u32,
+    /// RocketMQ's `brokerTopicEnable`: a topic named after the broker (1 queue, read and
+    /// write) exists, so `mqadmin clusterRT` can send to each broker by name.
+    pub broker_topic_enable: bool,
+    /// RocketMQ's `clusterTopicEnable`: a topic named after the cluster, read and write.
+    pub cluster_topic_enable: bool,
     /// Metrics exporter (`metricsExporterType`): `disable` or `prom`.
     pub metrics_exporter_type: MetricsExporter,
     /// Address the Prometheus endpoint binds (`metricsPromExporterHost`; empty = all).
@@ -265,6 +350,9 @@ impl Default for BrokerConfig {
             sync_flush_timeout_ms: crate::ha::SYNC_FLUSH_TIMEOUT_MS_DEFAULT,
             ha_sync_ack: crate::ha::SyncAck::Received,
             slave_read_enable: false,
+            broker_permission: PERM_READ_WRITE,
+            broker_topic_enable: true,
+            cluster_topic_enable: true,
             metrics_exporter_type: MetricsExporter::Disable,
             metrics_prom_exporter_host: String::new(),
             metrics_prom_exporter_port: METRICS_PROM_PORT_DEFAULT,
@@ -480,6 +568,15 @@ fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) -> Result<C
         "haMasterAddress" => config.ha_master_address = Some(value.to_string()),
         "syncFlushTimeout" => config.sync_flush_timeout_ms = parse_number(value)?,
         "slaveReadEnable" => config.slave_read_enable = parse_bool(value)?,
+        "brokerPermission" => {
+            let perm: u32 = parse_number(value)?;
+            if !matches!(perm, 2 | 4 | 6) {
+                return Err("expected 6 (read and write), 4 (read only) or 2 (write only)".into());
+            }
+            config.broker_permission = perm;
+        }
+        "brokerTopicEnable" => config.broker_topic_enable = parse_bool(value)?,
+        "clusterTopicEnable" => config.cluster_topic_enable = parse_bool(value)?,
         "metricsExporterType" => {
             config.metrics_exporter_type = match value {
                 "DISABLE" => MetricsExporter::Disable,
@@ -631,6 +728,9 @@ impl BrokerConfig {
             ("haListenPort", self.ha_listen_port.to_string()),
             ("syncFlushTimeout", self.sync_flush_timeout_ms.to_string()),
             ("slaveReadEnable", self.slave_read_enable.to_string()),
+            ("brokerPermission", self.broker_permission.to_string()),
+            ("brokerTopicEnable", self.broker_topic_enable.to_string()),
+            ("clusterTopicEnable", self.cluster_topic_enable.to_string()),
             ("metricsExporterType", if self.metrics_exporter_type == MetricsExporter::Prom { "PROM" } else { "DISABLE" }.to_string()),
             ("metricsPromExporterHost", self.metrics_prom_exporter_host.clone()),
             ("metricsPromExporterPort", self.metrics_prom_exporter_port.to_string()),
@@ -933,6 +1033,36 @@ mod tests {
 
     /// Parses `input`; expects that config, or an error whose text contains each of
     /// the given fragments.
+    fn check_runtime(body: &str, expected: Result<&[(&str, &str)], &str>) {
+        let got = parse_runtime_update(body);
+        match expected {
+            Ok(pairs) => {
+                let want: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+                assert_eq!(got, Ok(want), "{body:?}");
+            }
+            Err(part) => {
+                let e = got.expect_err(body).to_string();
+                assert!(e.contains(part), "{body:?}: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn runtime_updates_take_runtime_keys_only() {
+        check_runtime("brokerPermission=4\n", Ok(&[("brokerPermission", "4")]));
+        check_runtime("# comment\nslaveReadEnable = true\ntransactionCheckMax:3\n", Ok(&[("slaveReadEnable", "true"), ("transactionCheckMax", "3")]));
+        check_runtime("", Err("no key=value"));
+        check_runtime("brokerPermission", Err("not key=value"));
+        check_runtime("brokerPermission=5", Err("brokerPermission=5: expected 6"));
+        check_runtime("syncFlushTimeout=soon", Err("not a valid number"));
+        check_runtime("fileReservedTime=48\nbrokerPermission=4", Err("cannot change `fileReservedTime` at runtime"));
+        check_runtime("fileReservedTme=48", Err("`fileReservedTme` (not a RingMQ key)"));
+        let next = BrokerConfig::default().with_runtime_update(&[("brokerPermission".into(), "2".into()), ("transactionTimeOut".into(), "9000".into())]);
+        assert_eq!((next.broker_permission, next.transaction_timeout_ms), (2, 9000));
+        let conf: String = next.to_broker_conf().iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        assert!(conf.contains("brokerPermission=2\n") && conf.contains("brokerTopicEnable=true\n"), "{conf}");
+    }
+
     fn check(input: Input, expected: Result<BrokerConfig, &[&str]>) {
         let (label, got) = match input {
             Toml(text) => (format!("toml {text:?}"), BrokerConfig::from_toml_str(text)),
@@ -1136,6 +1266,9 @@ mod tests {
         metricsExporterType=PROM
         metricsPromExporterHost=127.0.0.1
         metricsPromExporterPort=15557
+        brokerPermission=4
+        brokerTopicEnable=false
+        clusterTopicEnable=false
     ";
 
     #[test]
@@ -1172,6 +1305,9 @@ mod tests {
             c.metrics_exporter_type = MetricsExporter::Prom;
             c.metrics_prom_exporter_host = "127.0.0.1".into();
             c.metrics_prom_exporter_port = 15557;
+            c.broker_permission = 4;
+            c.broker_topic_enable = false;
+            c.cluster_topic_enable = false;
         });
         expected.validate().unwrap();
         check(Conf(EVERY_CONF_KEY), Ok(expected));

@@ -36,7 +36,16 @@ fn broker_addr<R: Runtime>(shard: &Shard<R>) -> String {
 }
 
 pub fn register_request<R: Runtime>(shard: &Shard<R>) -> RemotingCommand {
-    let body = RegisterBrokerBody { filter_server_list: Vec::new(), topic_config_serialize_wrapper: shard.topic_config_wrapper() }.encode();
+    let mut wrapper = shard.topic_config_wrapper();
+    // A broker without read or write permission (`brokerPermission`, drained) hands out
+    // routes without it (Java's `registerBrokerAll`).
+    let perm = shard.config().broker_permission;
+    if perm != crate::config::PERM_READ_WRITE {
+        for t in wrapper.topic_config_table.values_mut() {
+            t.perm &= perm as i32 | 1;
+        }
+    }
+    let body = RegisterBrokerBody { filter_server_list: Vec::new(), topic_config_serialize_wrapper: wrapper }.encode();
     let crc = (crc32fast::hash(&body) & 0x7FFF_FFFF) as i32;
     let c = shard.config();
     let header = RegisterBrokerRequestHeader {

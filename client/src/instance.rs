@@ -18,6 +18,8 @@
 
 use crate::error::ClientError;
 use crate::net::{Connection, ServerRequestHandler};
+use crate::message::user::MessageExt;
+use crate::remoting::admin::{ConsumeMessageDirectlyResult, ConsumerRunningInfo, ResetOffsetBody};
 use crate::remoting::bodies::MessageQueue;
 use crate::remoting::codes::{request_code as rq, response_code as rs};
 use crate::remoting::command::RemotingCommand;
@@ -150,6 +152,30 @@ pub trait ConsumerHook {
     fn consumer_data(&self) -> ConsumerData;
     /// The broker says the group's membership changed: rebalance soon.
     fn membership_changed(&self);
+    /// GET_CONSUMER_RUNNING_INFO: what this consumer runs (mqadmin consumerStatus).
+    fn running_info(&self) -> ConsumerRunningInfo {
+        let data = self.consumer_data();
+        let mut info = ConsumerRunningInfo { subscription_set: data.subscription_data_set, ..Default::default() };
+        info.properties.insert("consumerGroup".into(), data.group_name);
+        info
+    }
+    /// RESET_CONSUMER_CLIENT_OFFSET: consume `topic`'s queues from these offsets. Called
+    /// on the connection's reader task: must not block; work in a spawned task.
+    fn reset_offsets(self: Rc<Self>, topic: String, offsets: BTreeMap<MessageQueue, i64>) {
+        tracing::warn!(topic, queues = offsets.len(), "offset reset ignored: this consumer keeps no offsets to reset");
+    }
+    /// CONSUME_MESSAGE_DIRECTLY: hands `msg` to the listener now and says what it
+    /// answered (an operator's test delivery; nothing is committed).
+    fn consume_directly(&self, msg: MessageExt) -> ConsumeMessageDirectlyResult {
+        let _ = msg;
+        ConsumeMessageDirectlyResult {
+            auto_commit: true,
+            consume_result: None,
+            order: false,
+            remark: Some("this consumer has no listener to call".into()),
+            spent_time_mills: 0,
+        }
+    }
 }
 
 /// What a transactional producer registers to answer a broker's CHECK_TRANSACTION_STATE
@@ -278,6 +304,11 @@ impl ClientInstance {
                     }
                     None
                 }
+                rq::RESET_CONSUMER_CLIENT_OFFSET => {
+                    me.dispatch_reset_offset(addr, &cmd);
+                    (!cmd.is_oneway()).then(|| cmd.create_response(rs::SUCCESS, None))
+                }
+                rq::GET_CONSUMER_RUNNING_INFO | rq::CONSUME_MESSAGE_DIRECTLY => Some(me.answer_admin_call(&cmd)),
                 rq::CHECK_TRANSACTION_STATE => {
                     me.dispatch_transaction_check(addr, &cmd);
                     // Brokers send checks oneway (nothing to answer); one sent as a request
@@ -287,6 +318,59 @@ impl ClientInstance {
                 _ => None,
             }
         })
+    }
+
+    fn consumer_hook(&self, group: &str) -> Option<Rc<dyn ConsumerHook>> {
+        self.consumers.borrow().get(group).and_then(Weak::upgrade)
+    }
+
+    /// RESET_CONSUMER_CLIENT_OFFSET (oneway, from INVOKE_BROKER_TO_RESET_OFFSET): the
+    /// group's consumer here restarts the topic's queues at the given offsets.
+    fn dispatch_reset_offset(&self, addr: &str, cmd: &RemotingCommand) {
+        let (Some(group), Some(topic)) = (cmd.ext("group"), cmd.ext("topic")) else {
+            tracing::warn!(addr, "RESET_CONSUMER_CLIENT_OFFSET without group or topic: dropped");
+            return;
+        };
+        let table = match ResetOffsetBody::decode(&cmd.body) {
+            Ok(b) => b.offset_table,
+            Err(e) => {
+                tracing::warn!(addr, group, topic, error = %e, "RESET_CONSUMER_CLIENT_OFFSET body does not decode: dropped");
+                return;
+            }
+        };
+        match self.consumer_hook(group) {
+            Some(hook) => {
+                tracing::info!(addr, group, topic, queues = table.len(), "broker asks to reset consumer offsets");
+                hook.reset_offsets(topic.to_string(), table);
+            }
+            None => tracing::debug!(addr, group, "RESET_CONSUMER_CLIENT_OFFSET for a group with no consumer here: ignored"),
+        }
+    }
+
+    /// GET_CONSUMER_RUNNING_INFO and CONSUME_MESSAGE_DIRECTLY: answered by the group's
+    /// consumer here (Java's `ClientRemotingProcessor`, same remarks).
+    fn answer_admin_call(&self, cmd: &RemotingCommand) -> RemotingCommand {
+        let group = cmd.ext("consumerGroup").unwrap_or_default();
+        let Some(hook) = self.consumer_hook(group) else {
+            return cmd.create_response(rs::SYSTEM_ERROR, Some(&format!("The Consumer Group <{group}> not exist in this consumer")));
+        };
+        let body = if cmd.code == rq::GET_CONSUMER_RUNNING_INFO {
+            let mut info = hook.running_info();
+            info.properties.insert("PROP_NAMESERVER_ADDR".into(), self.config.namesrv_addrs.join(";"));
+            info.properties.insert("PROP_CLIENT_VERSION".into(), format!("RingMQ {}", env!("CARGO_PKG_VERSION")));
+            info.encode()
+        } else {
+            let broker_name = cmd.ext("brokerName").unwrap_or_default();
+            let msg = match crate::message::user::decode_messages(&cmd.body, broker_name) {
+                Ok(mut v) if v.len() == 1 => v.remove(0),
+                Ok(v) => return cmd.create_response(rs::SYSTEM_ERROR, Some(&format!("expected one message in the body, found {}", v.len()))),
+                Err(e) => return cmd.create_response(rs::SYSTEM_ERROR, Some(&format!("message does not decode: {e}"))),
+            };
+            hook.consume_directly(msg).encode()
+        };
+        let mut r = cmd.create_response(rs::SUCCESS, None);
+        r.body = body.into();
+        r
     }
 
     /// Hands a CHECK_TRANSACTION_STATE to the transactional producer of the half

@@ -1,16 +1,20 @@
 //! NameServer configuration: `ServerConfig` (every bound, with units in its name) and
-//! the TOML file that may set three of them (`listen`, `broker_expiry_ms`,
-//! `scan_interval_ms`).
+//! the TOML file that may set some of them (`listen`, `broker_expiry_ms`,
+//! `scan_interval_ms`, and the Prometheus exporter's `metrics_exporter_type`,
+//! `metrics_prom_exporter_host`, `metrics_prom_exporter_port` — RocketMQ 5's broker and
+//! controller keys, snake_case as in the broker's TOML; Apache's NamesrvConfig has no
+//! metrics keys).
 //!
 //! Invariants: a file with any other key is refused with an error naming the key;
 //! `ServerConfig::validate` refuses zero intervals and limits, so the server never
-//! divides time by zero or accepts nothing.
+//! divides time by zero or accepts nothing, and refuses an exporter host that is not an
+//! IP address before anything listens.
 
 use crate::route::{RouteLimits, BROKER_EXPIRY_MS_DEFAULT};
 use ringmq_client::remoting::frame::FRAME_LEN_MAX_BYTES;
 use ringmq_client::remoting::FrameLimits;
 use serde::Deserialize;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -29,6 +33,26 @@ pub const READ_CHUNK_BYTES_DEFAULT: usize = 64 * 1024;
 pub const CONNECTION_IDLE_TIMEOUT_MS_DEFAULT: u64 = 120_000;
 /// A write that cannot finish within this is abandoned and the connection closed.
 pub const WRITE_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+/// The exporter's default port: RocketMQ 5 uses 5557 for both the broker and the
+/// controller, so a NameServer on the same host as a broker (the usual quick-start
+/// layout) would collide; the next port is RingMQ's choice.
+pub const METRICS_PROM_PORT_DEFAULT: u16 = 5558;
+/// How often the server thread publishes its metrics snapshot for the exporter (a scrape
+/// is at most this old).
+pub const METRICS_PUBLISH_INTERVAL_MS_DEFAULT: u64 = 1_000;
+
+/// Where metrics go (RocketMQ 5's `metricsExporterType`): nowhere, or a Prometheus
+/// endpoint (`GET /metrics`). RocketMQ's OTLP_GRPC and LOG exporters are not built.
+/// The file takes `disable`/`prom` (as the broker's TOML) or Java's `DISABLE`/`PROM`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum MetricsExporter {
+    #[default]
+    #[serde(alias = "DISABLE")]
+    Disable,
+    #[serde(alias = "PROM")]
+    Prom,
+}
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -55,6 +79,12 @@ pub struct ServerConfig {
     /// may fill the whole 16 MiB frame here.
     pub frame_limits: FrameLimits,
     pub route_limits: RouteLimits,
+    pub metrics_exporter_type: MetricsExporter,
+    /// IP address the exporter binds; empty = every address (Java's default "").
+    pub metrics_prom_exporter_host: String,
+    /// 0 picks a free port (tests); `ServerHandle::metrics_addr` tells which.
+    pub metrics_prom_exporter_port: u16,
+    pub metrics_publish_interval_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -73,6 +103,10 @@ impl Default for ServerConfig {
                 body_len_max_bytes: FRAME_LEN_MAX_BYTES,
             },
             route_limits: RouteLimits::default(),
+            metrics_exporter_type: MetricsExporter::Disable,
+            metrics_prom_exporter_host: String::new(),
+            metrics_prom_exporter_port: METRICS_PROM_PORT_DEFAULT,
+            metrics_publish_interval_ms: METRICS_PUBLISH_INTERVAL_MS_DEFAULT,
         }
     }
 }
@@ -84,6 +118,9 @@ pub struct FileConfig {
     pub listen: Option<SocketAddr>,
     pub broker_expiry_ms: Option<u64>,
     pub scan_interval_ms: Option<u64>,
+    pub metrics_exporter_type: Option<MetricsExporter>,
+    pub metrics_prom_exporter_host: Option<String>,
+    pub metrics_prom_exporter_port: Option<u16>,
 }
 
 impl FileConfig {
@@ -108,6 +145,15 @@ impl FileConfig {
         if let Some(v) = self.scan_interval_ms {
             config.scan_interval_ms = v;
         }
+        if let Some(v) = self.metrics_exporter_type {
+            config.metrics_exporter_type = v;
+        }
+        if let Some(v) = &self.metrics_prom_exporter_host {
+            config.metrics_prom_exporter_host = v.clone();
+        }
+        if let Some(v) = self.metrics_prom_exporter_port {
+            config.metrics_prom_exporter_port = v;
+        }
     }
 }
 
@@ -121,13 +167,34 @@ impl ServerConfig {
             ("connections_max", self.connections_max as u64),
             ("write_queue_bytes_max", self.write_queue_bytes_max as u64),
             ("read_chunk_bytes", self.read_chunk_bytes as u64),
+            ("metrics_publish_interval_ms", self.metrics_publish_interval_ms),
         ];
         for (key, value) in positive {
             if value == 0 {
                 return Err(ConfigError::Invalid { key, reason: "must be greater than 0".into() });
             }
         }
+        self.metrics_addr()?;
         Ok(())
+    }
+
+    /// Where the Prometheus exporter listens; `None` when it is disabled.
+    pub fn metrics_addr(&self) -> Result<Option<SocketAddr>, ConfigError> {
+        if self.metrics_exporter_type == MetricsExporter::Disable {
+            return Ok(None);
+        }
+        let host = self.metrics_prom_exporter_host.trim();
+        // `[::1]` as written in URLs is accepted too.
+        let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+        let ip = if host.is_empty() {
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+        } else {
+            host.parse().map_err(|e| ConfigError::Invalid {
+                key: "metrics_prom_exporter_host",
+                reason: format!("`{host}` is not an IP address: {e}"),
+            })?
+        };
+        Ok(Some(SocketAddr::new(ip, self.metrics_prom_exporter_port)))
     }
 }
 
@@ -153,6 +220,7 @@ mod tests {
                 listen: Some("127.0.0.1:9877".parse().unwrap()),
                 broker_expiry_ms: Some(5000),
                 scan_interval_ms: Some(100),
+                ..FileConfig::default()
             }),
         );
         check("listen_addr = \"x\"", Err("unknown field `listen_addr`"));
@@ -165,5 +233,83 @@ mod tests {
         config.scan_interval_ms = 0;
         assert_eq!(config.validate().unwrap_err().to_string(), "config `scan_interval_ms`: must be greater than 0");
         assert_eq!(LISTEN_DEFAULT.parse::<SocketAddr>().unwrap(), ServerConfig::default().listen);
+    }
+
+    #[test]
+    fn metrics_keys() {
+        let prom = |host: Option<&str>, port: Option<u16>| FileConfig {
+            metrics_exporter_type: Some(MetricsExporter::Prom),
+            metrics_prom_exporter_host: host.map(str::to_string),
+            metrics_prom_exporter_port: port,
+            ..FileConfig::default()
+        };
+        check("metrics_exporter_type = \"prom\"", Ok(prom(None, None)));
+        check("metrics_exporter_type = \"PROM\"", Ok(prom(None, None)));
+        check(
+            "metrics_exporter_type = \"disable\"",
+            Ok(FileConfig { metrics_exporter_type: Some(MetricsExporter::Disable), ..FileConfig::default() }),
+        );
+        check(
+            "metrics_exporter_type = \"prom\"\nmetrics_prom_exporter_host = \"127.0.0.1\"\nmetrics_prom_exporter_port = 0",
+            Ok(prom(Some("127.0.0.1"), Some(0))),
+        );
+        check(
+            "metrics_exporter_type = \"log\"",
+            Err("unknown variant `log`, expected one of `DISABLE`, `disable`, `PROM`, `prom`"),
+        );
+        check("metrics_prom_exporter_port = 70000", Err("metrics_prom_exporter_port"));
+        check("metricsExporterType = \"PROM\"", Err("unknown field `metricsExporterType`"));
+    }
+
+    #[test]
+    fn metrics_addr() {
+        // check(exporter type, host, port, expected address or error text)
+        let check = |kind: MetricsExporter, host: &str, port: u16, expected: Result<Option<&str>, &str>| {
+            let config = ServerConfig {
+                metrics_exporter_type: kind,
+                metrics_prom_exporter_host: host.into(),
+                metrics_prom_exporter_port: port,
+                ..ServerConfig::default()
+            };
+            let got = config.metrics_addr().map_err(|e| e.to_string());
+            let expected = expected.map(|a| a.map(|a| a.parse::<SocketAddr>().unwrap()));
+            match (got, expected) {
+                (Ok(got), Ok(expected)) => assert_eq!(got, expected, "{host}"),
+                (Err(got), Err(needle)) => {
+                    assert!(got.contains(needle), "{host}: {got} lacks {needle}");
+                    assert!(config.validate().is_err(), "validate refuses it too");
+                }
+                (got, expected) => panic!("{host}: got {got:?}, expected {expected:?}"),
+            }
+        };
+        check(MetricsExporter::Disable, "not an ip", 1, Ok(None));
+        check(MetricsExporter::Prom, "", METRICS_PROM_PORT_DEFAULT, Ok(Some("0.0.0.0:5558")));
+        check(MetricsExporter::Prom, "127.0.0.1", 0, Ok(Some("127.0.0.1:0")));
+        check(MetricsExporter::Prom, "[::1]", 9, Ok(Some("[::1]:9")));
+        check(MetricsExporter::Prom, "::1", 9, Ok(Some("[::1]:9")));
+        check(
+            MetricsExporter::Prom,
+            "localhost",
+            9,
+            Err("config `metrics_prom_exporter_host`: `localhost` is not an IP address"),
+        );
+        let defaults = ServerConfig::default();
+        assert_eq!(
+            (defaults.metrics_exporter_type, defaults.metrics_addr().unwrap()),
+            (MetricsExporter::Disable, None)
+        );
+        let mut config = ServerConfig::default();
+        prom_file().apply(&mut config);
+        assert_eq!(config.metrics_addr().unwrap(), Some("127.0.0.1:0".parse().unwrap()));
+        assert!(ServerConfig { metrics_publish_interval_ms: 0, ..config }.validate().is_err());
+    }
+
+    fn prom_file() -> FileConfig {
+        FileConfig {
+            metrics_exporter_type: Some(MetricsExporter::Prom),
+            metrics_prom_exporter_host: Some("127.0.0.1".into()),
+            metrics_prom_exporter_port: Some(0),
+            ..FileConfig::default()
+        }
     }
 }

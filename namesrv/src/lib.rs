@@ -5,19 +5,23 @@
 //! Modules (one concern each):
 //! - `route`: `RouteInfoManager`, the pure registry (no IO, time injected);
 //! - `processor`: request code -> response, against the registry;
-//! - `server`: the glommio network loop, connection bounds and the expiry scan;
+//! - `server`: the glommio network loop, connection bounds, the expiry scan and the
+//!   metrics publishing;
+//! - `metrics`: what the server counts, its snapshot and Prometheus exposition (served
+//!   by the shared `metrics-export` endpoint on its own thread);
 //! - `config`: `ServerConfig` and the TOML file;
 //! - `bodies`: the few wire bodies the shared codec lacks.
 //!
-//! Invariant: only `server` does IO; everything it calls is synchronous and
-//! deterministic given `now_ms`.
+//! Invariant: only `server` does IO (it also starts the metrics endpoint's thread);
+//! everything it calls is synchronous and deterministic given `now_ms`.
 
 pub mod bodies;
 pub mod config;
+pub mod metrics;
 pub mod processor;
 pub mod route;
 pub mod server;
 
-pub use config::{ConfigError, FileConfig, ServerConfig};
+pub use config::{ConfigError, FileConfig, MetricsExporter, ServerConfig};
 pub use route::{BrokerRegistration, ExpiredBroker, RegisterResult, RouteError, RouteInfoManager, RouteLimits};
 pub use server::{ServerError, ServerHandle};

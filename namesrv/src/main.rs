@@ -1,12 +1,13 @@
 //! `ringmq-namesrv`: the NameServer binary. Reads flags and an optional TOML file
-//! (`listen`, `broker_expiry_ms`, `scan_interval_ms`; flags win over the file), sets up
-//! tracing (`RUST_LOG`, default `info`) and serves until killed.
+//! (`listen`, `broker_expiry_ms`, `scan_interval_ms`, `metrics_exporter_type`,
+//! `metrics_prom_exporter_host`, `metrics_prom_exporter_port`; flags win over the file),
+//! sets up tracing (`RUST_LOG`, default `info`) and serves until killed.
 //!
 //! Invariant: a bad flag, file or key ends the process with a message and a non-zero
 //! status before anything listens.
 
 use clap::Parser;
-use namesrv::config::{FileConfig, ServerConfig};
+use namesrv::config::{FileConfig, MetricsExporter, ServerConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,9 +19,19 @@ struct Args {
     /// Address to listen on [default: 0.0.0.0:9876].
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
-    /// TOML config file (keys: listen, broker_expiry_ms, scan_interval_ms).
+    /// TOML config file (keys: listen, broker_expiry_ms, scan_interval_ms,
+    /// metrics_exporter_type, metrics_prom_exporter_host, metrics_prom_exporter_port).
     #[arg(short = 'c', long = "config", value_name = "TOML")]
     config: Option<PathBuf>,
+    /// `prom` serves Prometheus metrics at GET /metrics [default: disable].
+    #[arg(long, value_enum, ignore_case = true, value_name = "TYPE")]
+    metrics_exporter_type: Option<MetricsExporter>,
+    /// IP address of the metrics endpoint [default: every address].
+    #[arg(long, value_name = "IP")]
+    metrics_prom_exporter_host: Option<String>,
+    /// Port of the metrics endpoint [default: 5558; RocketMQ's brokers use 5557].
+    #[arg(long, value_name = "PORT")]
+    metrics_prom_exporter_port: Option<u16>,
 }
 
 fn main() -> ExitCode {
@@ -38,9 +49,14 @@ fn main() -> ExitCode {
             }
         }
     }
-    if let Some(listen) = args.listen {
-        config.listen = listen;
-    }
+    let flags = FileConfig {
+        listen: args.listen,
+        metrics_exporter_type: args.metrics_exporter_type,
+        metrics_prom_exporter_host: args.metrics_prom_exporter_host,
+        metrics_prom_exporter_port: args.metrics_prom_exporter_port,
+        ..FileConfig::default()
+    };
+    flags.apply(&mut config);
     match namesrv::server::run(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

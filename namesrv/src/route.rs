@@ -424,6 +424,22 @@ impl RouteInfoManager {
         self.broker_live.len()
     }
 
+    /// Live broker addresses per cluster, sorted by cluster name (metrics). A cluster is
+    /// its broker names' (I2), so at most `brokers_max` entries; they add up to
+    /// `live_broker_count` (I1).
+    pub fn live_brokers_by_cluster(&self) -> Vec<(String, usize)> {
+        let mut by_cluster: BTreeMap<&str, usize> = BTreeMap::new();
+        for data in self.broker_addr_table.values() {
+            *by_cluster.entry(data.cluster.as_str()).or_default() += data.broker_addrs.len();
+        }
+        by_cluster.into_iter().map(|(c, n)| (c.to_string(), n)).collect()
+    }
+
+    /// Number of topics with queues.
+    pub fn topic_count(&self) -> usize {
+        self.topic_queue_table.len()
+    }
+
     /// Sets a KV config value; returns the previous one.
     pub fn put_kv(&mut self, namespace: &str, key: &str, value: &str) -> Result<Option<String>, RouteError> {
         let exists = self.kv.get(namespace).is_some_and(|m| m.contains_key(key));
@@ -558,6 +574,11 @@ mod tests {
         assert!(rim.filter_server_table.keys().all(|a| rim.broker_live.contains_key(a)));
         assert!(rim.kv.values().all(|m| !m.is_empty()));
         assert_eq!(rim.kv_entries, rim.kv.values().map(BTreeMap::len).sum::<usize>());
+        // The metrics' views agree with the tables.
+        let by_cluster = rim.live_brokers_by_cluster();
+        assert_eq!(by_cluster.iter().map(|(_, n)| n).sum::<usize>(), rim.live_broker_count());
+        assert!(by_cluster.iter().all(|(c, n)| *n > 0 && rim.cluster_addr_table.contains_key(c)), "{by_cluster:?}");
+        assert_eq!(rim.topic_count(), rim.all_topics().len());
         assert_eq!(rim.route_for_topic(topic), expected, "route of {topic}");
     }
 
@@ -702,6 +723,7 @@ mod tests {
         rim.register_broker(moved, 7_000).unwrap();
         assert_eq!(rim.topics_by_cluster("Other"), ["T3"]);
         assert_eq!(rim.topics_by_cluster(C), ["T1", "T2"]);
+        assert_eq!(rim.live_brokers_by_cluster(), [(C.to_string(), 1), ("Other".to_string(), 1)]);
         check(
             &rim,
             "T3",

@@ -1,6 +1,8 @@
 //! The NameServer's network side: one glommio `LocalExecutor` (one core) that accepts
-//! connections, answers remoting requests with `processor::process`, and expires
-//! brokers every `scan_interval_ms`.
+//! connections, answers remoting requests with `processor::process`, expires brokers
+//! every `scan_interval_ms`, and — with `metrics_exporter_type = "prom"` — publishes a
+//! metrics snapshot every `metrics_publish_interval_ms` for the Prometheus endpoint,
+//! which runs on its own OS thread.
 //!
 //! Invariants:
 //! - all state lives in one `RouteInfoManager` behind a `RefCell` on the executor's
@@ -15,16 +17,21 @@
 //!   frames before it) and touches nothing else; oneway requests and stray responses get
 //!   no answer; answers use the request's serialize type;
 //! - the listening socket is bound without `SO_REUSEPORT` (glommio's `bind` sets it), so
-//!   a second server on a port in use fails instead of silently sharing it.
+//!   a second server on a port in use fails instead of silently sharing it;
+//! - metrics are plain integers on the executor's thread (`Shared::metrics`); the
+//!   exporter thread only reads published snapshots, and publishing never waits for it
+//!   (`Slot::publish` skips a round), so a scrape, slow or not, never delays a request.
 
 use crate::config::{ConfigError, ServerConfig};
+use crate::metrics::{self, NamesrvMetrics, Snapshot};
 use crate::processor::process;
 use crate::route::RouteInfoManager;
 use bytes::BytesMut;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 use glommio::{LocalExecutorBuilder, Placement};
-use ringmq_client::remoting::codes::response_code;
+use metrics_export::{Exporter, Slot};
+use ringmq_client::remoting::codes::{request_code, response_code};
 use ringmq_client::remoting::{CommandError, RemotingCommand};
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -47,6 +54,8 @@ pub enum ServerError {
     Executor(#[source] io::Error),
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: SocketAddr, source: io::Error },
+    #[error("cannot serve metrics on {addr}: {source}")]
+    Metrics { addr: SocketAddr, source: io::Error },
     #[error("the server thread ended before it was listening")]
     StartAborted,
 }
@@ -66,6 +75,7 @@ enum ConnError {
 struct Shared {
     config: ServerConfig,
     rim: RefCell<RouteInfoManager>,
+    metrics: RefCell<NamesrvMetrics>,
     connections: Cell<usize>,
     /// Time origin: the registry sees monotonic milliseconds since start.
     started: Instant,
@@ -77,18 +87,49 @@ impl Shared {
     }
 }
 
+/// The metrics side of a running server: the endpoint's thread and the slot the
+/// executor publishes into.
+struct MetricsExport {
+    exporter: Exporter,
+    slot: Arc<Slot<Snapshot>>,
+}
+
+/// Starts the Prometheus endpoint when the config asks for one. `node_id` labels every
+/// series (the RPC address the server listens on).
+fn start_metrics(
+    config: &ServerConfig,
+    node_id: String,
+    stop: &Arc<AtomicBool>,
+) -> Result<Option<MetricsExport>, ServerError> {
+    let Some(addr) = config.metrics_addr()? else { return Ok(None) };
+    let slot: Arc<Slot<Snapshot>> = Arc::new(Slot::default());
+    let read = slot.clone();
+    let exporter = metrics_export::spawn(addr, "namesrv-metrics", stop.clone(), move || {
+        // Before the first publish (start-up only): an all-zero snapshot.
+        metrics::render(&node_id, &read.latest().unwrap_or_default())
+    })
+    .map_err(|source| ServerError::Metrics { addr, source })?;
+    tracing::info!(metrics_addr = %exporter.local_addr(), "Prometheus metrics at GET /metrics");
+    Ok(Some(MetricsExport { exporter, slot }))
+}
+
 /// Serves on the calling thread until the process ends.
 pub fn run(config: ServerConfig) -> Result<(), ServerError> {
     config.validate()?;
+    let listener = bind(config.listen)?;
+    let local_addr = listener.local_addr().map_err(|source| ServerError::Bind { addr: config.listen, source })?;
+    // Never set: the process ends with the server.
+    let stop = Arc::new(AtomicBool::new(false));
+    let metrics = start_metrics(&config, local_addr.to_string(), &stop)?;
     let ex = LocalExecutorBuilder::new(Placement::Unbound)
         .name("namesrv")
         .make()
         .map_err(|e| ServerError::Executor(e.into()))?;
+    let slot = metrics.as_ref().map(|m| m.slot.clone());
     ex.run(async move {
-        let listener = bind(config.listen)?;
-        serve(listener, config, Arc::new(AtomicBool::new(false))).await;
-        Ok(())
-    })
+        serve(into_glommio(listener), config, stop, slot).await;
+    });
+    Ok(())
 }
 
 /// A server running on its own thread (tests, embedding).
@@ -97,6 +138,7 @@ pub struct ServerHandle {
     local_addr: SocketAddr,
     stop: Arc<AtomicBool>,
     thread: Option<glommio::ExecutorJoinHandle<()>>,
+    exporter: Option<Exporter>,
 }
 
 impl ServerHandle {
@@ -105,7 +147,13 @@ impl ServerHandle {
         self.local_addr
     }
 
-    /// Stops accepting, drops every connection and waits for the thread.
+    /// Where `GET /metrics` is served (the real port when configured with port 0);
+    /// `None` when the exporter is disabled.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.exporter.as_ref().map(Exporter::local_addr)
+    }
+
+    /// Stops accepting, drops every connection and waits for the threads.
     pub fn stop(mut self) {
         self.stop_and_join();
     }
@@ -123,6 +171,10 @@ impl ServerHandle {
                 tracing::warn!(error = %e, "name server thread ended badly");
             }
         }
+        // The exporter polls the same flag.
+        if let Some(exporter) = self.exporter.take() {
+            exporter.join();
+        }
     }
 }
 
@@ -132,47 +184,57 @@ impl Drop for ServerHandle {
     }
 }
 
-/// Starts a server on a new thread and returns once it listens.
+/// Starts a server on a new thread and returns once it listens (and, when enabled, once
+/// its metrics endpoint does).
 pub fn spawn(config: ServerConfig) -> Result<ServerHandle, ServerError> {
     config.validate()?;
+    let listener = bind(config.listen)?;
+    let local_addr = listener.local_addr().map_err(|source| ServerError::Bind { addr: config.listen, source })?;
     let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = mpsc::channel::<Result<SocketAddr, ServerError>>();
+    let metrics = start_metrics(&config, local_addr.to_string(), &stop)?;
+    let (slot, exporter) = match metrics {
+        Some(m) => (Some(m.slot), Some(m.exporter)),
+        None => (None, None),
+    };
+    // Stops the exporter again when the executor does not start.
+    let abort = |exporter: Option<Exporter>, e: ServerError| {
+        stop.store(true, Ordering::SeqCst);
+        if let Some(x) = exporter {
+            x.join();
+        }
+        e
+    };
+    let (tx, rx) = mpsc::channel::<()>();
     let stop_flag = stop.clone();
-    let thread = LocalExecutorBuilder::new(Placement::Unbound)
-        .name("namesrv")
-        .spawn(move || async move {
-            let listener = match bind(config.listen) {
-                Ok(l) => l,
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                    return;
-                }
-            };
-            match listener.local_addr() {
-                Ok(addr) => {
-                    let _ = tx.send(Ok(addr));
-                }
-                Err(source) => {
-                    let _ = tx.send(Err(ServerError::Bind { addr: config.listen, source: source.into() }));
-                    return;
-                }
-            }
-            serve(listener, config, stop_flag).await;
-        })
-        .map_err(|e| ServerError::Executor(e.into()))?;
-    let local_addr = rx.recv().map_err(|_| ServerError::StartAborted)??;
-    Ok(ServerHandle { local_addr, stop, thread: Some(thread) })
+    let thread = LocalExecutorBuilder::new(Placement::Unbound).name("namesrv").spawn(move || async move {
+        let listener = into_glommio(listener);
+        let _ = tx.send(());
+        serve(listener, config, stop_flag, slot).await;
+    });
+    let thread = match thread {
+        Ok(t) => t,
+        Err(e) => return Err(abort(exporter, ServerError::Executor(e.into()))),
+    };
+    if rx.recv().is_err() {
+        return Err(abort(exporter, ServerError::StartAborted));
+    }
+    Ok(ServerHandle { local_addr, stop, thread: Some(thread), exporter })
 }
 
-/// Binds without SO_REUSEPORT; must run on a glommio executor.
-fn bind(addr: SocketAddr) -> Result<TcpListener, ServerError> {
-    let std_listener = std::net::TcpListener::bind(addr).map_err(|source| ServerError::Bind { addr, source })?;
+/// Binds without SO_REUSEPORT, on the caller's thread (so a port in use is reported
+/// before anything starts).
+fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, ServerError> {
+    std::net::TcpListener::bind(addr).map_err(|source| ServerError::Bind { addr, source })
+}
+
+/// Hands a bound listener to glommio; must run on a glommio executor.
+fn into_glommio(listener: std::net::TcpListener) -> TcpListener {
     // SAFETY: the descriptor is a bound, listening TCP socket that we own; ownership
     // moves to the glommio listener, which closes it.
-    Ok(unsafe { TcpListener::from_raw_fd(std_listener.into_raw_fd()) })
+    unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) }
 }
 
-async fn serve(listener: TcpListener, config: ServerConfig, stop: Arc<AtomicBool>) {
+async fn serve(listener: TcpListener, config: ServerConfig, stop: Arc<AtomicBool>, slot: Option<Arc<Slot<Snapshot>>>) {
     let local = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
     tracing::info!(
         addr = %local,
@@ -182,11 +244,15 @@ async fn serve(listener: TcpListener, config: ServerConfig, stop: Arc<AtomicBool
     );
     let shared = Rc::new(Shared {
         rim: RefCell::new(RouteInfoManager::new(config.broker_expiry_ms, config.route_limits)),
+        metrics: RefCell::new(NamesrvMetrics::default()),
         config,
         connections: Cell::new(0),
         started: Instant::now(),
     });
     glommio::spawn_local(scan_loop(Rc::downgrade(&shared))).detach();
+    if let Some(slot) = slot {
+        glommio::spawn_local(publish_loop(Rc::downgrade(&shared), slot)).detach();
+    }
     loop {
         let accepted = listener.accept().await;
         if stop.load(Ordering::SeqCst) {
@@ -205,6 +271,7 @@ async fn serve(listener: TcpListener, config: ServerConfig, stop: Arc<AtomicBool
         let open = shared.connections.get();
         if open >= shared.config.connections_max {
             tracing::warn!(peer, connections_max = shared.config.connections_max, "too many connections; closing");
+            shared.metrics.borrow_mut().on_connection_refused();
             continue;
         }
         shared.connections.set(open + 1);
@@ -232,6 +299,7 @@ async fn scan_loop(shared: Weak<Shared>) {
         glommio::timer::sleep(Duration::from_millis(interval_ms)).await;
         let Some(s) = shared.upgrade() else { return };
         let expired = s.rim.borrow_mut().scan_expired(s.now_ms());
+        s.metrics.borrow_mut().on_expired(expired.len());
         for e in expired {
             tracing::warn!(
                 addr = e.addr,
@@ -243,6 +311,38 @@ async fn scan_loop(shared: Weak<Shared>) {
             );
         }
     }
+}
+
+/// Publishes a metrics snapshot now and every `metrics_publish_interval_ms` until the
+/// server ends. Copying the counters costs a few kilobytes per interval (the maps are
+/// bounded, see `metrics`); no borrow is held across the sleep.
+async fn publish_loop(shared: Weak<Shared>, slot: Arc<Slot<Snapshot>>) {
+    loop {
+        let Some(s) = shared.upgrade() else { return };
+        let snapshot = s.metrics.borrow().snapshot(&s.rim.borrow(), s.connections.get());
+        // Skipped if the exporter is reading the slot right now; the next round catches up.
+        slot.publish(snapshot);
+        let interval_ms = s.config.metrics_publish_interval_ms;
+        drop(s);
+        glommio::timer::sleep(Duration::from_millis(interval_ms)).await;
+    }
+}
+
+/// Answers one request and counts it (code, answer, handling time, brokers removed).
+fn handle(shared: &Shared, req: &RemotingCommand) -> RemotingCommand {
+    let started = Instant::now();
+    let mut rim = shared.rim.borrow_mut();
+    let live_before = rim.live_broker_count();
+    let resp = process(&mut rim, req, shared.now_ms());
+    let removed = if req.code == request_code::UNREGISTER_BROKER {
+        live_before.saturating_sub(rim.live_broker_count())
+    } else {
+        0
+    };
+    drop(rim);
+    let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    shared.metrics.borrow_mut().on_request(req.code, resp.code, us, removed);
+    resp
 }
 
 async fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<(), ConnError> {
@@ -259,6 +359,7 @@ async fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<(), 
                 Ok(Some(req)) => req,
                 Ok(None) => break,
                 Err(e) => {
+                    shared.metrics.borrow_mut().on_bad_frame();
                     if !out.is_empty() {
                         // Best effort: the peer is about to lose the connection anyway.
                         let _ = stream.write_all(&out).await;
@@ -270,7 +371,7 @@ async fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<(), 
                 tracing::debug!(opaque = req.opaque, code = req.code, "ignoring a response sent to the name server");
                 continue;
             }
-            let resp = process(&mut shared.rim.borrow_mut(), &req, shared.now_ms());
+            let resp = handle(shared, &req);
             if req.is_oneway() {
                 continue;
             }

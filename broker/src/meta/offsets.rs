@@ -81,6 +81,16 @@ impl ConsumerOffsetTable {
         removed
     }
 
+    /// Forgets every group's offsets of `topic` (the topic was deleted); returns how many
+    /// entries were removed.
+    pub fn remove_topic(&mut self, topic: &str) -> usize {
+        let before = self.offsets.len();
+        self.offsets.retain(|(_, t, _), _| t != topic);
+        let removed = before - self.offsets.len();
+        self.dirty |= removed > 0;
+        removed
+    }
+
     /// (topic, queue id, offset) of every queue `group` committed, in key order.
     pub fn group_offsets<'a>(&'a self, group: &'a str) -> impl Iterator<Item = (&'a str, i32, u64)> + 'a {
         self.offsets

@@ -45,6 +45,8 @@ pub const SYSTEM_TOPICS: &[&str] = &[
 ];
 /// System topics the broker creates on first use (clients cannot create them).
 pub const BROKER_CREATED_SYSTEM_TOPICS: &[&str] = &["TRANS_CHECK_MAX_TIME_TOPIC"];
+/// Queues of the cluster-named topic (Java's `TopicConfig` default of 16).
+pub const NAMED_CLUSTER_TOPIC_QUEUES: u32 = 16;
 /// RocketMQ `TopicValidator.SYSTEM_TOPIC_PREFIX`.
 pub const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
 
@@ -163,6 +165,34 @@ impl TopicTable {
         super::upsert_entry(WHAT, &mut self.topics, &mut self.data_version, &key, config, now_ms)
     }
 
+    /// Moves the version with nothing else changed: what the NameServers are told
+    /// changed without a topic changing (the broker's permission), so they take it.
+    pub fn touch(&mut self, now_ms: i64) {
+        self.data_version.bump(now_ms);
+    }
+
+    /// RocketMQ's per-broker and per-cluster topics (`brokerTopicEnable`,
+    /// `clusterTopicEnable`): the broker's name with 1 queue, the cluster's name with
+    /// 16, both `PERM_INHERIT` plus read and write when enabled (Java's
+    /// `TopicConfigManager`). Returns whether the table changed.
+    pub fn ensure_named_topics(&mut self, broker_name: &str, broker_enabled: bool, cluster_name: &str, cluster_enabled: bool, now_ms: i64) -> Result<bool, MetaError> {
+        let before = self.data_version;
+        for (name, queues, enabled) in [(cluster_name, NAMED_CLUSTER_TOPIC_QUEUES, cluster_enabled), (broker_name, 1, broker_enabled)] {
+            let mut c = TopicConfig::new(name, queues);
+            c.perm = if enabled { PERM_INHERIT | PERM_RW } else { PERM_INHERIT };
+            // Kept as they are when present: an operator may have changed them.
+            if self.topics.get(name).is_none_or(|t| t.perm & PERM_RW != c.perm & PERM_RW) {
+                let kept = self.topics.get(name).map(|t| (t.read_queue_nums, t.write_queue_nums));
+                if let Some((r, w)) = kept {
+                    c.read_queue_nums = r;
+                    c.write_queue_nums = w;
+                }
+                self.upsert(c, now_ms)?;
+            }
+        }
+        Ok(self.data_version != before)
+    }
+
     /// Removes a topic; bumps the version if it existed.
     pub fn remove(&mut self, name: &str, now_ms: i64) -> Option<TopicConfig> {
         super::remove_entry(&mut self.topics, &mut self.data_version, name, now_ms)
@@ -199,6 +229,27 @@ mod tests {
 
     fn check(name: &str, expected: Result<(), NameError>) {
         assert_eq!(validate_topic_name(name), expected, "topic {name:?}");
+    }
+
+    #[test]
+    fn broker_and_cluster_topics_as_java_makes_them() {
+        let mut t = TopicTable::with_defaults(8);
+        assert!(t.ensure_named_topics("broker-a", true, "DefaultCluster", true, 1).unwrap());
+        let b = t.get("broker-a").unwrap();
+        assert_eq!((b.read_queue_nums, b.write_queue_nums, b.perm), (1, 1, PERM_INHERIT | PERM_RW));
+        assert_eq!(t.get("DefaultCluster").unwrap().write_queue_nums, NAMED_CLUSTER_TOPIC_QUEUES);
+        assert!(!t.ensure_named_topics("broker-a", true, "DefaultCluster", true, 2).unwrap(), "present: unchanged");
+        // Disabled: kept, without read and write (Java: PERM_INHERIT only); queues kept.
+        let mut grown = t.get("broker-a").unwrap().clone();
+        grown.read_queue_nums = 4;
+        grown.write_queue_nums = 4;
+        t.upsert(grown, 3).unwrap();
+        assert!(t.ensure_named_topics("broker-a", false, "DefaultCluster", true, 4).unwrap());
+        let b = t.get("broker-a").unwrap();
+        assert_eq!((b.read_queue_nums, b.perm), (4, PERM_INHERIT));
+        let v = t.version();
+        t.touch(5);
+        assert_ne!(t.version(), v, "touch moves the version");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! no atomics on the request path), the `Snapshot` each shard publishes every
 //! `METRICS_PUBLISH_INTERVAL_MS`, and their Prometheus exposition (`render`, with
 //! RocketMQ 5's metric names and labels where they exist, `ringmq_*` per-shard series
-//! otherwise). `exporter.rs` serves it over HTTP.
+//! otherwise). `exporter.rs` serves it over HTTP; the endpoint, the publish slot and the
+//! metric families are the `metrics-export` crate's, shared with the NameServer.
 //!
 //! Invariants: a shard never waits for the exporter — it publishes with `try_lock` and
 //! skips a round if the exporter is reading that slot; every map is bounded (topics by
@@ -11,47 +12,20 @@
 
 pub mod exporter;
 pub mod stats;
+pub mod windows;
 
-use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
-use prometheus_client::metrics::MetricType;
-use prometheus_client::registry::Registry;
+pub use metrics_export::{Buckets, LATENCY_BOUNDS_US};
+use metrics_export::prometheus_client::metrics::MetricType;
+use metrics_export::prometheus_client::registry::Registry;
+use metrics_export::{Histograms, Labels, Slot, Values};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// How often a shard publishes its snapshot.
 pub const METRICS_PUBLISH_INTERVAL_MS: u64 = 1_000;
 /// Distinct request codes with their own latency histogram per shard; others are
 /// counted under code -1.
 pub const RPC_CODES_MAX: usize = 256;
-/// Upper bounds of the latency buckets, in microseconds (the last bucket is +Inf).
-pub const LATENCY_BOUNDS_US: [u64; 14] = [50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000, 5_000_000];
-
-/// A latency histogram: counts per bucket (not cumulative) and the sum.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Buckets {
-    pub counts: [u64; LATENCY_BOUNDS_US.len() + 1],
-    pub sum_us: u64,
-}
-
-impl Buckets {
-    pub fn observe(&mut self, us: u64) {
-        let i = LATENCY_BOUNDS_US.iter().position(|&b| us <= b).unwrap_or(LATENCY_BOUNDS_US.len());
-        self.counts[i] += 1;
-        self.sum_us = self.sum_us.saturating_add(us);
-    }
-
-    pub fn count(&self) -> u64 {
-        self.counts.iter().sum()
-    }
-
-    fn add(&mut self, other: &Buckets) {
-        for (a, b) in self.counts.iter_mut().zip(other.counts.iter()) {
-            *a += b;
-        }
-        self.sum_us = self.sum_us.saturating_add(other.sum_us);
-    }
-}
-
 /// Messages and bytes in and out of one topic.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TopicTraffic {
@@ -66,10 +40,26 @@ pub struct TopicTraffic {
 /// and request codes, not attacker-chosen at will).
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
+/// (topic, consumer group) pairs counted per shard for GROUP_GET_* stats; later pairs
+/// are not counted.
+pub const GROUP_TOPIC_KEYS_MAX: usize = 8192;
+
+/// What one group pulled from one topic: messages, record bytes, pull responses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupTraffic {
+    pub messages: u64,
+    pub bytes: u64,
+    pub pulls: u64,
+}
+
 #[derive(Debug, Default)]
 pub struct ShardMetrics {
     topics: FastMap<String, TopicTraffic>,
     rpc: FastMap<i32, Buckets>,
+    /// topic → group → traffic (two levels: a pull looks its pair up without building
+    /// the `topic@group` key); at most `GROUP_TOPIC_KEYS_MAX` pairs in all.
+    groups: FastMap<String, FastMap<String, GroupTraffic>>,
+    group_pairs: usize,
 }
 
 impl ShardMetrics {
@@ -85,6 +75,56 @@ impl ShardMetrics {
         let t = self.topic(topic);
         t.messages_out += messages as u64;
         t.bytes_out += bytes as u64;
+    }
+
+    /// Messages a pull of `group` delivered from `topic`.
+    pub fn on_group_pull(&mut self, topic: &str, group: &str, messages: usize, bytes: usize) {
+        let known = self.groups.get(topic).is_some_and(|g| g.contains_key(group));
+        if !known {
+            if self.group_pairs >= GROUP_TOPIC_KEYS_MAX {
+                return;
+            }
+            self.group_pairs += 1;
+            self.groups.entry(topic.to_string()).or_default().insert(group.to_string(), GroupTraffic::default());
+        }
+        let Some(g) = self.groups.get_mut(topic).and_then(|m| m.get_mut(group)) else { return };
+        g.messages += messages as u64;
+        g.bytes += bytes as u64;
+        g.pulls += 1;
+    }
+
+    /// The cumulative counters behind VIEW_BROKER_STATS_DATA. A put counts one update
+    /// per message (`avgpt` of TOPIC_PUT_NUMS is 1); a pull one per response.
+    pub fn stats_counters(&self) -> Vec<(windows::StatsName, String, windows::Counter)> {
+        use windows::{Counter, StatsName as N};
+        let mut out = Vec::with_capacity(self.topics.len() * 2 + self.group_pairs * 2);
+        for (t, v) in &self.topics {
+            out.push((N::TopicPutNums, t.clone(), Counter { value: v.messages_in, times: v.messages_in }));
+            out.push((N::TopicPutSize, t.clone(), Counter { value: v.bytes_in, times: v.messages_in }));
+        }
+        for (t, groups) in &self.groups {
+            for (g, v) in groups {
+                let key = format!("{t}@{g}");
+                out.push((N::GroupGetNums, key.clone(), Counter { value: v.messages, times: v.pulls }));
+                out.push((N::GroupGetSize, key, Counter { value: v.bytes, times: v.pulls }));
+            }
+        }
+        out
+    }
+
+    /// The live counter of one stats key.
+    pub fn stats_counter(&self, name: windows::StatsName, key: &str) -> Option<windows::Counter> {
+        use windows::{Counter, StatsName as N};
+        match name {
+            N::TopicPutNums => self.topics.get(key).map(|v| Counter { value: v.messages_in, times: v.messages_in }),
+            N::TopicPutSize => self.topics.get(key).map(|v| Counter { value: v.bytes_in, times: v.messages_in }),
+            N::GroupGetNums | N::GroupGetSize => {
+                // Java's key is `topic@group`; a group name has no '@', a topic may not either.
+                let (topic, group) = key.rsplit_once('@')?;
+                let v = self.groups.get(topic)?.get(group)?;
+                Some(if name == N::GroupGetNums { Counter { value: v.messages, times: v.pulls } } else { Counter { value: v.bytes, times: v.pulls } })
+            }
+        }
     }
 
     /// A request answered after `us` microseconds.
@@ -147,74 +187,23 @@ pub struct Snapshot {
 /// One slot per shard, written by that shard only, read by the exporter.
 #[derive(Debug)]
 pub struct Published {
-    slots: Vec<Mutex<Option<Arc<Snapshot>>>>,
+    slots: Vec<Slot<Snapshot>>,
 }
 
 impl Published {
     pub fn new(shards: usize) -> Arc<Self> {
-        Arc::new(Self { slots: (0..shards).map(|_| Mutex::new(None)).collect() })
+        Arc::new(Self { slots: (0..shards).map(|_| Slot::default()).collect() })
     }
 
     /// Never blocks the shard: if the exporter holds the slot, this round is skipped.
     pub fn publish(&self, snapshot: Snapshot) {
-        let shard = snapshot.shard;
-        if let Some(slot) = self.slots.get(shard) {
-            if let Ok(mut s) = slot.try_lock() {
-                *s = Some(Arc::new(snapshot));
-            }
+        if let Some(slot) = self.slots.get(snapshot.shard) {
+            slot.publish(snapshot);
         }
     }
 
     pub fn collect(&self) -> Vec<Arc<Snapshot>> {
-        self.slots.iter().filter_map(|s| s.lock().ok().and_then(|g| g.clone())).collect()
-    }
-}
-
-type Labels = Vec<(String, String)>;
-
-/// A family of values taken from snapshots (the registry only encodes it).
-#[derive(Debug)]
-struct Values {
-    kind: MetricType,
-    series: Vec<(Labels, f64)>,
-}
-
-impl EncodeMetric for Values {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        for (labels, v) in &self.series {
-            let mut e = encoder.encode_family(labels)?;
-            match self.kind {
-                MetricType::Counter => e.encode_counter::<(), _, u64>(&(*v as u64), None)?,
-                _ => e.encode_gauge(v)?,
-            }
-        }
-        Ok(())
-    }
-
-    fn metric_type(&self) -> MetricType {
-        self.kind
-    }
-}
-
-#[derive(Debug)]
-struct Histograms {
-    /// Bucket bounds are microseconds; exposed in the unit of the metric's name.
-    scale: f64,
-    series: Vec<(Labels, Buckets)>,
-}
-
-impl EncodeMetric for Histograms {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        for (labels, b) in &self.series {
-            let mut buckets: Vec<(f64, u64)> = LATENCY_BOUNDS_US.iter().zip(b.counts.iter()).map(|(&ub, &c)| (ub as f64 * self.scale, c)).collect();
-            buckets.push((f64::MAX, b.counts[LATENCY_BOUNDS_US.len()]));
-            encoder.encode_family(labels)?.encode_histogram::<()>(b.sum_us as f64 * self.scale, b.count(), &buckets, None)?;
-        }
-        Ok(())
-    }
-
-    fn metric_type(&self) -> MetricType {
-        MetricType::Histogram
+        self.slots.iter().filter_map(Slot::latest).collect()
     }
 }
 
@@ -288,30 +277,12 @@ pub fn render(node: &Node, snaps: &[Arc<Snapshot>]) -> String {
     reg.register("ringmq_shard_recovery_ms", "Store open and recovery time at start-up, per shard", per_shard(MetricType::Gauge, |s| s.recovery_ms as f64));
     reg.register("ringmq_shard_ha_slaves", "Slaves attached, per shard", per_shard(MetricType::Gauge, |s| s.ha_slaves as f64));
     reg.register("ringmq_shard_ha_behind_bytes", "Replication bytes not yet confirmed by a slave (master) or not yet received (slave), per shard", per_shard(MetricType::Gauge, |s| s.ha_behind_bytes as f64));
-    let mut out = String::new();
-    // Writing to a String cannot fail.
-    let _ = prometheus_client::encoding::text::encode(&mut out, &reg);
-    out
+    metrics_export::encode(&reg)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn buckets_place_observations() {
-        // check(observations, expected non-zero buckets (index, count), sum)
-        let check = |obs: &[u64], want: &[(usize, u64)], sum: u64| {
-            let mut b = Buckets::default();
-            obs.iter().for_each(|&o| b.observe(o));
-            let got: Vec<(usize, u64)> = b.counts.iter().enumerate().filter(|(_, &c)| c > 0).map(|(i, &c)| (i, c)).collect();
-            assert_eq!((got.as_slice(), b.sum_us), (want, sum), "{obs:?}");
-        };
-        check(&[], &[], 0);
-        check(&[0, 50], &[(0, 2)], 50);
-        check(&[51, 100, 101], &[(1, 2), (2, 1)], 252);
-        check(&[10_000_000], &[(LATENCY_BOUNDS_US.len(), 1)], 10_000_000);
-    }
 
     #[test]
     fn exposition_sums_shards_and_names_series_as_rocketmq_does() {

@@ -85,7 +85,9 @@ pub async fn serve<R: Runtime, S: AsyncRead + AsyncWrite + Unpin + 'static>(shar
             match RemotingCommand::decode(&mut buf, &limits) {
                 Ok(Some(cmd)) => {
                     if cmd.is_response() {
-                        continue; // answers to our NOTIFY pushes are oneway anyway
+                        // An answer to a request the broker sent this client.
+                        shard.complete_client_call(conn_id, cmd);
+                        continue;
                     }
                     if permits.send(()).await.is_err() {
                         unreachable!("the permit receiver lives as long as this loop");

@@ -234,8 +234,36 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let Some(topic) = cmd.ext("topic") else {
             return error_response(cmd, rs::INVALID_PARAMETER, "missing header field topic");
         };
+        if cmd.ext(super::admin_tools::LOCAL_ONLY_EXT).is_some() {
+            return match self.delete_topic_data(topic).await {
+                Ok((queues, offsets)) => {
+                    let mut r = cmd.create_response(rs::SUCCESS, None);
+                    r.body = serde_json::json!([queues, offsets]).to_string().into_bytes().into();
+                    r
+                }
+                Err(e) => error_response(cmd, rs::SYSTEM_ERROR, e),
+            };
+        }
         let now_ms = self.now_ms();
         let removed = self.update_topics(|table| table.remove(topic, now_ms).map(|_| ()).ok_or_else(|| format!("topic[{topic}] not exist"))).await;
+        // Java's deleteTopic: the topic's consume queues and every group's offsets of it
+        // go too, on every shard (also when the table no longer had it: a delete that
+        // failed half-way is finished by repeating it).
+        let (mut queues, mut offsets) = match self.delete_topic_data(topic).await {
+            Ok(v) => v,
+            Err(e) => return error_response(cmd, rs::SYSTEM_ERROR, e),
+        };
+        match self.gather(cmd, "data").await {
+            Ok(parts) => {
+                for p in parts {
+                    queues += p[0].as_u64().unwrap_or(0) as usize;
+                    offsets += p[1].as_u64().unwrap_or(0) as usize;
+                }
+            }
+            Err(r) => return r,
+        }
+        let caller = cmd.ext(super::admin_tools::CALLER_EXT).unwrap_or("a broker-internal caller");
+        tracing::info!(topic, caller, queues, offsets, table = removed.is_ok(), "topic deleted: config, consume queues and consumer offsets");
         match removed {
             Ok(()) => cmd.create_response(rs::SUCCESS, None),
             Err((rs::INVALID_PARAMETER, e)) => error_response(cmd, rs::TOPIC_NOT_EXIST, e),
@@ -243,11 +271,19 @@ impl<R: crate::rt::Runtime> Shard<R> {
         }
     }
 
+    /// This shard's part of a topic deletion: its consume queues and its groups'
+    /// offsets of the topic. Returns (queues, offsets) removed.
+    async fn delete_topic_data(&self, topic: &str) -> Result<(usize, usize), String> {
+        let offsets = self.offsets.borrow_mut().remove_topic(topic);
+        let queues = self.store.delete_topic(topic).await.map_err(|e| format!("shard {}: consume queues of {topic} not deleted: {e}", self.id))?;
+        Ok((queues, offsets))
+    }
+
     /// The one writer of the topic table (metadata owner only): under the metadata
     /// lock, applies `change` to the current table, persists it, installs it and
     /// broadcasts it. `Err((code, remark))`: INVALID_PARAMETER when `change` refused,
     /// SYSTEM_BUSY when too many writers wait, SYSTEM_ERROR when it was not saved.
-    async fn update_topics(self: &Rc<Self>, change: impl FnOnce(&mut TopicTable) -> Result<(), String>) -> Result<(), (i32, String)> {
+    pub(super) async fn update_topics(self: &Rc<Self>, change: impl FnOnce(&mut TopicTable) -> Result<(), String>) -> Result<(), (i32, String)> {
         let Some(meta) = &self.meta else {
             crate::fatal::fatal(&format!("topic table change routed to shard {}, not the metadata owner", self.id));
         };
@@ -499,7 +535,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         table.insert("forwardedIn", c.forwarded_in.get().to_string());
         table.insert("consumerGroups", self.consumers.borrow().group_count().to_string());
         table.insert("producerGroups", self.consumers.borrow().producer_group_count().to_string());
-        table.insert("flushDiskType", format!("{:?}", self.config.store.flush_mode));
+        table.insert("flushDiskType", format!("{:?}", self.config().store.flush_mode));
         table.insert("refusingWrites", self.store.refusing_writes().to_string());
         table.insert("suspendedPulls", self.waiters.suspended().to_string());
         table.insert("suspendedPullsRefusedTotal", self.waiters.refused_total().to_string());

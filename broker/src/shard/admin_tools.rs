@@ -41,7 +41,7 @@ fn required<'a>(cmd: &'a RemotingCommand, key: &str) -> Result<&'a str, Remoting
     }
 }
 
-fn json_response(cmd: &RemotingCommand, body: Vec<u8>) -> RemotingCommand {
+pub(super) fn json_response(cmd: &RemotingCommand, body: Vec<u8>) -> RemotingCommand {
     let mut r = cmd.create_response(rs::SUCCESS, None);
     r.body = body.into();
     r
@@ -124,7 +124,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let all = others.iter().filter_map(|v| v.as_array()).flatten().chain(rows.iter());
         for row in all {
             let n = |i: usize| row[i].as_i64().unwrap_or(0);
-            let mq = MessageQueue { broker_name: self.config.broker_name.clone(), queue_id: n(0) as i32, topic: topic.to_string() };
+            let mq = MessageQueue { broker_name: self.config().broker_name.clone(), queue_id: n(0) as i32, topic: topic.to_string() };
             table.offset_table.insert(mq, TopicOffset { min_offset: n(1), max_offset: n(2), last_update_timestamp: n(3) });
         }
         json_response(cmd, table.encode())
@@ -194,7 +194,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let mut stats = ConsumeStats::default();
         for row in rows {
             let n = |i: usize| row[i].as_i64().unwrap_or(0);
-            let mq = MessageQueue { broker_name: self.config.broker_name.clone(), queue_id: n(1) as i32, topic: row[0].as_str().unwrap_or_default().to_string() };
+            let mq = MessageQueue { broker_name: self.config().broker_name.clone(), queue_id: n(1) as i32, topic: row[0].as_str().unwrap_or_default().to_string() };
             let w = OffsetWrapper { broker_offset: n(2), consumer_offset: n(3), last_timestamp: n(4), pull_offset: n(3) };
             stats.offset_table.insert(mq, w);
         }
@@ -335,7 +335,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// `properties2String`), and the `version` DataVersion Java sends with it.
     pub(super) fn handle_get_broker_config(&self, cmd: &RemotingCommand) -> RemotingCommand {
         let mut text = String::new();
-        for (k, v) in self.config.to_broker_conf() {
+        for (k, v) in self.config().to_broker_conf() {
             text.push_str(&format!("{k}={v}\n"));
         }
         text.push_str(&format!("shardCount={}\n", self.count));
@@ -348,26 +348,65 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// UPDATE_BROKER_CONFIG: RingMQ reads every setting once at start-up (each shard
     /// holds it unchanged), so a runtime change is refused naming each key — never
     /// acknowledged and then not applied. Logged with the caller.
-    pub(super) fn handle_update_broker_config(&self, cmd: &RemotingCommand) -> RemotingCommand {
-        let body = String::from_utf8_lossy(&cmd.body);
-        let keys: Vec<&str> = body
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
-            .map(|l| l.split(['=', ':']).next().unwrap_or(l).trim())
-            .collect();
-        tracing::info!(keys = ?keys, caller = cmd.ext(CALLER_EXT).unwrap_or("unknown"), "broker config update refused: settings are read at start-up");
-        if keys.is_empty() {
-            return error_response(cmd, rs::INVALID_PARAMETER, "no key=value lines in the body");
+    /// UPDATE_BROKER_CONFIG (on the metadata owner): runtime keys
+    /// (`config::RUNTIME_CONF_KEYS`) are applied on every shard before the answer, and
+    /// kept for the next start; a body naming any other key changes nothing and is
+    /// refused naming it. A new `brokerPermission` is told to the NameServers at once.
+    pub(super) async fn handle_update_broker_config(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
+        let caller = cmd.ext(CALLER_EXT).unwrap_or("unknown").to_string();
+        let body = String::from_utf8_lossy(&cmd.body).into_owned();
+        let pairs = match crate::config::parse_runtime_update(&body) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::info!(caller, error = %e, "broker config update refused");
+                let code = if e == crate::config::RuntimeUpdateError::Empty { rs::INVALID_PARAMETER } else { rs::SYSTEM_ERROR };
+                return error_response(cmd, code, e.to_string());
+            }
+        };
+        let Some(meta) = &self.meta else {
+            crate::fatal::fatal(&format!("UPDATE_BROKER_CONFIG routed to shard {}, not the metadata owner", self.id));
+        };
+        let _writer = match meta.lock.lock() {
+            Ok(w) => w.await,
+            Err(e) => return error_response(cmd, rs::SYSTEM_BUSY, format!("broker config: {e}")),
+        };
+        // Kept first: a crash after this applies the change at the next start.
+        let store = crate::meta::snapshot::SnapshotStore::new(self.rt.disk(), self.config().store_root.join("config"), super::RUNTIME_CONFIG_SNAPSHOT);
+        let mut kept: Vec<(String, String)> = match store.load().await {
+            Ok(Some(b)) => crate::config::parse_runtime_update(&String::from_utf8_lossy(&b)).unwrap_or_default(),
+            Ok(None) => Vec::new(),
+            Err(e) => return error_response(cmd, rs::SYSTEM_ERROR, format!("runtime config could not be read: {e}")),
+        };
+        for (k, v) in &pairs {
+            kept.retain(|(kk, _)| kk != k);
+            kept.push((k.clone(), v.clone()));
         }
-        let named: Vec<String> = keys
-            .iter()
-            .map(|k| if crate::config::BROKER_CONF_KEYS.contains(k) { format!("`{k}`") } else { format!("`{k}` (not a RingMQ key)") })
-            .collect();
-        error_response(
-            cmd,
-            rs::SYSTEM_ERROR,
-            format!("RingMQ cannot change {} at runtime: settings are read at start-up; change the config file and restart the broker", named.join(", ")),
-        )
+        let text: String = kept.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        if let Err(e) = store.save(text.as_bytes()).await {
+            return error_response(cmd, rs::SYSTEM_ERROR, format!("runtime config could not be saved: {e}"));
+        }
+        let before = self.config();
+        let event = super::mesh::ShardEvent::RuntimeConfig { pairs: pairs.clone() };
+        self.mesh.broadcast_and_wait(event.clone()).await;
+        self.apply_event(event);
+        let after = self.config();
+        tracing::info!(caller, keys = ?pairs, "broker config updated at runtime on every shard");
+        if before.broker_permission != after.broker_permission {
+            drop(_writer);
+            // The NameServers take a registration's topic perms only when its data
+            // version moved (Java bumps it here too).
+            let now = self.now_ms();
+            if let Err((code, e)) = self.update_topics(|t| {
+                t.touch(now);
+                Ok(())
+            })
+            .await
+            {
+                return error_response(cmd, code, e);
+            }
+            let shard = self.clone();
+            self.rt.spawn(async move { crate::namesrv_client::register_all(&shard, false).await });
+        }
+        cmd.create_response(rs::SUCCESS, None)
     }
 }

@@ -130,7 +130,7 @@ impl<R: Runtime> Shard<R> {
                     loop {
                         match read_frame(&mut reader, &mut buf).await {
                             Ok(Frame::Ack { received_phys, durable_phys }) => {
-                                let mode = shard.config.ha_sync_ack;
+                                let mode = shard.config().ha_sync_ack;
                                 let released = shard.ha_master.borrow_mut().on_ack(conn_id, local_of(received_phys), local_of(durable_phys), shard.now_ms(), mode);
                                 released.into_iter().for_each(|tx| tx.send(()));
                             }
@@ -309,8 +309,8 @@ impl<R: Runtime> Shard<R> {
                 h.shard, h.shard_count, self.id, self.count
             ));
         }
-        if h.segment_bytes != self.config.store.segment_bytes {
-            return Some(format!("segment size differs: slave {} bytes, master {} (store.segment_bytes must match)", h.segment_bytes, self.config.store.segment_bytes));
+        if h.segment_bytes != self.config().store.segment_bytes {
+            return Some(format!("segment size differs: slave {} bytes, master {} (store.segment_bytes must match)", h.segment_bytes, self.config().store.segment_bytes));
         }
         if ShardId::of_phys(h.end_phys).0 as usize != self.id {
             return Some(format!("slave log end {} is not an offset of shard {}", h.end_phys, self.id));
@@ -333,7 +333,7 @@ impl<R: Runtime> Shard<R> {
     /// SYNC_MASTER: waits until a slave confirmed everything up to `ticket` (the local
     /// log end of a send), or answers why not.
     pub(super) async fn wait_replicated(&self, ticket: u64) -> Result<(), (i32, String)> {
-        let mode: SyncAck = self.config.ha_sync_ack;
+        let mode: SyncAck = self.config().ha_sync_ack;
         // Slaves get only what is durable here: flush now rather than at the interval.
         self.store.request_flush();
         let wait = {
@@ -344,7 +344,7 @@ impl<R: Runtime> Shard<R> {
             master.wait_for(ticket, mode).map_err(|e| (rs::SYSTEM_BUSY, e.to_string()))?
         };
         let Some(rx) = wait else { return Ok(()) };
-        let timeout_ms = self.config.sync_flush_timeout_ms;
+        let timeout_ms = self.config().sync_flush_timeout_ms;
         match crate::rt::timeout(&self.rt, Duration::from_millis(timeout_ms), rx).await {
             Some(Some(())) => Ok(()),
             Some(None) | None => {
@@ -385,7 +385,7 @@ impl<R: Runtime> Shard<R> {
         let hello = Hello {
             shard: self.id as u16,
             shard_count: self.count as u16,
-            segment_bytes: self.config.store.segment_bytes,
+            segment_bytes: self.config().store.segment_bytes,
             last_epoch: if self.store.write_offset() > 0 { MASTER_EPOCH } else { 0 },
             last_epoch_start_phys: self.store.shard().phys(0),
             end_phys: end,
@@ -515,7 +515,7 @@ impl<R: Runtime> Shard<R> {
     /// (`ha_client_offsets`), which takes it by the higher offset when it is reachable.
     pub(super) fn commit_client_offset(&self, group: &str, topic: &str, queue_id: i32, offset: u64) -> Result<(), crate::meta::MetaError> {
         self.offsets.borrow_mut().commit(group, topic, queue_id, offset)?;
-        if !self.config.role.is_master() {
+        if !self.config().role.is_master() {
             // Bounded: its keys are keys of the offset table just committed to.
             self.ha_client_offsets.borrow_mut().insert((group.to_string(), topic.to_string(), queue_id), offset);
         }
@@ -564,7 +564,7 @@ impl<R: Runtime> Shard<R> {
 
     /// Whether a slave still has to learn its master from the NameServer.
     pub fn ha_master_unknown(&self) -> bool {
-        !self.config.role.is_master() && self.ha_master_addr.get().is_none()
+        !self.config().role.is_master() && self.ha_master_addr.get().is_none()
     }
 
     /// The NameServer named `ha_server_addr` as the master of this broker name (its
@@ -572,7 +572,7 @@ impl<R: Runtime> Shard<R> {
     /// a change (the master moved) reaches every shard, whose next connection attempt
     /// goes there.
     pub fn learn_ha_master(self: &Rc<Self>, ha_server_addr: &str) {
-        if self.config.role.is_master() || self.config.ha_master_address.is_some() {
+        if self.config().role.is_master() || self.config().ha_master_address.is_some() {
             return;
         }
         let addr: std::net::SocketAddr = match ha_server_addr.parse() {

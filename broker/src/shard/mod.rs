@@ -19,6 +19,8 @@ pub mod longpoll;
 pub mod mesh;
 mod admin;
 mod admin_tools;
+pub mod client_calls;
+mod broker_stats;
 mod pull;
 mod send;
 pub mod sendback;
@@ -48,6 +50,9 @@ use std::time::Duration;
 use thiserror::Error;
 
 pub type ShardStore<R> = Store<<R as Runtime>::Disk, <R as Runtime>::Clock>;
+
+/// Snapshot (under `<store>/config/`) of the runtime keys UPDATE_BROKER_CONFIG set.
+pub const RUNTIME_CONFIG_SNAPSHOT: &str = "runtimeConfig";
 
 /// How often dirty consumer offsets are persisted.
 pub const OFFSETS_PERSIST_INTERVAL_MS: u64 = 5_000;
@@ -99,7 +104,9 @@ pub struct Shard<R: Runtime> {
     rt: R,
     id: usize,
     count: usize,
-    config: Rc<BrokerConfig>,
+    /// Replaced whole when UPDATE_BROKER_CONFIG changes a runtime key (on every shard);
+    /// readers take the `Rc` for the duration of their use.
+    config: RefCell<Rc<BrokerConfig>>,
     store: ShardStore<R>,
     mesh: Rc<Mesh<R>>,
     topics: RefCell<TopicTable>,
@@ -156,6 +163,11 @@ pub struct Shard<R: Runtime> {
     recovery_ms: u64,
     /// Per-second samples of the put/pull counters (runtime info TPS).
     call_stats: RefCell<crate::metrics::stats::CallStats>,
+    /// Requests sent to this shard's clients, waiting for their answers.
+    client_calls: RefCell<client_calls::ClientCalls>,
+    /// Minute/hour/day samples of the traffic counters (VIEW_BROKER_STATS_DATA).
+    stats_windows: RefCell<crate::metrics::windows::StatsWindows>,
+    stats_sampled_ms: Cell<i64>,
 }
 
 /// How often the put/pull counters are sampled for the runtime info's TPS (Java's
@@ -206,10 +218,32 @@ impl<R: Runtime> Shard<R> {
         let meta_dir = config.store_root.join("config");
         let shard_meta_dir = dir.join("config");
         let topics_store = SnapshotStore::new(rt.disk(), meta_dir.clone(), "topics");
-        let topics = load(&topics_store, id, "topic table", |b| TopicTable::decode(b).map_err(|e| e.to_string()), || {
+        let mut topics = load(&topics_store, id, "topic table", |b| TopicTable::decode(b).map_err(|e| e.to_string()), || {
             TopicTable::with_defaults(config.default_topic_queue_nums)
         })
         .await?;
+        if id == META_OWNER_SHARD && config.role.is_master() {
+            let meta_fail = |reason: String| OpenError::Meta { shard: id, what: "topic table", reason };
+            let now = rt.clock().now_ms();
+            let changed = topics
+                .ensure_named_topics(&config.broker_name, config.broker_topic_enable, &config.cluster_name, config.cluster_topic_enable, now)
+                .map_err(|e| meta_fail(e.to_string()))?;
+            if changed {
+                let encoded = topics.encode().map_err(|e| meta_fail(e.to_string()))?;
+                topics_store.save(&encoded).await.map_err(|e| meta_fail(e.to_string()))?;
+            }
+        }
+        // Runtime keys an UPDATE_BROKER_CONFIG changed win over the config file.
+        let runtime_store = SnapshotStore::new(rt.disk(), meta_dir.clone(), RUNTIME_CONFIG_SNAPSHOT);
+        let overrides = load(&runtime_store, id, "runtime config", |b| crate::config::parse_runtime_update(&String::from_utf8_lossy(b)).map_err(|e| e.to_string()), Vec::new).await?;
+        let config = if overrides.is_empty() {
+            config
+        } else {
+            if id == 0 {
+                tracing::warn!(keys = ?overrides, "runtime config changed by updateBrokerConfig applies over the config file (remove <store>/config/{RUNTIME_CONFIG_SNAPSHOT} to drop it)");
+            }
+            Rc::new(config.with_runtime_update(&overrides))
+        };
         let offsets_store = SnapshotStore::new(rt.disk(), shard_meta_dir.clone(), "consumerOffset");
         let offsets = load(&offsets_store, id, "consumer offsets", |b| ConsumerOffsetTable::decode(b).map_err(|e| e.to_string()), Default::default).await?;
         let delay_levels = crate::schedule::DelayLevels::parse(&config.message_delay_level)
@@ -236,7 +270,7 @@ impl<R: Runtime> Shard<R> {
             rt: rt.clone(),
             id,
             count,
-            config,
+            config: RefCell::new(config),
             store: store.clone(),
             mesh,
             topics: RefCell::new(topics),
@@ -272,6 +306,9 @@ impl<R: Runtime> Shard<R> {
             metrics: RefCell::new(crate::metrics::ShardMetrics::default()),
             recovery_ms,
             call_stats: RefCell::new(crate::metrics::stats::CallStats::default()),
+            client_calls: RefCell::new(client_calls::ClientCalls::default()),
+            stats_windows: RefCell::new(crate::metrics::windows::StatsWindows::default()),
+            stats_sampled_ms: Cell::new(i64::MIN / 2),
         });
         crate::store::flusher::spawn_store_tasks(rt.clone(), store, shard.store_stop.clone(), Rc::new(|e: String| crate::fatal::fatal(&e)));
         let sampler = shard.clone();
@@ -280,6 +317,7 @@ impl<R: Runtime> Shard<R> {
                 let c = &sampler.counters;
                 let sample = crate::metrics::stats::Sample { at_ms: sampler.now_ms(), put: c.messages_put.get(), got: c.messages_pulled.get() };
                 sampler.call_stats.borrow_mut().sample(sample);
+                sampler.sample_stats_windows();
                 sampler.rt.sleep(Duration::from_millis(CALL_STATS_SAMPLE_INTERVAL_MS)).await;
             }
         });
@@ -292,7 +330,7 @@ impl<R: Runtime> Shard<R> {
         });
         // A slave's log is its master's: it makes no copies of its own (delayed, timed,
         // transactional), it only replicates.
-        if shard.config.role.is_master() {
+        if shard.config().role.is_master() {
             rt.spawn(shard.clone().run_delivery());
             rt.spawn(shard.clone().run_txn_checks());
             rt.spawn(shard.clone().run_txn_persist());
@@ -309,8 +347,8 @@ impl<R: Runtime> Shard<R> {
     pub fn count(&self) -> usize {
         self.count
     }
-    pub fn config(&self) -> &BrokerConfig {
-        &self.config
+    pub fn config(&self) -> Rc<BrokerConfig> {
+        self.config.borrow().clone()
     }
     pub fn store(&self) -> &ShardStore<R> {
         &self.store
@@ -336,7 +374,7 @@ impl<R: Runtime> Shard<R> {
         let stats = self.store.stats();
         let end = self.store.write_offset();
         let slaves = self.ha_slaves();
-        let ha_behind = if self.config.role.is_master() {
+        let ha_behind = if self.config().role.is_master() {
             slaves.iter().map(|(_, p)| end.saturating_sub(p.received)).max().unwrap_or(0)
         } else {
             let s = self.ha_slave_state();
@@ -382,6 +420,7 @@ impl<R: Runtime> Shard<R> {
     /// A connection closed: forget it, and its clients leave their groups everywhere.
     pub fn conn_closed(self: &Rc<Self>, conn_id: u64, client_ids: &[String]) {
         self.conns.borrow_mut().remove(&conn_id);
+        self.fail_client_calls(conn_id);
         for client_id in client_ids {
             let event = ShardEvent::ClientGone { client_id: client_id.clone() };
             self.mesh.broadcast(event.clone());
@@ -458,7 +497,7 @@ impl<R: Runtime> Shard<R> {
         cmd.ext_fields.remove(admin_tools::LOCAL_ONLY_EXT);
         cmd.ext_fields.remove(admin_tools::TOPICS_EXT);
         cmd.ext_fields.remove(admin_tools::CALLER_EXT);
-        if matches!(cmd.code, rq::DELETE_SUBSCRIPTIONGROUP | rq::UPDATE_BROKER_CONFIG) {
+        if matches!(cmd.code, rq::DELETE_SUBSCRIPTIONGROUP | rq::UPDATE_BROKER_CONFIG | rq::DELETE_TOPIC_IN_BROKER) {
             // The metadata owner logs who deleted a group; it may not hold the connection.
             if let Some(remote) = ctx.remote {
                 cmd.ext_fields.insert(admin_tools::CALLER_EXT.into(), remote.to_string());
@@ -528,14 +567,15 @@ impl<R: Runtime> Shard<R> {
             | rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
             | rq::DELETE_SUBSCRIPTIONGROUP
             | rq::GET_ALL_SUBSCRIPTIONGROUP_CONFIG
-            | rq::GET_SUBSCRIPTIONGROUP_CONFIG => Some(META_OWNER_SHARD),
+            | rq::GET_SUBSCRIPTIONGROUP_CONFIG
+            | rq::UPDATE_BROKER_CONFIG => Some(META_OWNER_SHARD),
             rq::LOCK_BATCH_MQ | rq::UNLOCK_BATCH_MQ => locks::lock_request_group(&cmd.body).map(|g| crate::routing::group_owner(&g, self.count)),
             _ => None,
         }
     }
 
     async fn handle_here(self: &Rc<Self>, cmd: RemotingCommand, ctx: ConnCtx) -> RemotingCommand {
-        if !self.config.role.is_master() && matches!(cmd.code, rq::UPDATE_AND_CREATE_TOPIC | rq::DELETE_TOPIC_IN_BROKER | rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP | rq::DELETE_SUBSCRIPTIONGROUP) {
+        if !self.config().role.is_master() && matches!(cmd.code, rq::UPDATE_AND_CREATE_TOPIC | rq::DELETE_TOPIC_IN_BROKER | rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP | rq::DELETE_SUBSCRIPTIONGROUP) {
             // A slave's topic and group tables are its master's (replicated): a change
             // made here would be overwritten, so it is refused rather than accepted.
             return error_response(&cmd, rs::SERVICE_NOT_AVAILABLE, "this broker is a slave: change topics and groups on its master (they replicate here)");
@@ -566,7 +606,7 @@ impl<R: Runtime> Shard<R> {
             rq::GET_SUBSCRIPTIONGROUP_CONFIG => self.handle_group_config(&cmd),
             rq::GET_BROKER_RUNTIME_INFO => self.handle_runtime_info(&cmd).await,
             rq::GET_BROKER_CONFIG => self.handle_get_broker_config(&cmd),
-            rq::UPDATE_BROKER_CONFIG => self.handle_update_broker_config(&cmd),
+            rq::UPDATE_BROKER_CONFIG => self.handle_update_broker_config(&cmd).await,
             rq::GET_TOPIC_STATS_INFO => self.handle_topic_stats(&cmd).await,
             rq::GET_CONSUME_STATS => self.handle_consume_stats(&cmd).await,
             rq::GET_CONSUMER_CONNECTION_LIST => self.handle_consumer_connections(&cmd),
@@ -576,6 +616,9 @@ impl<R: Runtime> Shard<R> {
             rq::GET_ALL_DELAY_OFFSET => self.handle_all_delay_offset(&cmd).await,
             rq::CONSUMER_SEND_MSG_BACK => self.handle_send_back(&cmd).await,
             rq::END_TRANSACTION => self.handle_end_transaction(&cmd).await,
+            rq::GET_CONSUMER_RUNNING_INFO | rq::CONSUME_MESSAGE_DIRECTLY => self.handle_call_consumer(&cmd, ctx).await,
+            rq::INVOKE_BROKER_TO_RESET_OFFSET => self.handle_reset_offset(&cmd, ctx).await,
+            rq::VIEW_BROKER_STATS_DATA => self.handle_view_stats(&cmd).await,
             code => error_response(&cmd, rs::REQUEST_CODE_NOT_SUPPORTED, format!("request code {code} not supported")),
         }
     }
@@ -613,6 +656,10 @@ impl<R: Runtime> Shard<R> {
                 self.notify_groups_changed(&changed);
             }
             ShardEvent::HaMaster { addr } => self.ha_master_addr.set(Some(addr)),
+            ShardEvent::RuntimeConfig { pairs } => {
+                let next = self.config().with_runtime_update(&pairs);
+                *self.config.borrow_mut() = Rc::new(next);
+            }
         }
     }
 

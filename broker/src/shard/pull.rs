@@ -49,6 +49,9 @@ fn offset_response(cmd: &RemotingCommand, key: &str, value: i64) -> RemotingComm
 
 impl<R: Runtime> Shard<R> {
     pub(super) async fn handle_pull(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
+        if self.config().broker_permission & crate::config::PERM_READ == 0 {
+            return error_response(cmd, rs::NO_PERMISSION, format!("the broker[{}] pulling message is forbidden", self.store_host.ip()));
+        }
         let header = match cmd.header::<PullMessageRequestHeader>() {
             Ok(h) => h,
             Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, format!("bad pull header: {e}")),
@@ -86,7 +89,7 @@ impl<R: Runtime> Shard<R> {
         let max_messages = (header.max_msg_nums.max(1) as usize).min(PULL_MESSAGES_MAX);
         let max_bytes = header.max_msg_bytes.map(|b| b.max(1) as usize).unwrap_or(PULL_BODY_BYTES_MAX).min(PULL_BODY_BYTES_MAX);
         let suspend_ms = if header.sys_flag & FLAG_SUSPEND != 0 {
-            (header.suspend_timeout_millis.max(0) as u64).min(self.config.pull_suspend_max_ms)
+            (header.suspend_timeout_millis.max(0) as u64).min(self.config().pull_suspend_max_ms)
         } else {
             0
         };
@@ -135,7 +138,11 @@ impl<R: Runtime> Shard<R> {
         if code == rs::SUCCESS {
             self.counters.messages_pulled.set(self.counters.messages_pulled.get() + result.record_count as u64);
             if let Some(topic) = cmd.ext("topic") {
-                self.metrics.borrow_mut().on_pull(topic, result.record_count, result.records.len());
+                let mut m = self.metrics.borrow_mut();
+                m.on_pull(topic, result.record_count, result.records.len());
+                if let Some(group) = cmd.ext("consumerGroup") {
+                    m.on_group_pull(topic, group, result.record_count, result.records.len());
+                }
             }
         }
         let header = PullMessageResponseHeader {
@@ -156,7 +163,7 @@ impl<R: Runtime> Shard<R> {
     /// `whichBrokerWhenConsumeSlowly`, 1), one reading the hot tail to the master (0);
     /// without it, always the master.
     fn suggest_which_broker_id(&self, result: &GetResult) -> i64 {
-        if !self.config.slave_read_enable {
+        if !self.config().slave_read_enable {
             return 0;
         }
         let mut at = 0;
@@ -168,7 +175,7 @@ impl<R: Runtime> Shard<R> {
         }
         let Some(last) = last_phys else { return 0 };
         let behind_bytes = self.store.write_offset().saturating_sub(crate::store::engine::local_of(last));
-        if behind_bytes > self.config.store.tail_cache_bytes {
+        if behind_bytes > self.config().store.tail_cache_bytes {
             1
         } else {
             0

@@ -41,15 +41,15 @@ impl<R: crate::rt::Runtime> Shard<R> {
         if let Some(topic) = self.topic(name) {
             return Ok(topic);
         }
-        if !self.config.auto_create_topic {
+        if !self.config().auto_create_topic {
             return Err((rs::TOPIC_NOT_EXIST, format!("topic[{name}] not exist, apply first please!")));
         }
-        self.ensure_topic(name, self.config.default_topic_queue_nums).await?;
+        self.ensure_topic(name, self.config().default_topic_queue_nums).await?;
         self.topic(name).ok_or((rs::SYSTEM_ERROR, format!("topic {name} created but not visible")))
     }
 
     pub(super) async fn handle_send(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
-        if !self.config.role.is_master() {
+        if !self.config().role.is_master() {
             // A slave's log holds its master's records only (RocketMQ's answer).
             return error_response(cmd, rs::SERVICE_NOT_AVAILABLE, "message store is slave mode, so putMessage is forbidden");
         }
@@ -69,6 +69,11 @@ impl<R: crate::rt::Runtime> Shard<R> {
         if !writable(&topic) {
             return error_response(cmd, rs::NO_PERMISSION, format!("the topic[{}] sending message is forbidden", topic.name));
         }
+        // A broker without write permission is avoided through its routes; only ordered
+        // topics (whose producers cannot pick another queue) are refused here (Java).
+        if self.config().broker_permission & crate::config::PERM_WRITE == 0 && topic.order {
+            return error_response(cmd, rs::NO_PERMISSION, format!("the broker[{}] sending message is forbidden", self.store_host.ip()));
+        }
         let queue_id = header.queue_id;
         if queue_id < 0 || queue_id as u32 >= topic.write_queue_nums {
             return error_response(
@@ -77,7 +82,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 format!("request queueId[{queue_id}] is illegal, topic {} has {} write queues", topic.name, topic.write_queue_nums),
             );
         }
-        let max_bytes = self.config.max_message_bytes;
+        let max_bytes = self.config().max_message_bytes;
         if cmd.body.len() as u64 > max_bytes && !(cmd.code == rq::SEND_BATCH_MESSAGE || header.batch) {
             return error_response(cmd, rs::MESSAGE_ILLEGAL, format!("message body size {} exceeds the maximum {max_bytes}", cmd.body.len()));
         }
@@ -196,7 +201,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         }
         let last = results.last().copied().expect("at least one message stored");
         self.waiters.notify(&header.topic, queue_id);
-        if self.config.store.flush_mode == FlushMode::Sync {
+        if self.config().store.flush_mode == FlushMode::Sync {
             if let Err(e) = self.store.wait_durable(last.durable_ticket).await {
                 crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.id));
             }
@@ -211,7 +216,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         };
         // SYNC_MASTER: the message is stored here either way; the code says whether a
         // slave has it (RocketMQ's FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE statuses).
-        let (code, remark) = if self.config.role == crate::config::BrokerRole::SyncMaster {
+        let (code, remark) = if self.config().role == crate::config::BrokerRole::SyncMaster {
             match self.wait_replicated(last.durable_ticket).await {
                 Ok(()) => (rs::SUCCESS, None),
                 Err((code, remark)) => (code, Some(remark)),

@@ -137,8 +137,8 @@ impl<R: Runtime> Shard<R> {
     /// UNIQ_KEY is added when the producer sent none: the committed copy is found
     /// again by it after a crash).
     pub(super) fn put_half(&self, real_topic: &str, real_queue: i32, base: MessageToStore<'_>, properties: &str) -> Result<(PutResult, String), (i32, String)> {
-        if self.config.reject_transaction_message {
-            return Err((rs::NO_PERMISSION, format!("the broker[{}] sending transaction message is forbidden", self.config.broker_name)));
+        if self.config().reject_transaction_message {
+            return Err((rs::NO_PERMISSION, format!("the broker[{}] sending transaction message is forbidden", self.config().broker_name)));
         }
         let delayed = [keys::DELAY, keys::TIMER_DELIVER_MS, keys::TIMER_DELAY_SEC, keys::TIMER_DELAY_MS]
             .iter()
@@ -165,7 +165,7 @@ impl<R: Runtime> Shard<R> {
             ..base
         };
         let r = self.put(&msg)?;
-        let first_check_ms = base.born_timestamp_ms.saturating_add(txn::immunity_ms(&half_properties, self.config.transaction_timeout_ms) as i64);
+        let first_check_ms = base.born_timestamp_ms.saturating_add(txn::immunity_ms(&half_properties, self.config().transaction_timeout_ms) as i64);
         let pending = Pending { phys: r.phys_offset, size: r.size_bytes, checks: 0, first_check_ms: Some(first_check_ms), recovered: false };
         if let Err(e) = self.txn.borrow_mut().insert(r.queue_offset, pending) {
             crate::fatal::fatal(&format!("shard {}: a new half message collides with an open one: {e}", self.id));
@@ -180,7 +180,7 @@ impl<R: Runtime> Shard<R> {
             Ok(h) => h,
             Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, format!("bad END_TRANSACTION header: {e}")),
         };
-        if self.config.role == crate::config::BrokerRole::Slave {
+        if self.config().role == crate::config::BrokerRole::Slave {
             return error_response(cmd, rs::SLAVE_NOT_AVAILABLE, "Message store is slave mode, so end transaction is forbidden.");
         }
         let outcome = match txn::Outcome::from_end_code(h.commit_or_rollback) {
@@ -221,7 +221,7 @@ impl<R: Runtime> Shard<R> {
         if view.physical_offset() != h.commit_log_offset {
             return error_response(cmd, rs::SYSTEM_ERROR, "The commit log offset wrong");
         }
-        if txn::reject_late_end(h.from_transaction_check, &props, view.born_timestamp_ms(), self.now_ms(), self.config.transaction_timeout_ms) {
+        if txn::reject_late_end(h.from_transaction_check, &props, view.born_timestamp_ms(), self.now_ms(), self.config().transaction_timeout_ms) {
             return error_response(cmd, rs::ILLEGAL_OPERATION, "END_TRANSACTION after the message's CHECK_IMMUNITY_TIME_IN_SECONDS: it waits for its check");
         }
         if self.txn.borrow().get(half_offset).is_some_and(|p| p.recovered) && self.settle_recovered(half_offset, &half).await {
@@ -235,7 +235,7 @@ impl<R: Runtime> Shard<R> {
             Resolve::Done(ticket) => {
                 let (group, from_check) = (&h.producer_group, h.from_transaction_check);
                 tracing::debug!(shard = self.id, half_offset, phys, group = %group, from_check, outcome = outcome.as_str(), "transaction ended");
-                if let (Some(ticket), FlushMode::Sync, false) = (ticket, self.config.store.flush_mode, cmd.is_oneway()) {
+                if let (Some(ticket), FlushMode::Sync, false) = (ticket, self.config().store.flush_mode, cmd.is_oneway()) {
                     if let Err(e) = self.store.wait_durable(ticket).await {
                         crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.id));
                     }
@@ -396,7 +396,7 @@ impl<R: Runtime> Shard<R> {
 
     /// Runs check passes until the shard stops.
     pub(super) async fn run_txn_checks(self: Rc<Self>) {
-        let interval = Duration::from_millis(self.config.transaction_check_interval_ms);
+        let interval = Duration::from_millis(self.config().transaction_check_interval_ms);
         while !self.store_stop.get() {
             self.rt.sleep(interval).await;
             if self.store_stop.get() {
@@ -457,12 +457,12 @@ impl<R: Runtime> Shard<R> {
         let view = half.view();
         let props = half.properties();
         let born_ms = view.born_timestamp_ms();
-        let immunity = txn::immunity_ms(&props, self.config.transaction_timeout_ms);
-        match txn::check_step(pending.checks, born_ms, immunity, now_ms, self.config.transaction_check_max) {
+        let immunity = txn::immunity_ms(&props, self.config().transaction_timeout_ms);
+        match txn::check_step(pending.checks, born_ms, immunity, now_ms, self.config().transaction_check_max) {
             CheckStep::Wait { due_ms } => self.txn.borrow_mut().update(half_offset, |p| p.first_check_ms = Some(due_ms)),
             CheckStep::Discard => self.discard_half(half_offset, &half, pending.checks).await,
             CheckStep::Check { n } => {
-                let reserved_ms = self.config.store.file_reserved_hours.saturating_mul(3_600_000) as i64;
+                let reserved_ms = self.config().store.file_reserved_hours.saturating_mul(3_600_000) as i64;
                 if now_ms.saturating_sub(view.store_timestamp_ms()) > reserved_ms {
                     // Java's needSkip (older than the retention), by the broker's own
                     // clock rather than the producer's born time.
@@ -509,7 +509,7 @@ impl<R: Runtime> Shard<R> {
             msg_id: uniq.clone(),
             transaction_id: uniq,
             offset_msg_id: Some(super::send::offset_msg_id(&self.store_host, view.physical_offset() as u64)),
-            broker_name: Some(self.config.broker_name.clone()),
+            broker_name: Some(self.config().broker_name.clone()),
         };
         Some(RemotingCommand::request(rq::CHECK_TRANSACTION_STATE).with_header(&header).with_body(message.encode()).oneway())
     }

@@ -201,6 +201,9 @@ struct Inner<D: Disk> {
     records_flushed: u64,
     /// `logics_phys` of the last checkpoint written: retention never deletes past it.
     checkpoint_logics_phys: u64,
+    /// Queues of deleted topics whose files the next logics flush removes, after its
+    /// checkpoint (which no longer counts their entries) is durable.
+    queues_deleted: Vec<ConsumeQueue<D>>,
     /// Where the log begins (local): 0, the end of the last segment retention deleted,
     /// or where a re-seeded replica began. Not the first file: the segment holding the
     /// start may not be created yet (its bytes still only in the tail) while the next
@@ -845,7 +848,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
     }
 
     async fn flush_logics_inner(&self) -> Result<(), StoreError> {
-        let (logics_phys, records_below, keys) = {
+        let (logics_phys, records_below, keys, doomed) = {
             let mut inner = self.inner.borrow_mut();
             if inner.logics_flushing {
                 return Ok(());
@@ -854,7 +857,8 @@ impl<D: Disk, C: Clock> Store<D, C> {
             // Every record below the CommitLog's durable end already has its entries in
             // the queues' tails, because `put` adds both at once.
             let phys = inner.commitlog.flushed_pos;
-            (phys, inner.records_flushed, inner.queues.keys().cloned().collect::<Vec<_>>())
+            let doomed = std::mem::take(&mut inner.queues_deleted);
+            (phys, inner.records_flushed, inner.queues.keys().cloned().collect::<Vec<_>>(), doomed)
         };
         let result = async {
             for key in keys {
@@ -867,6 +871,12 @@ impl<D: Disk, C: Clock> Store<D, C> {
             self.write_checkpoint(logics_phys, records_below).await
         }
         .await;
+        match result {
+            // Their entries are no longer counted by a durable checkpoint: now they go.
+            Ok(()) => self.remove_deleted_queues(doomed).await,
+            // Kept for the next flush (the checkpoint may not have been written).
+            Err(_) => self.inner.borrow_mut().queues_deleted.extend(doomed),
+        }
         self.inner.borrow_mut().logics_flushing = false;
         result
     }
@@ -990,6 +1000,75 @@ impl<D: Disk, C: Clock> Store<D, C> {
             self.trim_logics().await?;
         }
         Ok(deleted)
+    }
+
+    /// Deletes `topic`'s queues (Java's `deleteTopics`): each is replaced by an empty
+    /// queue (offsets start again at 0 if the topic is created again), a checkpoint is
+    /// written that no longer counts their entries, then their files are removed. The
+    /// records stay in the CommitLog until retention; their index entries too.
+    ///
+    /// Everything appended is made durable first, so that the new checkpoint lies past
+    /// every record of the topic and recovery never dispatches them again. A crash
+    /// between the checkpoint and the file removal is found at the next start (queues
+    /// and checkpoint disagree) and answered by rebuilding the queues from the log,
+    /// which brings the deleted queues back (invisible: the topic is gone from the
+    /// topic table). Returns the number of queues deleted.
+    pub async fn delete_topic(&self, topic: &str) -> Result<usize, StoreError> {
+        self.check_alive()?;
+        let deleted = loop {
+            self.flush_all().await?;
+            let mut inner = self.inner.borrow_mut();
+            // Swapped only when nothing appended is still volatile: every entry removed
+            // then counts a durable record (`records_flushed`).
+            if inner.commitlog.dirty_bytes() != 0 || inner.commitlog.flushing {
+                continue;
+            }
+            let keys: Vec<QueueKey> = inner.queues.keys().filter(|(t, _)| t == topic).cloned().collect();
+            for key in &keys {
+                let fresh = ConsumeQueue::new(self.cq_dir(topic, key.1), topic, key.1, self.config.cq_entries_per_file, self.config.cq_tail_entries);
+                let q = std::mem::replace(inner.queues.get_mut(key).expect("key listed above"), fresh);
+                inner.records_appended = inner.records_appended.saturating_sub(q.max_offset());
+                inner.records_flushed = inner.records_flushed.saturating_sub(q.max_offset());
+                inner.queues_deleted.push(q);
+            }
+            break keys.len();
+        };
+        if deleted > 0 {
+            // Removes the files once its checkpoint is written (or the next flush does).
+            self.flush_logics().await?;
+            tracing::info!(shard = self.shard.0, topic, queues = deleted, "topic's consume queues deleted");
+        }
+        Ok(deleted)
+    }
+
+    /// Removes the files of queues `delete_topic` replaced: called after a checkpoint
+    /// that no longer counts their entries.
+    /// A failure is not the store's (the queues are already out of use): it is logged
+    /// and the removal retried by the next flush.
+    async fn remove_deleted_queues(&self, doomed: Vec<ConsumeQueue<D>>) {
+        let mut failed = Vec::new();
+        for q in doomed {
+            let mut result = Ok(());
+            for start in q.log.files.keys() {
+                match self.disk.remove(&q.log.path_of(*start)).await {
+                    Ok(()) => {}
+                    Err(e) if e.kind == IoErrorKind::NotFound => {}
+                    Err(e) => result = Err(e),
+                }
+            }
+            // A queue that never reached a file has no directory to sync.
+            if result.is_ok() && !q.log.files.is_empty() {
+                result = match self.disk.sync_dir(&q.log.dir).await {
+                    Err(e) if e.kind != IoErrorKind::NotFound => Err(e),
+                    _ => Ok(()),
+                };
+            }
+            if let Err(e) = result {
+                tracing::warn!(shard = self.shard.0, topic = %q.topic, queue = q.queue_id, error = %e, "deleted queue's files not removed; retried");
+                failed.push(q);
+            }
+        }
+        self.inner.borrow_mut().queues_deleted.extend(failed);
     }
 
     /// Advances every queue's minimum past entries whose records were deleted, removes

@@ -44,6 +44,7 @@ use super::ConsumeFrom;
 use crate::error::ClientError;
 use crate::instance::{ClientConfig, ClientInstance, ConsumerHook};
 use crate::message::MessageExt;
+use crate::remoting::admin::{CmResult, ConsumeMessageDirectlyResult, ConsumerRunningInfo, ProcessQueueInfo};
 use crate::remoting::bodies::MessageQueue;
 use crate::remoting::heartbeat::{ConsumeFromWhere, ConsumeType, ConsumerData, MessageModel};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
@@ -58,6 +59,10 @@ use std::time::{Duration, Instant};
 /// How long a lock is trusted after the broker granted or renewed it.
 pub const LOCK_HELD_MAX_MS: u64 = 30_000;
 pub const RECONSUME_DELAY_MAX_MS: u64 = 60_000;
+/// How long an offset reset waits, after stopping the queues, before committing the
+/// new offsets: pulls already sent carry the old commit point and must land first (Java
+/// waits 10 s).
+pub const RESET_SETTLE_MS: u64 = 1_000;
 /// Pause after a failed pull before the next.
 pub const PULL_BACKOFF_MS: u64 = 1_000;
 /// Pause while a queue is over its flow-control bound.
@@ -240,6 +245,11 @@ struct Inner {
     consume_permits: Rc<Semaphore>,
     stopped: Cell<bool>,
     tasks: RefCell<Vec<JoinHandle<()>>>,
+    /// Topics whose offsets a broker is resetting: rebalancing leaves their queues
+    /// alone until the new offsets are committed.
+    resetting: RefCell<BTreeSet<String>>,
+    /// When `start` ran (ms since the epoch), for the running info.
+    started_ms: i64,
 }
 
 impl ConsumerHook for Inner {
@@ -260,6 +270,82 @@ impl ConsumerHook for Inner {
 
     fn membership_changed(&self) {
         let _ = self.rebalance_signal.try_send(());
+    }
+
+    fn running_info(&self) -> ConsumerRunningInfo {
+        let mut info = ConsumerRunningInfo { subscription_set: self.subscriptions.values().map(Subscription::data).collect(), ..Default::default() };
+        let data = self.consumer_data();
+        let props = [
+            ("consumerGroup", self.config.group.clone()),
+            ("messageModel", format!("{:?}", self.config.model).to_uppercase()),
+            ("consumeFromWhere", format!("{:?}", data.consume_from_where)),
+            ("pullBatchSize", self.config.pull_batch_size.to_string()),
+            ("consumeMessageBatchMaxSize", self.config.consume_batch_max_size.to_string()),
+            ("pullThresholdForQueue", self.config.queue_messages_max.to_string()),
+            ("maxReconsumeTimes", self.config.max_reconsume_times_concurrently().to_string()),
+            ("PROP_CONSUME_TYPE", "CONSUME_PASSIVELY".to_string()),
+            ("PROP_CONSUMEORDERLY", is_orderly(&self.listener).to_string()),
+            ("PROP_THREADPOOL_CORE_SIZE", self.config.consume_tasks_max.to_string()),
+            ("PROP_CONSUMER_START_TIMESTAMP", self.started_ms.to_string()),
+        ];
+        info.properties.extend(props.into_iter().map(|(k, v)| (k.to_string(), v)));
+        for (queue, pq) in self.queues.borrow().iter() {
+            let progress = pq.progress.borrow();
+            let (commit, in_flight) = progress.as_ref().map_or((-1, 0), |p| (p.commit_point(), p.in_flight_count()));
+            let row = ProcessQueueInfo {
+                commit_offset: commit,
+                cached_msg_count: in_flight as i64,
+                cached_msg_min_offset: if in_flight > 0 { commit } else { 0 },
+                droped: pq.dropped.get(),
+                locked: pq.lock_valid(),
+                ..Default::default()
+            };
+            info.mq_table.insert(queue.clone(), row);
+        }
+        info
+    }
+
+    fn reset_offsets(self: Rc<Self>, topic: String, offsets: BTreeMap<MessageQueue, i64>) {
+        if !self.subscriptions.contains_key(&topic) || !self.resetting.borrow_mut().insert(topic.clone()) {
+            return; // not ours, or a reset of this topic is already running
+        }
+        glommio::spawn_local(async move {
+            self.reset_topic(&topic, &offsets).await;
+            self.resetting.borrow_mut().remove(&topic);
+            let _ = self.rebalance_signal.try_send(());
+        })
+        .detach();
+    }
+
+    fn consume_directly(&self, mut msg: MessageExt) -> ConsumeMessageDirectlyResult {
+        if msg.topic == self.retry_topic {
+            retry::restore_original_topic(&mut msg, &self.retry_topic);
+        }
+        let started = Instant::now();
+        let queue = MessageQueue { broker_name: msg.broker_name.clone(), queue_id: msg.queue_id, topic: msg.topic.clone() };
+        let batch = [msg];
+        // A listener that panics answers CR_THROW_EXCEPTION, as a Java listener that throws.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &self.listener {
+            Listener::Concurrently(f) => match f(&batch, &mut ConsumeConcurrentlyContext::new(queue)) {
+                ConsumeStatus::Success => CmResult::CR_SUCCESS,
+                ConsumeStatus::ReconsumeLater => CmResult::CR_LATER,
+            },
+            Listener::Orderly(f) => match f(&batch) {
+                ConsumeOrderlyStatus::Success => CmResult::CR_SUCCESS,
+                ConsumeOrderlyStatus::SuspendCurrentQueueAMoment => CmResult::CR_LATER,
+            },
+        }));
+        let (result, remark) = match outcome {
+            Ok(r) => (r, None),
+            Err(_) => (CmResult::CR_THROW_EXCEPTION, Some("the listener panicked".to_string())),
+        };
+        ConsumeMessageDirectlyResult {
+            auto_commit: true,
+            consume_result: Some(result),
+            order: is_orderly(&self.listener),
+            remark,
+            spent_time_mills: started.elapsed().as_millis() as i64,
+        }
     }
 }
 
@@ -339,6 +425,8 @@ impl PushConsumer {
             consume_permits: Rc::new(Semaphore::new(self.config.consume_tasks_max as u64)),
             stopped: Cell::new(false),
             tasks: RefCell::new(Vec::new()),
+            resetting: RefCell::new(BTreeSet::new()),
+            started_ms: crate::msgid::now_ms(),
         });
         let hook: Rc<dyn ConsumerHook> = inner.clone();
         instance.register_consumer(&self.config.group, Rc::downgrade(&hook));
@@ -511,6 +599,9 @@ impl Inner {
                 tracing::debug!(topic, released = gone.len(), "rebalance: releasing queues");
                 self.drop_queues(gone).await;
             }
+            if self.resetting.borrow().contains(topic) {
+                continue; // `reset_topic` restarts them once the new offsets are committed
+            }
             for q in mine {
                 if self.queues.borrow().contains_key(&q) {
                     continue;
@@ -528,6 +619,46 @@ impl Inner {
                 let task = glommio::spawn_local(async move { me.run_queue(pq2).await }).detach();
                 *pq.task.borrow_mut() = Some(task);
                 self.queues.borrow_mut().insert(q, pq);
+            }
+        }
+    }
+
+    /// A broker's RESET_CONSUMER_CLIENT_OFFSET (Java's `MQClientInstance.resetOffset`):
+    /// stops this member's queues of `topic` without committing where they stood, waits
+    /// `RESET_SETTLE_MS` so that pulls already sent (which carry the old commit point)
+    /// are answered first, then commits the new offsets; rebalancing restarts the queues
+    /// from them.
+    async fn reset_topic(self: &Rc<Self>, topic: &str, offsets: &BTreeMap<MessageQueue, i64>) {
+        let owned: Vec<Rc<ProcessQueue>> =
+            self.queues.borrow().iter().filter(|(q, _)| q.topic == topic && offsets.contains_key(*q)).map(|(_, pq)| pq.clone()).collect();
+        for pq in &owned {
+            pq.dropped.set(true);
+            if let Some(task) = pq.task.borrow_mut().take() {
+                task.cancel();
+            }
+            self.queues.borrow_mut().remove(&pq.queue);
+        }
+        glommio::timer::sleep(Duration::from_millis(RESET_SETTLE_MS)).await;
+        for pq in &owned {
+            let offset = offsets[&pq.queue];
+            if self.clustering() {
+                if let Err(e) = kernel::commit_offset(&self.instance, &self.config.group, &pq.queue, offset).await {
+                    tracing::warn!(queue = ?pq.queue, offset, error = %e, "reset offset not committed");
+                }
+            } else if let Some(local) = self.local_offsets.borrow_mut().as_mut() {
+                local.set(&pq.queue, offset);
+            }
+            tracing::info!(queue = ?pq.queue, offset, "consumer offset reset");
+        }
+        if !self.clustering() {
+            self.save_local_offsets();
+        }
+        if self.needs_lock() {
+            let locked: Vec<MessageQueue> = owned.iter().filter(|pq| pq.locked_until.take().is_some()).map(|pq| pq.queue.clone()).collect();
+            for q in locked {
+                if let Ok(addr) = kernel::broker_addr(&self.instance, &q) {
+                    let _ = kernel::unlock_queues(&self.instance, &addr, &self.config.group, std::slice::from_ref(&q)).await;
+                }
             }
         }
     }

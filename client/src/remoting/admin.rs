@@ -163,6 +163,173 @@ impl ConsumeStats {
 }
 
 
+/// Java's `ResetOffsetBody`: the offsets INVOKE_BROKER_TO_RESET_OFFSET chose, and the
+/// body of the RESET_CONSUMER_CLIENT_OFFSET the broker pushes to the group's clients.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResetOffsetBody {
+    pub offset_table: BTreeMap<MessageQueue, i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawResetOffset {
+    #[serde(default, deserialize_with = "null_default")]
+    offset_table: BTreeMap<String, i64>,
+}
+
+impl ResetOffsetBody {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = b"{\"offsetTable\":".to_vec();
+        write_mq_map(&mut out, &self.offset_table);
+        out.push(b'}');
+        out
+    }
+
+    pub fn decode(body: &[u8]) -> Result<Self, BodyError> {
+        let raw: RawResetOffset = from_json_object_keys(body)?;
+        Ok(Self { offset_table: read_mq_map(raw.offset_table)? })
+    }
+}
+
+/// Java's `CMResult`: what a listener answered to CONSUME_MESSAGE_DIRECTLY.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(non_camel_case_types)]
+pub enum CmResult {
+    CR_SUCCESS,
+    CR_LATER,
+    CR_ROLLBACK,
+    CR_COMMIT,
+    CR_THROW_EXCEPTION,
+    CR_RETURN_NULL,
+}
+
+/// Java's `ConsumeMessageDirectlyResult` (the client's answer to
+/// CONSUME_MESSAGE_DIRECTLY, passed back unchanged by the broker).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsumeMessageDirectlyResult {
+    #[serde(default)]
+    pub auto_commit: bool,
+    pub consume_result: Option<CmResult>,
+    #[serde(default)]
+    pub order: bool,
+    #[serde(default)]
+    pub remark: Option<String>,
+    #[serde(default, deserialize_with = "i64_lenient")]
+    pub spent_time_mills: i64,
+}
+
+impl ConsumeMessageDirectlyResult {
+    pub fn encode(&self) -> Vec<u8> {
+        to_json(self)
+    }
+
+    pub fn decode(body: &[u8]) -> Result<Self, BodyError> {
+        from_json_lenient(body)
+    }
+}
+
+/// Java's `ProcessQueueInfo`: one queue of a consumer's running info.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ProcessQueueInfo {
+    pub cached_msg_count: i64,
+    pub cached_msg_max_offset: i64,
+    pub cached_msg_min_offset: i64,
+    #[serde(rename = "cachedMsgSizeInMiB")]
+    pub cached_msg_size_in_mib: i64,
+    pub commit_offset: i64,
+    /// Java's spelling.
+    pub droped: bool,
+    pub last_consume_timestamp: i64,
+    pub last_lock_timestamp: i64,
+    pub last_pull_timestamp: i64,
+    pub locked: bool,
+    pub transaction_msg_count: i64,
+    pub transaction_msg_max_offset: i64,
+    pub transaction_msg_min_offset: i64,
+    pub try_unlock_times: i64,
+}
+
+/// Java's `ConsumerRunningInfo` (GET_CONSUMER_RUNNING_INFO, answered by the client):
+/// its properties, subscriptions and per-queue progress.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConsumerRunningInfo {
+    pub properties: BTreeMap<String, String>,
+    pub subscription_set: Vec<super::heartbeat::SubscriptionData>,
+    pub mq_table: BTreeMap<MessageQueue, ProcessQueueInfo>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawRunningInfo {
+    #[serde(default, deserialize_with = "null_default")]
+    properties: BTreeMap<String, serde_json::Value>,
+    #[serde(default, deserialize_with = "null_default")]
+    subscription_set: Vec<super::heartbeat::SubscriptionData>,
+    #[serde(default, deserialize_with = "null_default")]
+    mq_table: BTreeMap<String, ProcessQueueInfo>,
+}
+
+impl ConsumerRunningInfo {
+    /// fastjson's form: sorted fields, object keys in `mqTable`, empty `mqPopTable`,
+    /// `statusTable` and `userConsumerInfo` (RingMQ keeps no per-topic consume RT/TPS).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = b"{\"mqPopTable\":{},\"mqTable\":".to_vec();
+        write_mq_map(&mut out, &self.mq_table);
+        out.extend_from_slice(b",\"properties\":");
+        out.extend_from_slice(&to_json(&self.properties));
+        out.extend_from_slice(b",\"statusTable\":{},\"subscriptionSet\":");
+        out.extend_from_slice(&to_json(&self.subscription_set));
+        out.extend_from_slice(b",\"userConsumerInfo\":{}}");
+        out
+    }
+
+    pub fn decode(body: &[u8]) -> Result<Self, BodyError> {
+        let raw: RawRunningInfo = from_json_object_keys(body)?;
+        let properties = raw
+            .properties
+            .into_iter()
+            .map(|(k, v)| (k, match v {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            }))
+            .collect();
+        Ok(Self { properties, subscription_set: raw.subscription_set, mq_table: read_mq_map(raw.mq_table)? })
+    }
+}
+
+/// Java's `BrokerStatsItem`: a counter over one window (`sum`, per-second `tps`, and
+/// `avgpt` = sum per update).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct BrokerStatsItem {
+    pub avgpt: f64,
+    pub sum: i64,
+    pub tps: f64,
+}
+
+/// Java's `BrokerStatsData` (VIEW_BROKER_STATS_DATA): one stats key over the last
+/// minute, hour and day.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct BrokerStatsData {
+    pub stats_day: BrokerStatsItem,
+    pub stats_hour: BrokerStatsItem,
+    pub stats_minute: BrokerStatsItem,
+}
+
+impl BrokerStatsData {
+    pub fn encode(&self) -> Vec<u8> {
+        to_json(self)
+    }
+
+    pub fn decode(body: &[u8]) -> Result<Self, BodyError> {
+        from_json_lenient(body)
+    }
+}
+
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,6 +386,40 @@ mod tests {
         assert_eq!(ConsumeStats::decode(text.as_bytes()).unwrap(), s);
         let g = GroupList { group_list: vec!["a".into(), "b".into()] };
         assert_eq!(String::from_utf8(g.encode()).unwrap(), r#"{"groupList":["a","b"]}"#);
+    }
+
+    #[test]
+    fn reset_offset_and_client_answers_wire_form() {
+        let mut r = ResetOffsetBody::default();
+        r.offset_table.insert(mq("T", "b", 1), 7);
+        r.offset_table.insert(mq("T", "b", 0), 0);
+        let text = String::from_utf8(r.encode()).unwrap();
+        assert_eq!(text, r#"{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:0,{"brokerName":"b","queueId":1,"topic":"T"}:7}}"#);
+        assert_eq!(ResetOffsetBody::decode(text.as_bytes()).unwrap(), r);
+        // Java's client answer, as fastjson writes it.
+        let java = br#"{"autoCommit":true,"consumeResult":"CR_SUCCESS","order":false,"spentTimeMills":3}"#;
+        let d = ConsumeMessageDirectlyResult::decode(java).unwrap();
+        assert_eq!((d.consume_result, d.auto_commit, d.spent_time_mills, d.remark.clone()), (Some(CmResult::CR_SUCCESS), true, 3, None));
+        assert_eq!(ConsumeMessageDirectlyResult::decode(&d.encode()).unwrap(), d);
+        let mut info = ConsumerRunningInfo::default();
+        info.properties.insert("PROP_CONSUME_TYPE".into(), "CONSUME_PASSIVELY".into());
+        info.subscription_set.push(super::super::heartbeat::SubscriptionData::new("T", "*", 1));
+        info.mq_table.insert(mq("T", "b", 0), ProcessQueueInfo { commit_offset: 5, cached_msg_count: 2, ..Default::default() });
+        let text = String::from_utf8(info.encode()).unwrap();
+        assert!(text.starts_with(r#"{"mqPopTable":{},"mqTable":{{"brokerName":"b","queueId":0,"topic":"T"}:{"cachedMsgCount":2,"#), "{text}");
+        assert!(text.contains(r#""cachedMsgSizeInMiB":0"#) && text.contains(r#""droped":false"#), "{text}");
+        assert_eq!(ConsumerRunningInfo::decode(text.as_bytes()).unwrap(), info);
+        // Java writes numbers and booleans in properties too.
+        let java = br#"{"properties":{"PROP_CONSUMEORDERLY":false,"PROP_THREADPOOL_CORE_SIZE":20},"subscriptionSet":[],"mqTable":{}}"#;
+        let d = ConsumerRunningInfo::decode(java).unwrap();
+        assert_eq!(d.properties["PROP_CONSUMEORDERLY"], "false");
+        assert_eq!(d.properties["PROP_THREADPOOL_CORE_SIZE"], "20");
+        let stats = BrokerStatsData { stats_minute: BrokerStatsItem { avgpt: 1.0, sum: 60, tps: 1.0 }, ..Default::default() };
+        assert_eq!(
+            String::from_utf8(stats.encode()).unwrap(),
+            r#"{"statsDay":{"avgpt":0.0,"sum":0,"tps":0.0},"statsHour":{"avgpt":0.0,"sum":0,"tps":0.0},"statsMinute":{"avgpt":1.0,"sum":60,"tps":1.0}}"#
+        );
+        assert_eq!(BrokerStatsData::decode(&stats.encode()).unwrap(), stats);
     }
 
     proptest! {

@@ -76,12 +76,15 @@ code_table! {
         DELETE_TOPIC_IN_NAMESRV = 216,
         REGISTER_TOPIC_IN_NAMESRV = 217,
         GET_KVLIST_BY_NAMESPACE = 219,
+        RESET_CONSUMER_CLIENT_OFFSET = 220,
+        INVOKE_BROKER_TO_RESET_OFFSET = 222,
         GET_TOPICS_BY_CLUSTER = 224,
         QUERY_TOPIC_CONSUME_BY_WHO = 300,
         GET_SYSTEM_TOPIC_LIST_FROM_NS = 304,
         GET_CONSUMER_RUNNING_INFO = 307,
         CONSUME_MESSAGE_DIRECTLY = 309,
         SEND_MESSAGE_V2 = 310,
+        VIEW_BROKER_STATS_DATA = 315,
         UPDATE_NAMESRV_CONFIG = 318,
         GET_NAMESRV_CONFIG = 319,
         SEND_BATCH_MESSAGE = 320,
@@ -218,6 +221,11 @@ mod tests {
             ("QUERY_DATA_VERSION", 322),
             ("LITE_PULL_MESSAGE", 361),
             ("GET_ALL_TOPIC_LIST_FROM_NAMESERVER", 206),
+            ("RESET_CONSUMER_CLIENT_OFFSET", 220),
+            ("INVOKE_BROKER_TO_RESET_OFFSET", 222),
+            ("GET_CONSUMER_RUNNING_INFO", 307),
+            ("CONSUME_MESSAGE_DIRECTLY", 309),
+            ("VIEW_BROKER_STATS_DATA", 315),
         ] {
             check(t, name, code);
         }
@@ -244,6 +252,8 @@ mod tests {
             ("QUERY_NOT_FOUND", 22),
             ("SUBSCRIPTION_NOT_EXIST", 24),
             ("INVALID_PARAMETER", 29),
+            ("CONSUMER_NOT_ONLINE", 206),
+            ("CONSUME_MSG_TIMEOUT", 207),
         ] {
             check(t, name, code);
         }

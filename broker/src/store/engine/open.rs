@@ -219,6 +219,7 @@ pub async fn open_store<D: Disk, C: Clock>(
             flush_requested: false,
             records_appended: 0,
             records_flushed: 0,
+            queues_deleted: Vec::new(),
             checkpoint_logics_phys: 0,
             commitlog_start: first_segment,
         })),
