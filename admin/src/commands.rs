@@ -4,15 +4,15 @@
 
 use clap::{Args, Subcommand};
 use ringmq_client::instance::{ClientConfig, ClientInstance, PERM_READ, PERM_WRITE};
-use ringmq_client::message::stored::StoredMessageView;
 use ringmq_client::message::user::Message;
 use ringmq_client::producer::{Producer, ProducerConfig};
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
-use ringmq_client::remoting::admin::{ConsumeStats, TopicStatsTable};
 use ringmq_client::remoting::command::RemotingCommand;
-use ringmq_client::remoting::headers::{CreateTopicRequestHeader, PullMessageRequestHeader};
-use ringmq_client::remoting::route::{ClusterInfo, TopicRouteData};
+use ringmq_client::remoting::headers::CreateTopicRequestHeader;
+use ringmq_client::remoting::route::TopicRouteData;
 use serde_json::{json, Value};
+use crate::query::{self, MessageDetail};
+use std::net::SocketAddr;
 use std::rc::Rc;
 
 #[derive(Args, Debug, Clone)]
@@ -245,8 +245,34 @@ pub enum Command {
         #[arg(short = 'd', long = "clientId", requires = "group")]
         client_id: Option<String>,
     },
+    /// Serve the web dashboard (clusters, topics, groups, live charts, messages, DLQ)
+    /// until stopped; prints `listening on http://ADDR/` as its first line.
+    dashboard {
+        /// NameServer addresses, `host:port;host:port`.
+        #[arg(short = 'n', long = "namesrvAddr")]
+        namesrv: String,
+        /// Address to serve on (port 0 picks a free one).
+        #[arg(long = "listen", default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+    },
     #[command(flatten)]
     Ops(crate::ops::OpsCommand),
+}
+
+
+/// `-n`'s NameServers, or the error a command ends with.
+pub fn namesrv_list(namesrv: &str) -> Result<Vec<String>, String> {
+    let namesrvs: Vec<String> = namesrv.split(';').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+    if namesrvs.is_empty() {
+        return Err("-n needs at least one NameServer host:port".into());
+    }
+    Ok(namesrvs)
+}
+
+impl From<query::QueryError> for String {
+    fn from(e: query::QueryError) -> String {
+        e.to_string()
+    }
 }
 
 pub(crate) type Outcome = Result<String, String>;
@@ -274,12 +300,11 @@ pub async fn run(command: Command) -> Outcome {
         | Command::wipeWritePerm { common, .. }
         | Command::addWritePerm { common, .. }
         | Command::queryMsgById { common, .. } => common.clone(),
+        // Runs on its own threads (main.rs), never through here.
+        Command::dashboard { .. } => return Err("dashboard runs from main".into()),
         Command::Ops(ops) => ops.common().clone(),
     };
-    let namesrvs: Vec<String> = common.namesrv.split(';').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
-    if namesrvs.is_empty() {
-        return Err("-n needs at least one NameServer host:port".into());
-    }
+    let namesrvs = namesrv_list(&common.namesrv)?;
     let client = ClientConfig::new(namesrvs.clone());
     let instance = ClientInstance::start(client.clone()).map_err(|e| e.to_string())?;
     let result = dispatch(&instance, client, &namesrvs, common.json, command).await;
@@ -288,23 +313,12 @@ pub async fn run(command: Command) -> Outcome {
 }
 
 pub(crate) async fn call(instance: &Rc<ClientInstance>, addr: &str, cmd: RemotingCommand) -> Result<RemotingCommand, String> {
-    let code = cmd.code;
-    let r = instance.invoke(addr, cmd).await.map_err(|e| format!("{addr}: {e}"))?;
-    if r.code != rs::SUCCESS {
-        return Err(format!("{addr} answered request {code} with code {}: {}", r.code, r.remark.as_deref().unwrap_or("")));
-    }
-    Ok(r)
-}
-
-async fn cluster(instance: &Rc<ClientInstance>) -> Result<ClusterInfo, String> {
-    ringmq_client::admin::cluster_info(instance).await.map_err(|e| e.to_string())
+    Ok(query::call(instance, addr, cmd).await?)
 }
 
 /// Master addresses of `cluster`'s brokers.
 async fn masters(instance: &Rc<ClientInstance>, cluster_name: &str) -> Result<Vec<String>, String> {
-    let info = cluster(instance).await?;
-    let names = info.cluster_addr_table.get(cluster_name).ok_or_else(|| format!("cluster {cluster_name} is not known to the NameServer"))?;
-    Ok(names.iter().filter_map(|n| info.broker_addr_table.get(n)).filter_map(|b| b.broker_addrs.get(&0).cloned()).collect())
+    Ok(query::masters(instance, cluster_name).await?)
 }
 
 async fn targets(instance: &Rc<ClientInstance>, broker: &Option<String>, cluster_name: &Option<String>) -> Result<Vec<String>, String> {
@@ -339,49 +353,26 @@ pub(crate) fn render(json: bool, value: Value, text: String) -> Outcome {
     }
 }
 
-async fn runtime_table(instance: &Rc<ClientInstance>, addr: &str) -> Result<serde_json::Map<String, Value>, String> {
-    let r = call(instance, addr, RemotingCommand::request(rq::GET_BROKER_RUNTIME_INFO)).await?;
-    let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("{addr}: runtime info: {e}"))?;
-    v.get("table").and_then(Value::as_object).cloned().ok_or_else(|| format!("{addr}: runtime info without a table"))
-}
 
 async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs: &[String], json: bool, command: Command) -> Outcome {
     match command {
         Command::clusterList { cluster: only, .. } => {
-            let info = cluster(instance).await?;
+            let brokers = query::brokers(instance, only.as_deref()).await?;
             let mut rows = Vec::new();
             let mut docs = Vec::new();
-            for (cluster_name, brokers) in &info.cluster_addr_table {
-                if only.as_ref().is_some_and(|c| c != cluster_name) {
-                    continue;
-                }
-                for name in brokers {
-                    let Some(b) = info.broker_addr_table.get(name) else { continue };
-                    for (id, addr) in &b.broker_addrs {
-                        let rt = runtime_table(instance, addr).await.unwrap_or_default();
-                        let get = |k: &str| rt.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
-                        // mqadmin shows the 10-second TPS (the first of "10s 1min 10min").
-                        let first = |k: &str| get(k).split_whitespace().next().unwrap_or("-").to_string();
-                        let (in_tps, out_tps) = (first("putTps"), first("getTransferedTps"));
-                        rows.push(vec![cluster_name.clone(), name.clone(), id.to_string(), addr.clone(), get("brokerVersionDesc"), in_tps.clone(), out_tps.clone(), get("commitLogDiskRatio"), get("brokerActive")]);
-                        docs.push(json!({
-                            "cluster": cluster_name, "brokerName": name, "brokerId": id, "addr": addr, "version": get("brokerVersionDesc"),
-                            "inTps": in_tps, "outTps": out_tps, "space": get("commitLogDiskRatio"), "activated": get("brokerActive"),
-                            "putTotal": get("putMessageTimesTotal"), "getTotal": get("getMessageTransferedMsgCount")
-                        }));
-                    }
-                }
+            for b in &brokers {
+                let (in_tps, out_tps) = (b.tps_10s("putTps"), b.tps_10s("getTransferedTps"));
+                rows.push(vec![b.cluster.clone(), b.broker_name.clone(), b.broker_id.to_string(), b.addr.clone(), b.get("brokerVersionDesc"), in_tps.clone(), out_tps.clone(), b.get("commitLogDiskRatio"), b.get("brokerActive")]);
+                docs.push(json!({
+                    "cluster": b.cluster, "brokerName": b.broker_name, "brokerId": b.broker_id, "addr": b.addr, "version": b.get("brokerVersionDesc"),
+                    "inTps": in_tps, "outTps": out_tps, "space": b.get("commitLogDiskRatio"), "activated": b.get("brokerActive"),
+                    "putTotal": b.get("putMessageTimesTotal"), "getTotal": b.get("getMessageTransferedMsgCount")
+                }));
             }
             render(json, json!(docs), table(&["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS", "#OutTPS", "#SPACE", "#ACTIVATED"], &rows))
         }
         Command::topicList { .. } => {
-            let r = instance.invoke_namesrv(RemotingCommand::request(rq::GET_ALL_TOPIC_LIST_FROM_NAMESERVER)).await.map_err(|e| e.to_string())?;
-            if r.code != rs::SUCCESS {
-                return Err(format!("NameServer answered {}: {}", r.code, r.remark.unwrap_or_default()));
-            }
-            let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("topic list: {e}"))?;
-            let mut topics: Vec<String> = v.get("topicList").and_then(Value::as_array).map(|a| a.iter().filter_map(|t| t.as_str().map(String::from)).collect()).unwrap_or_default();
-            topics.sort();
+            let topics = query::topic_list(instance).await?;
             let text = topics.iter().map(|t| format!("{t}\n")).collect();
             render(json, json!(topics), text)
         }
@@ -430,10 +421,10 @@ async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs:
             render(json, json!({"topic": topic, "brokers": brokers, "namesrvs": namesrvs}), text)
         }
         Command::brokerStatus { broker, .. } => {
-            let t = runtime_table(instance, &broker).await?;
+            let t = query::runtime_table(instance, &broker).await?;
             let width = t.keys().map(String::len).max().unwrap_or(0);
-            let text = t.iter().map(|(k, v)| format!("{k:<width$}: {}\n", v.as_str().unwrap_or_default())).collect();
-            render(json, Value::Object(t), text)
+            let text = t.iter().map(|(k, v)| format!("{k:<width$}: {v}\n")).collect();
+            render(json, json!(t), text)
         }
         Command::updateSubGroup { group, broker, cluster: cluster_name, retry_queue_nums, retry_max_times, broadcast, .. } => {
             let body = json!({
@@ -456,7 +447,7 @@ async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs:
             let mut docs = Vec::new();
             for addr in route.master_addrs.values() {
                 let cmd = RemotingCommand::request(rq::GET_PRODUCER_CONNECTION_LIST).with_ext("producerGroup", group.clone());
-                let r = call(instance, &addr, cmd).await?;
+                let r = call(instance, addr, cmd).await?;
                 let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("{addr}: {e}"))?;
                 for c in v.get("connectionSet").and_then(Value::as_array).into_iter().flatten() {
                     let s = |k: &str| c.get(k).map(|x| x.as_str().map(String::from).unwrap_or_else(|| x.to_string())).unwrap_or_default();
@@ -483,73 +474,39 @@ async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs:
             render(json, doc, table(&["#Broker Name", "#QID", "#Send Result", "#MsgId", "#OffsetMsgId"], &[row]))
         }
         Command::topicStatus { topic, .. } => {
-            let route = instance.fetch_route(&topic).await.map_err(|e| e.to_string())?;
-            let mut rows = Vec::new();
-            let mut docs = Vec::new();
-            for addr in route.master_addrs.values() {
-                let r = call(instance, addr, RemotingCommand::request(rq::GET_TOPIC_STATS_INFO).with_ext("topic", topic.clone())).await?;
-                let stats = TopicStatsTable::decode(&r.body).map_err(|e| format!("{addr}: {e}"))?;
-                for (mq, o) in &stats.offset_table {
-                    rows.push(vec![mq.broker_name.clone(), mq.queue_id.to_string(), o.min_offset.to_string(), o.max_offset.to_string(), o.last_update_timestamp.to_string()]);
-                    docs.push(json!({"brokerName": mq.broker_name, "queueId": mq.queue_id, "minOffset": o.min_offset, "maxOffset": o.max_offset, "lastUpdateTimestamp": o.last_update_timestamp}));
-                }
-            }
-            render(json, json!(docs), table(&["#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"], &rows))
+            let queues = query::topic_status(instance, &topic).await?;
+            let rows: Vec<Vec<String>> = queues
+                .iter()
+                .map(|q| vec![q.broker_name.clone(), q.queue_id.to_string(), q.min_offset.to_string(), q.max_offset.to_string(), q.last_update_timestamp.to_string()])
+                .collect();
+            render(json, json!(queues), table(&["#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"], &rows))
         }
         Command::consumerProgress { group, topic, .. } => {
-            let info = cluster(instance).await?;
-            let mut rows = Vec::new();
-            let mut docs = Vec::new();
-            let mut total_lag = 0i64;
-            for b in info.broker_addr_table.values() {
-                let Some(addr) = b.broker_addrs.get(&0) else { continue };
-                let mut cmd = RemotingCommand::request(rq::GET_CONSUME_STATS).with_ext("consumerGroup", group.clone());
-                if let Some(t) = &topic {
-                    cmd = cmd.with_ext("topic", t.clone());
-                }
-                let r = instance.invoke(addr, cmd).await.map_err(|e| format!("{addr}: {e}"))?;
-                if r.code != rs::SUCCESS {
-                    // A broker that never saw the group has nothing to report.
-                    continue;
-                }
-                let stats = ConsumeStats::decode(&r.body).map_err(|e| format!("{addr}: {e}"))?;
-                for (mq, o) in &stats.offset_table {
-                    let lag = (o.broker_offset - o.consumer_offset).max(0);
-                    total_lag += lag;
-                    rows.push(vec![mq.topic.clone(), mq.broker_name.clone(), mq.queue_id.to_string(), o.broker_offset.to_string(), o.consumer_offset.to_string(), lag.to_string(), o.last_timestamp.to_string()]);
-                    docs.push(json!({"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, "brokerOffset": o.broker_offset, "consumerOffset": o.consumer_offset, "diff": lag, "lastTimestamp": o.last_timestamp}));
-                }
-            }
-            if rows.is_empty() {
+            let queues = query::consumer_progress(instance, &group, topic.as_deref()).await?;
+            if queues.is_empty() {
                 return Err(format!("no broker reports progress for consumer group {group}"));
             }
+            let total_lag: i64 = queues.iter().map(|q| q.diff).sum();
+            let rows: Vec<Vec<String>> = queues
+                .iter()
+                .map(|q| vec![q.topic.clone(), q.broker_name.clone(), q.queue_id.to_string(), q.broker_offset.to_string(), q.consumer_offset.to_string(), q.diff.to_string(), q.last_timestamp.to_string()])
+                .collect();
             let mut text = table(&["#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#LastTime"], &rows);
             text += &format!("\nDiff Total: {total_lag}\n");
-            render(json, json!({"queues": docs, "diffTotal": total_lag}), text)
+            render(json, json!({"queues": queues, "diffTotal": total_lag}), text)
         }
         Command::consumerConnection { group, .. } => {
-            let info = cluster(instance).await?;
-            let mut last_error = None;
-            for b in info.broker_addr_table.values() {
-                let Some(addr) = b.broker_addrs.get(&0) else { continue };
-                match call(instance, addr, RemotingCommand::request(rq::GET_CONSUMER_CONNECTION_LIST).with_ext("consumerGroup", group.clone())).await {
-                    Ok(r) => {
-                        let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("{addr}: {e}"))?;
-                        let conns = v.get("connectionSet").and_then(Value::as_array).cloned().unwrap_or_default();
-                        let s = |c: &Value, k: &str| c.get(k).map(|x| x.as_str().map(String::from).unwrap_or_else(|| x.to_string())).unwrap_or_default();
-                        let rows: Vec<Vec<String>> = conns.iter().enumerate().map(|(i, c)| vec![format!("{:03}", i + 1), s(c, "clientId"), s(c, "clientAddr"), s(c, "language"), s(c, "version")]).collect();
-                        let mut text = table(&["#", "#ClientId", "#ClientAddr", "#Language", "#Version"], &rows);
-                        text += "\nBelow is subscription:\n";
-                        for (t, sub) in v.get("subscriptionTable").and_then(Value::as_object).into_iter().flatten() {
-                            text += &format!("{t}  {}\n", sub.get("subString").and_then(Value::as_str).unwrap_or("*"));
-                        }
-                        text += &format!("\nConsumeType: {}\nMessageModel: {}\nConsumeFromWhere: {}\n", s(&v, "consumeType"), s(&v, "messageModel"), s(&v, "consumeFromWhere"));
-                        return render(json, v, text);
-                    }
-                    Err(e) => last_error = Some(e),
-                }
+            let v = query::consumer_connection(instance, &group).await?;
+            let conns = v.get("connectionSet").and_then(Value::as_array).cloned().unwrap_or_default();
+            let s = |c: &Value, k: &str| c.get(k).map(|x| x.as_str().map(String::from).unwrap_or_else(|| x.to_string())).unwrap_or_default();
+            let rows: Vec<Vec<String>> = conns.iter().enumerate().map(|(i, c)| vec![format!("{:03}", i + 1), s(c, "clientId"), s(c, "clientAddr"), s(c, "language"), s(c, "version")]).collect();
+            let mut text = table(&["#", "#ClientId", "#ClientAddr", "#Language", "#Version"], &rows);
+            text += "\nBelow is subscription:\n";
+            for (t, sub) in v.get("subscriptionTable").and_then(Value::as_object).into_iter().flatten() {
+                text += &format!("{t}  {}\n", sub.get("subString").and_then(Value::as_str).unwrap_or("*"));
             }
-            Err(last_error.unwrap_or_else(|| "no broker in the cluster".into()))
+            text += &format!("\nConsumeType: {}\nMessageModel: {}\nConsumeFromWhere: {}\n", s(&v, "consumeType"), s(&v, "messageModel"), s(&v, "consumeFromWhere"));
+            render(json, v, text)
         }
         Command::deleteSubGroup { group, broker, cluster: cluster_name, remove_offset, .. } => {
             let mut done = Vec::new();
@@ -562,74 +519,33 @@ async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs:
             render(json, json!({"group": group, "brokers": done, "offsetsRemoved": remove_offset}), text)
         }
         Command::queryMsgByKey { topic, key, max_num, .. } => {
-            let route = instance.fetch_route(&topic).await.map_err(|e| e.to_string())?;
-            let mut rows = Vec::new();
-            let mut docs = Vec::new();
-            for addr in route.master_addrs.values() {
-                let cmd = RemotingCommand::request(rq::QUERY_MESSAGE)
-                    .with_ext("topic", topic.clone())
-                    .with_ext("key", key.clone())
-                    .with_ext("maxNum", max_num.max(1).to_string())
-                    .with_ext("beginTimestamp", "0")
-                    .with_ext("endTimestamp", i64::MAX.to_string());
-                let r = instance.invoke(addr, cmd).await.map_err(|e| format!("{addr}: {e}"))?;
-                if r.code != rs::SUCCESS {
-                    continue; // QUERY_NOT_FOUND: none on this broker
-                }
-                let mut at = 0usize;
-                while at < r.body.len() {
-                    let v = StoredMessageView::parse_verified(&r.body[at..]).map_err(|e| format!("{addr}: record {at}: {e}"))?;
-                    at += v.total_size();
-                    let id = ringmq_client::msgid::offset_msg_id(&v.store_host(), v.physical_offset() as u64);
-                    rows.push(vec![id.clone(), v.queue_id().to_string(), v.queue_offset().to_string()]);
-                    docs.push(json!({"offsetMsgId": id, "queueId": v.queue_id(), "queueOffset": v.queue_offset(), "body": String::from_utf8_lossy(v.body())}));
-                }
-            }
+            let found = query::query_by_key(instance, &topic, &key, max_num, usize::MAX).await?;
+            let rows: Vec<Vec<String>> = found.iter().map(|m| vec![m.offset_msg_id.clone(), m.queue_id.to_string(), m.queue_offset.to_string()]).collect();
+            let docs: Vec<Value> = found.iter().map(|m| json!({"offsetMsgId": m.offset_msg_id, "queueId": m.queue_id, "queueOffset": m.queue_offset, "body": m.body})).collect();
             render(json, json!(docs), table(&["#Message ID", "#QID", "#Offset"], &rows))
         }
         Command::queryMsgByOffset { topic, broker_name, queue_id, offset, .. } => {
             let route = instance.fetch_route(&topic).await.map_err(|e| e.to_string())?;
             let addr = route.master_addrs.get(&broker_name).ok_or_else(|| format!("broker {broker_name} does not serve {topic}"))?;
-            let (records, _) = pull(instance, addr, &topic, queue_id, offset, 1).await?;
-            if records.is_empty() {
-                return Err(format!("no message at {topic}/{broker_name}/{queue_id} offset {offset}"));
-            }
-            let v = StoredMessageView::parse_verified(&records).map_err(|e| e.to_string())?;
-            let id = ringmq_client::msgid::offset_msg_id(&v.store_host(), v.physical_offset() as u64);
-            describe(json, &id, &v)
+            let (records, _) = query::pull(instance, addr, &topic, queue_id, offset, 1).await?;
+            let found = query::decode_records(addr, &records, usize::MAX)?;
+            let m = found.first().ok_or_else(|| format!("no message at {topic}/{broker_name}/{queue_id} offset {offset}"))?;
+            describe(json, m)
         }
         Command::printMsg { topic, print_body, limit, .. } => {
             let route = instance.fetch_route(&topic).await.map_err(|e| e.to_string())?;
             let mut text = String::new();
             let mut docs = Vec::new();
-            'all: for q in &route.read_queues {
+            for q in &route.read_queues {
+                if docs.len() >= limit {
+                    break;
+                }
                 let Some(addr) = route.master_addrs.get(&q.broker_name) else { continue };
-                let mut offset = 0i64;
-                loop {
-                    let (records, next) = pull(instance, addr, &topic, q.queue_id, offset, 32).await?;
-                    if records.is_empty() {
-                        // Retention may have moved the queue's start: follow it once.
-                        match next {
-                            Some(n) if n > offset => {
-                                offset = n;
-                                continue;
-                            }
-                            _ => break,
-                        }
-                    }
-                    let mut at = 0usize;
-                    while at < records.len() {
-                        let v = StoredMessageView::parse_verified(&records[at..]).map_err(|e| e.to_string())?;
-                        at += v.total_size();
-                        offset = v.queue_offset() + 1;
-                        let id = ringmq_client::msgid::offset_msg_id(&v.store_host(), v.physical_offset() as u64);
-                        let body = String::from_utf8_lossy(v.body()).into_owned();
-                        text += &if print_body { format!("MSGID: {id} QUEUE: {}/{} OFFSET: {} BODY: {body}\n", q.broker_name, q.queue_id, v.queue_offset()) } else { format!("MSGID: {id} QUEUE: {}/{} OFFSET: {}\n", q.broker_name, q.queue_id, v.queue_offset()) };
-                        docs.push(json!({"msgId": id, "brokerName": q.broker_name, "queueId": q.queue_id, "queueOffset": v.queue_offset(), "body": if print_body { Value::String(body) } else { Value::Null }}));
-                        if docs.len() >= limit {
-                            break 'all;
-                        }
-                    }
+                let scan = query::Scan { from: 0, max: limit - docs.len(), until_ms: None, body_preview_max: usize::MAX };
+                for m in query::scan_queue(instance, addr, &topic, q.queue_id, scan).await? {
+                    let (id, body) = (&m.offset_msg_id, &m.body);
+                    text += &if print_body { format!("MSGID: {id} QUEUE: {}/{} OFFSET: {} BODY: {body}\n", q.broker_name, q.queue_id, m.queue_offset) } else { format!("MSGID: {id} QUEUE: {}/{} OFFSET: {}\n", q.broker_name, q.queue_id, m.queue_offset) };
+                    docs.push(json!({"msgId": id, "brokerName": q.broker_name, "queueId": q.queue_id, "queueOffset": m.queue_offset, "body": if print_body { Value::String(body.clone()) } else { Value::Null }}));
                 }
             }
             render(json, json!(docs), text)
@@ -664,13 +580,8 @@ async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs:
         Command::addWritePerm { broker_name, .. } => write_perm(instance, namesrvs, json, &broker_name, false).await,
         Command::Ops(ops) => crate::ops::run(instance, json, ops).await,
         Command::queryMsgById { msg_id, group: Some(group), client_id: Some(client_id), .. } => crate::ops::consume_directly(instance, json, &msg_id, &group, &client_id).await,
-        Command::queryMsgById { msg_id, .. } => {
-            let (host, offset) = ringmq_client::msgid::decode_offset_msg_id(&msg_id).ok_or_else(|| format!("{msg_id} is not an offset message id (host + CommitLog offset)"))?;
-            let addr = host.to_string();
-            let r = call(instance, &addr, RemotingCommand::request(rq::VIEW_MESSAGE_BY_ID).with_ext("offset", offset.to_string())).await?;
-            let v = StoredMessageView::parse_verified(&r.body).map_err(|e| format!("message at {offset}: {e}"))?;
-            describe(json, &msg_id, &v)
-        }
+        Command::queryMsgById { msg_id, .. } => describe(json, &query::view_by_offset_id(instance, &msg_id, usize::MAX).await?),
+        Command::dashboard { .. } => Err("dashboard runs from main".into()),
     }
 }
 
@@ -689,53 +600,31 @@ async fn write_perm(instance: &Rc<ClientInstance>, namesrvs: &[String], json: bo
 }
 
 /// A stored message as mqadmin prints one (queryMsgById, queryMsgByOffset).
-fn describe(json: bool, id: &str, v: &StoredMessageView<'_>) -> Outcome {
-    let props = String::from_utf8_lossy(v.properties_bytes()).into_owned();
-    let prop = |k: &str| props.split('\u{2}').find_map(|kv| kv.strip_prefix(&format!("{k}\u{1}")).map(String::from)).unwrap_or_default();
+fn describe(json: bool, m: &MessageDetail) -> Outcome {
     let fields = vec![
-        ("OffsetID", id.to_string()),
-        ("Topic", v.topic().unwrap_or("?").to_string()),
-        ("Tags", prop("TAGS")),
-        ("Keys", prop("KEYS")),
-        ("Queue ID", v.queue_id().to_string()),
-        ("Queue Offset", v.queue_offset().to_string()),
-        ("CommitLog Offset", v.physical_offset().to_string()),
-        ("Reconsume Times", v.reconsume_times().to_string()),
-        ("Born Timestamp", v.born_timestamp_ms().to_string()),
-        ("Store Timestamp", v.store_timestamp_ms().to_string()),
-        ("Born Host", v.born_host().to_string()),
-        ("Store Host", v.store_host().to_string()),
-        ("System Flag", v.sys_flag().to_string()),
-        ("Properties", props.replace('\u{1}', "=").replace('\u{2}', ", ").trim_end_matches(", ").to_string()),
-        ("Message Body", String::from_utf8_lossy(v.body()).into_owned()),
+        ("OffsetID", m.offset_msg_id.clone()),
+        ("Topic", m.topic.clone()),
+        ("Tags", m.tags.clone()),
+        ("Keys", m.keys.clone()),
+        ("Queue ID", m.queue_id.to_string()),
+        ("Queue Offset", m.queue_offset.to_string()),
+        ("CommitLog Offset", m.commit_log_offset.to_string()),
+        ("Reconsume Times", m.reconsume_times.to_string()),
+        ("Born Timestamp", m.born_timestamp.to_string()),
+        ("Store Timestamp", m.store_timestamp.to_string()),
+        ("Born Host", m.born_host.clone()),
+        ("Store Host", m.store_host.clone()),
+        ("System Flag", m.sys_flag.to_string()),
+        ("Properties", m.properties_text()),
+        ("Message Body", m.body.clone()),
     ];
     let text = fields.iter().map(|(k, v)| format!("{k:<20}: {v}\n")).collect();
     let doc: serde_json::Map<String, Value> = fields.into_iter().map(|(k, v)| (k.to_string(), Value::String(v))).collect();
     render(json, Value::Object(doc), text)
 }
 
-/// PULL_MESSAGE of up to `max` messages of one queue from `offset` (no consumer group
-/// state: the admin reads, it never commits). Returns the records and the next offset.
+/// PULL_MESSAGE of up to `max` messages of one queue from `offset` (`query::pull`; the
+/// admin reads, it never commits). Returns the records and the next offset.
 pub(crate) async fn pull(instance: &Rc<ClientInstance>, addr: &str, topic: &str, queue_id: i32, offset: i64, max: i32) -> Result<(Vec<u8>, Option<i64>), String> {
-    let header = PullMessageRequestHeader {
-        consumer_group: "ringmq-admin".into(),
-        topic: topic.to_string(),
-        queue_id,
-        queue_offset: offset,
-        max_msg_nums: max,
-        sys_flag: 0,
-        commit_offset: 0,
-        suspend_timeout_millis: 0,
-        subscription: None,
-        sub_version: 0,
-        expression_type: None,
-        max_msg_bytes: None,
-    };
-    let r = instance.invoke(addr, RemotingCommand::request(rq::PULL_MESSAGE).with_header(&header)).await.map_err(|e| format!("{addr}: {e}"))?;
-    let next = r.ext("nextBeginOffset").and_then(|n| n.parse().ok());
-    match r.code {
-        rs::SUCCESS => Ok((r.body.to_vec(), next)),
-        rs::PULL_NOT_FOUND | rs::PULL_RETRY_IMMEDIATELY | rs::PULL_OFFSET_MOVED => Ok((Vec::new(), next)),
-        code => Err(format!("{addr} answered the pull with code {code}: {}", r.remark.as_deref().unwrap_or(""))),
-    }
+    Ok(query::pull(instance, addr, topic, queue_id, offset, max).await?)
 }

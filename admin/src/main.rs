@@ -1,14 +1,16 @@
 //! `ringmq-admin`: Apache RocketMQ's `mqadmin` commands (same names and flags) over the
 //! remoting protocol only, so it works against RingMQ and Apache RocketMQ alike. Every
 //! command prints a table (mqadmin's layout where it has one) or, with `--json`, one
-//! JSON document for scripts.
+//! JSON document for scripts. `dashboard` serves a web UI over the same requests.
 //!
 //! Invariants: a command that fails prints the broker's or NameServer's code and remark
 //! and exits 1 (2 for bad flags); nothing is retried silently; every call is bounded by
 //! the client's request timeout.
 
 mod commands;
+mod dashboard;
 mod ops;
+mod query;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -22,6 +24,14 @@ pub struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let commands::Command::dashboard { namesrv, listen } = &cli.command {
+        // Serves until the process is stopped; returns only when it cannot start.
+        let result = commands::namesrv_list(namesrv).and_then(|n| dashboard::run(n, *listen).map_err(|e| e.to_string()));
+        if let Err(e) = result {
+            eprintln!("ringmq-admin dashboard: {e}");
+        }
+        return ExitCode::from(1);
+    }
     // The client runs on a glommio executor of its own.
     let result = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .name("ringmq-admin")

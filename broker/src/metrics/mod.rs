@@ -149,6 +149,15 @@ impl ShardMetrics {
     pub fn rpc(&self) -> Vec<(i32, Buckets)> {
         self.rpc.iter().map(|(k, v)| (*k, *v)).collect()
     }
+
+    /// The latency histograms of `codes` added together (runtime info's send latency).
+    pub fn rpc_of(&self, codes: &[i32]) -> Buckets {
+        let mut sum = Buckets::default();
+        for b in codes.iter().filter_map(|c| self.rpc.get(c)) {
+            sum.add(b);
+        }
+        sum
+    }
 }
 
 /// One shard's published state.

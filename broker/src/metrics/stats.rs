@@ -85,6 +85,14 @@ pub fn add_tps_text(a: &str, b: &str) -> String {
     (0..x.len().max(y.len())).map(|i| format!("{:.2}", x.get(i).unwrap_or(&0.0) + y.get(i).unwrap_or(&0.0))).collect::<Vec<_>>().join(" ")
 }
 
+/// Sums texts of space-separated counts element by element (histogram buckets of the
+/// shards of one broker); a value that does not parse counts as 0.
+pub fn add_counts_text(a: &str, b: &str) -> String {
+    let parse = |s: &str| s.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0)).collect::<Vec<_>>();
+    let (x, y) = (parse(a), parse(b));
+    (0..x.len().max(y.len())).map(|i| x.get(i).unwrap_or(&0).saturating_add(*y.get(i).unwrap_or(&0)).to_string()).collect::<Vec<_>>().join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +130,15 @@ mod tests {
         check("1.50 2.00 3.00", "1.00 1.00 1.00", "2.50 3.00 4.00");
         check("", "1.00 1.00 1.00", "1.00 1.00 1.00");
         check("x 1", "1", "1.00 1.00");
+    }
+
+    #[test]
+    fn count_texts_add_up() {
+        // check(a, b, sum)
+        let check = |a: &str, b: &str, want: &str| assert_eq!(add_counts_text(a, b), want);
+        check("1 2 3", "10 0 1", "11 2 4");
+        check("", "4 5", "4 5");
+        check("x 1", "2", "2 1");
+        check(&u64::MAX.to_string(), "1", &u64::MAX.to_string());
     }
 }

@@ -14,7 +14,7 @@ use super::mesh::ShardEvent;
 use super::{error_response, ConnCtx, Shard};
 use crate::meta::topics::{TopicConfig, TopicTable};
 use ringmq_client::remoting::bodies::{ConsumerList, JsonBody};
-use ringmq_client::remoting::codes::response_code as rs;
+use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::headers::CreateTopicRequestHeader;
 use ringmq_client::remoting::heartbeat::HeartbeatData;
@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// Runtime-info counters that are summed over shards.
-const SUMMED_COUNTERS: [&str; 29] = [
+const SUMMED_COUNTERS: [&str; 30] = [
     "putMessageTimesTotal",
     "getMessageTransferedMsgCount",
     "requestsTotal",
@@ -53,6 +53,7 @@ const SUMMED_COUNTERS: [&str; 29] = [
     "msgGetTotalYesterdayMorning",
     "putMessageSizeTotal",
     "remainHowManyDataToFlush",
+    "sendLatencySumUs",
 ];
 
 /// Runtime info "a b c" TPS texts, summed component by component over the shards.
@@ -60,6 +61,28 @@ const TPS_VALUES: [&str; 3] = ["putTps", "getTransferredTps", "getTransferedTps"
 
 /// Runtime info values that are the maximum over the shards.
 const MAXED_VALUES: [&str; 1] = ["haBehindMs"];
+
+/// Runtime info histograms ("c0 c1 ... cN" counts per `latencyBucketBoundsUs` bucket, the
+/// last one unbounded), summed bucket by bucket over the shards.
+const BUCKET_VALUES: [&str; 1] = ["sendLatencyBucketsUs"];
+
+/// Values the merged answer also carries per shard, as `shard.<id>.<key>`, so an
+/// operator (the dashboard's cluster page) sees how load spreads over the shards. The
+/// merged answer has `shardCount` × these extra keys; a local part has none.
+const PER_SHARD_KEYS: [&str; 9] = [
+    "putMessageTimesTotal",
+    "getMessageTransferedMsgCount",
+    "storeMessagesTotal",
+    "putMessageSizeTotal",
+    "remainHowManyDataToFlush",
+    "commitLogDiskRatio",
+    "suspendedPulls",
+    "forwardedIn",
+    "readErrorsTotal",
+];
+
+/// The request codes whose latency is runtime info's send latency.
+const SEND_CODES: [i32; 3] = [rq::SEND_MESSAGE, rq::SEND_MESSAGE_V2, rq::SEND_BATCH_MESSAGE];
 
 /// RocketMQ's limit on queues per topic.
 pub const TOPIC_QUEUE_NUMS_MAX: u32 = 1024;
@@ -420,12 +443,20 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// scoped request); `shardId` names the shard that answered.
     pub(super) async fn handle_runtime_info(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
         let mut table = self.runtime_table();
+        let mut per_shard = BTreeMap::new();
         if cmd.ext(super::admin_tools::LOCAL_ONLY_EXT).is_none() {
             let others = match self.gather(cmd, "1").await {
                 Ok(others) => others,
                 Err(r) => return r,
             };
+            for key in PER_SHARD_KEYS {
+                per_shard.insert(format!("shard.{}.{key}", self.id), table.get(key).cloned().unwrap_or_default());
+            }
             for v in others {
+                let id = v["table"]["shardId"].as_str().unwrap_or("?").to_string();
+                for key in PER_SHARD_KEYS {
+                    per_shard.insert(format!("shard.{id}.{key}"), v["table"][key].as_str().unwrap_or_default().to_string());
+                }
                 for key in SUMMED_COUNTERS {
                     let theirs = v["table"][key].as_str().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
                     let ours = table.get(key).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
@@ -441,8 +472,15 @@ impl<R: crate::rt::Runtime> Shard<R> {
                     let ours = table.get(key).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
                     table.insert(key, ours.max(theirs).to_string());
                 }
+                for key in BUCKET_VALUES {
+                    let theirs = v["table"][key].as_str().unwrap_or_default();
+                    let ours = table.get(key).cloned().unwrap_or_default();
+                    table.insert(key, crate::metrics::stats::add_counts_text(&ours, theirs));
+                }
             }
         }
+        let mut table: BTreeMap<String, String> = table.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        table.extend(per_shard);
         let body = serde_json::json!({ "table": table });
         let mut r = cmd.create_response(rs::SUCCESS, None);
         r.body = body.to_string().into_bytes().into();
@@ -477,6 +515,15 @@ impl<R: crate::rt::Runtime> Shard<R> {
         table.insert("msgPutTotalTodayNow", c.messages_put.get().to_string());
         table.insert("msgGetTotalTodayNow", c.messages_pulled.get().to_string());
         table.insert("putMessageSizeTotal", c.bytes_put.get().to_string());
+        // Send latency (request arrival on this shard's socket to answer, forwarding
+        // included), cumulative since start: a poller derives per-interval percentiles
+        // from the difference of two samples, as Prometheus does with histograms.
+        {
+            let sends = self.metrics.borrow().rpc_of(&SEND_CODES);
+            table.insert("sendLatencyBucketsUs", sends.counts.iter().map(u64::to_string).collect::<Vec<_>>().join(" "));
+            table.insert("sendLatencySumUs", sends.sum_us.to_string());
+            table.insert("latencyBucketBoundsUs", crate::metrics::LATENCY_BOUNDS_US.iter().map(u64::to_string).collect::<Vec<_>>().join(" "));
+        }
         table.insert("commitLogDiskRatio", format!("{:.4}", self.store.stats().disk_used_permille as f64 / 1000.0));
         table.insert("remainHowManyDataToFlush", self.store.dirty_bytes().to_string());
         table.insert("brokerActive", "true".to_string());

@@ -1,0 +1,475 @@
+//! `ringmq-admin dashboard` in a real browser: a NameServer and a 2-shard broker in this
+//! process (fresh store, ephemeral ports), a topic with messages, a consumer group with
+//! a committed offset (so its lag is known), a message with a key, a dead letter, and
+//! a producer sending while the live page samples; then headless Chromium (Debian's
+//! `chromium`) loads every page and the test asserts on the rendered DOM. The DLQ
+//! resend is driven through the API endpoint the page's button calls, and the copy is
+//! then found on the original topic.
+//!
+//! Chromium is installed by `scripts/install-chromium.sh` when missing; where that is
+//! impossible (no apt-get, not root) the test prints "skipped: chromium unavailable"
+//! and passes. With `RINGMQ_DASHBOARD_SCREENSHOTS=<dir>` it also writes one PNG per
+//! page there (relative to the workspace root; the README's are in `results/dashboard/`).
+//!
+//! No fixed ports and no sleeps for ordering: every wait polls with a deadline.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Generous: a loaded 2-core machine runs the broker, the dashboard and Chromium.
+const WAIT: Duration = Duration::from_secs(30);
+/// One Chromium run (start, load, scripts, dump).
+const CHROMIUM_RUN: Duration = Duration::from_secs(60);
+
+struct Cluster {
+    namesrv: String,
+    broker: String,
+    _namesrv: namesrv::server::ServerHandle,
+    _broker: ringmq_broker::runtime::BrokerHandle,
+    _dir: tempfile::TempDir,
+}
+
+fn cluster() -> Cluster {
+    let ns = namesrv::server::spawn(namesrv::config::ServerConfig { listen: "127.0.0.1:0".parse().unwrap(), ..Default::default() }).expect("namesrv");
+    let namesrv = ns.local_addr().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ringmq_broker::config::BrokerConfig {
+        store_root: dir.path().join("store"),
+        listen_port: 0,
+        shard_count: 2,
+        broker_ip: Some("127.0.0.1".into()),
+        broker_name: "broker-dash".into(),
+        namesrv_addrs: vec![namesrv.clone()],
+        register_interval_ms: 300,
+        ..Default::default()
+    };
+    config.store.segment_bytes = 8 << 20;
+    config.store.disk_warn_ratio = 0.999;
+    config.store.disk_force_clean_ratio = 0.999;
+    config.store.disk_refuse_ratio = 0.9999;
+    let broker = ringmq_broker::runtime::start(config).expect("broker");
+    let addr = broker.addr.to_string();
+    Cluster { namesrv, broker: addr, _namesrv: ns, _broker: broker, _dir: dir }
+}
+
+fn admin(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ringmq-admin")).args(args).output().expect("runs");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn ok(args: &[&str]) -> String {
+    let (code, out, err) = admin(args);
+    assert_eq!(code, 0, "ringmq-admin {args:?} failed: {err}{out}");
+    out
+}
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One request over a plain socket to the broker (what the CLI has no command for).
+fn remoting(broker: &str, cmd: ringmq_client::remoting::command::RemotingCommand) -> ringmq_client::remoting::command::RemotingCommand {
+    use ringmq_client::remoting::command::RemotingCommand;
+    let mut out = bytes::BytesMut::new();
+    cmd.with_opaque(7).encode(&mut out).unwrap();
+    let mut s = std::net::TcpStream::connect(broker).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    s.write_all(&out).unwrap();
+    let mut buf = bytes::BytesMut::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(r) = RemotingCommand::decode(&mut buf, &Default::default()).unwrap() {
+            return r;
+        }
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn success(r: &ringmq_client::remoting::command::RemotingCommand) {
+    assert_eq!(r.code, ringmq_client::remoting::codes::response_code::SUCCESS, "{:?}", r.remark);
+}
+
+/// The dashboard as a child process; killed when dropped.
+struct Dashboard {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn dashboard(namesrv: &str) -> Dashboard {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq-admin"))
+        .args(["dashboard", "-n", namesrv, "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("dashboard starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx.recv_timeout(WAIT).expect("the dashboard prints its address");
+    let addr = line
+        .strip_prefix("listening on http://")
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("first line: {line:?}"))
+        .to_string();
+    Dashboard { child, addr }
+}
+
+/// `(status, body)` of one HTTP request to the dashboard.
+fn http(addr: &str, method: &str, target: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    write!(s, "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no head end: {text}"));
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("status line: {head}"));
+    (status, body.to_string())
+}
+
+fn api(addr: &str, target: &str) -> serde_json::Value {
+    let (status, body) = http(addr, "GET", target);
+    assert_eq!(status, 200, "GET {target}: {body}");
+    json(&body)
+}
+
+/// Chromium on PATH, installing it with the project's script when missing.
+fn chromium() -> Option<String> {
+    let find = || ["chromium", "chromium-browser"].into_iter().find(|b| Command::new(b).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())).map(String::from);
+    if let Some(b) = find() {
+        return Some(b);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/install-chromium.sh");
+    match Command::new("bash").arg(&script).status() {
+        Ok(s) if s.success() => find(),
+        _ => None,
+    }
+}
+
+struct Browser {
+    bin: String,
+    profile: tempfile::TempDir,
+}
+
+impl Browser {
+    /// One headless run: `extra` flags then the URL; stdout (the DOM with --dump-dom).
+    fn run(&self, extra: &[String], url: &str) -> String {
+        let mut child = Command::new(&self.bin)
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check"])
+            .args(["--disable-extensions", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--mute-audio"])
+            .arg(format!("--user-data-dir={}", self.profile.path().display()))
+            .arg("--virtual-time-budget=5000")
+            .args(extra)
+            .arg(url)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromium starts");
+        let mut stdout = child.stdout.take().expect("stdout");
+        let reader = std::thread::spawn(move || {
+            let mut out = String::new();
+            let _ = stdout.read_to_string(&mut out);
+            out
+        });
+        let deadline = Instant::now() + CHROMIUM_RUN;
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("chromium did not finish {url} within {CHROMIUM_RUN:?}");
+                }
+            }
+        }
+        reader.join().expect("reader")
+    }
+
+    /// The rendered DOM of `url` once the page is drawn (or failed) and holds `wanted`.
+    fn page(&self, url: &str, wanted: &[&str]) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let dom = self.run(&["--dump-dom".into()], url);
+            let drawn = dom.contains(r#"data-state="ready""#) || dom.contains(r#"data-state="error""#);
+            if drawn && wanted.iter().all(|w| dom.contains(w)) {
+                return dom;
+            }
+            assert!(Instant::now() < deadline, "{url}: never showed {wanted:?}; last DOM:\n{dom}");
+        }
+    }
+
+    fn screenshot(&self, url: &str, name: &str) {
+        let Some(dir) = std::env::var_os("RINGMQ_DASHBOARD_SCREENSHOTS") else { return };
+        // A relative directory is taken from the workspace root (cargo runs tests in
+        // the package's directory), so `results/dashboard` means the committed one.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(PathBuf::from(dir));
+        std::fs::create_dir_all(&dir).expect("screenshot dir");
+        let path = dir.join(format!("{name}.png"));
+        self.run(&[format!("--screenshot={}", path.display()), "--window-size=1280,900".into(), "--hide-scrollbars".into()], url);
+        assert!(path.metadata().is_ok_and(|m| m.len() > 0), "no screenshot at {}", path.display());
+    }
+}
+
+/// The HTML of the table row with `id` (up to its `</tr>`).
+fn row<'a>(dom: &'a str, id: &str) -> &'a str {
+    let start = dom.find(&format!(r#"id="{id}""#)).unwrap_or_else(|| panic!("no row {id} in:\n{dom}"));
+    let end = dom[start..].find("</tr>").map(|e| start + e).unwrap_or(dom.len());
+    &dom[start..end]
+}
+
+/// The text of the first element of `html` whose class list starts with `class`.
+fn cell(html: &str, class: &str) -> String {
+    let at = html.find(&format!(r#"class="{class}"#)).unwrap_or_else(|| panic!("no .{class} in {html}"));
+    let open = at + html[at..].find('>').expect("tag end") + 1;
+    let close = open + html[open..].find('<').expect("text end");
+    html[open..close].to_string()
+}
+
+/// The text of the element with `id`.
+fn text_of(dom: &str, id: &str) -> String {
+    let at = dom.find(&format!(r#"id="{id}""#)).unwrap_or_else(|| panic!("no #{id} in:\n{dom}"));
+    let open = at + dom[at..].find('>').expect("tag end") + 1;
+    let close = open + dom[open..].find('<').expect("text end");
+    dom[open..close].to_string()
+}
+
+/// Sends one message every few ms until stopped: the live page's traffic.
+struct Load {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn load(namesrv: &str, topic: &str) -> Load {
+    use ringmq_client::producer::{Producer, ProducerConfig};
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ns, topic, flag) = (namesrv.to_string(), topic.to_string(), stop.clone());
+    let handle = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .name("dash-load")
+        .spawn(move || async move {
+            let producer = Producer::start(ProducerConfig::new(ringmq_client::ClientConfig::new([ns]), "dash-load")).await.expect("producer");
+            let mut n = 0u64;
+            while !flag.load(Ordering::SeqCst) {
+                let _ = producer.send(ringmq_client::Message::new(topic.clone(), format!("load {n}"))).await;
+                n += 1;
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+            }
+            producer.shutdown().await;
+        })
+        .expect("load executor");
+    let thread = std::thread::spawn(move || {
+        let _ = handle.join();
+    });
+    Load { stop, thread: Some(thread) }
+}
+
+#[test]
+fn every_page_against_a_live_cluster_in_headless_chromium() {
+    let started = Instant::now();
+    let Some(bin) = chromium() else {
+        println!("skipped: chromium unavailable (scripts/install-chromium.sh could not install it)");
+        return;
+    };
+    let browser = Browser { bin, profile: tempfile::tempdir().unwrap() };
+    let c = cluster();
+    let n = c.namesrv.as_str();
+    eventually("the broker registers", || admin(&["clusterList", "-n", n]).1.contains("broker-dash").then_some(()));
+    ok(&["updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "DASH_ORDERS", "-r", "4", "-w", "4"]);
+    ok(&["updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "DASH_LOAD", "-r", "2", "-w", "2"]);
+    eventually("the topics reach the NameServer", || {
+        let list = admin(&["topicList", "-n", n]).1;
+        (list.lines().any(|l| l == "DASH_ORDERS") && list.lines().any(|l| l == "DASH_LOAD")).then_some(())
+    });
+    let begin_ms = ringmq_client::msgid::now_ms() - 1_000;
+    let send = |body: &str, key: &str| json(&ok(&["sendMessage", "-n", n, "-t", "DASH_ORDERS", "-p", body, "-k", key, "-c", "TagA", "--json"]));
+    let first = send("hello dashboard", "order-42");
+    send("second message", "order-43");
+    let poison = send("poison pill", "poison-1");
+    let id1 = first["offsetMsgId"].as_str().unwrap().to_string();
+    let q1 = first["queueId"].as_i64().unwrap();
+
+    // A group that consumed the first message: offset 1 on its queue, 0 elsewhere.
+    use ringmq_client::remoting::codes::request_code as rq;
+    use ringmq_client::remoting::command::RemotingCommand;
+    success(&remoting(
+        &c.broker,
+        RemotingCommand::request(rq::UPDATE_CONSUMER_OFFSET)
+            .with_ext("consumerGroup", "DASH_CG")
+            .with_ext("topic", "DASH_ORDERS")
+            .with_ext("queueId", q1.to_string())
+            .with_ext("commitOffset", "1"),
+    ));
+    // The poison pill, dead-lettered by the group (a send-back with level -1).
+    let (_, phys) = ringmq_client::msgid::decode_offset_msg_id(poison["offsetMsgId"].as_str().unwrap()).unwrap();
+    success(&remoting(
+        &c.broker,
+        RemotingCommand::request(rq::CONSUMER_SEND_MSG_BACK)
+            .with_ext("offset", phys.to_string())
+            .with_ext("group", "DASH_CG")
+            .with_ext("delayLevel", "-1")
+            .with_ext("originMsgId", poison["msgId"].as_str().unwrap())
+            .with_ext("originTopic", "DASH_ORDERS")
+            .with_ext("maxReconsumeTimes", "16"),
+    ));
+    eventually("the DLQ topic is routed", || admin(&["topicList", "-n", n]).1.lines().any(|l| l == "%DLQ%DASH_CG").then_some(()));
+
+    let dash = dashboard(n);
+    let a = dash.addr.as_str();
+    let url = |target: &str| format!("http://{a}{target}");
+    let _load = load(n, "DASH_LOAD");
+
+    // The API answers what the pages draw; bad requests are 4xx with a sentence.
+    let topic = api(a, "/api/topic?t=DASH_ORDERS");
+    let queues = topic["queues"].as_array().expect("queues").clone();
+    assert_eq!(queues.len(), 4, "{topic}");
+    let max_of = |qid: i64| queues.iter().find(|q| q["queueId"] == qid).and_then(|q| q["maxOffset"].as_i64()).expect("queue");
+    let stored: i64 = queues.iter().map(|q| q["maxOffset"].as_i64().unwrap()).sum();
+    assert_eq!(stored, 3, "{topic}");
+    let group = api(a, "/api/group?g=DASH_CG");
+    let lag_total = stored - 1;
+    assert_eq!(group["lagTotal"], lag_total, "{group}");
+    for (target, status, says) in [
+        ("/nope", 404, "no page or API at /nope"),
+        ("/api/topic", 400, "missing query parameter t"),
+        ("/api/topic?t=bad+topic", 400, "is not a topic name"),
+        ("/api/topic?t=NO_SUCH_TOPIC", 404, "does not exist"),
+        ("/api/dlq?g=NOBODY", 404, "has no dead letters"),
+        ("/api/message/by-id?id=00", 400, "is not an offset message id"),
+    ] {
+        let (got, body) = http(a, "GET", target);
+        assert_eq!((got, json(&body)["error"].as_str().is_some_and(|e| e.contains(says))), (status, true), "{target}: {body}");
+    }
+    let (got, _) = http(a, "GET", "/api/dlq/resend?id=AB");
+    assert_eq!(got, 405);
+
+    // Live numbers: wait until the sampler has seen the load (rates and latency).
+    eventually("the live page has traffic", || {
+        let s = api(a, "/api/stats");
+        let pts = s["points"].as_array()?.clone();
+        (pts.len() >= 3 && pts.iter().any(|p| p["inRate"].as_f64().unwrap_or(0.0) > 0.0 && p["p99Us"].is_number())).then_some(())
+    });
+
+    // Cluster: the broker, its address and both shards.
+    let dom = browser.page(&url("/cluster"), &["broker-dash", "shard-broker-dash-0-1"]);
+    assert!(dom.contains("Cluster DefaultCluster") && dom.contains(&c.broker), "{dom}");
+    assert!(row(&dom, "broker-broker-dash-0").contains("answering"), "{dom}");
+    row(&dom, "shard-broker-dash-0-0");
+    browser.screenshot(&url("/cluster"), "cluster");
+
+    // Topics, and one topic's per-queue offsets.
+    let dom = browser.page(&url("/topics"), &["topic-DASH_ORDERS", "topic-%DLQ%DASH_CG"]);
+    assert!(row(&dom, "topic-DASH_ORDERS").contains(">3<"), "3 messages: {dom}");
+    browser.screenshot(&url("/topics"), "topics");
+    let dom = browser.page(&url("/topic?t=DASH_ORDERS"), &["Queue offsets", &format!("q-broker-dash-{q1}")]);
+    let r = row(&dom, &format!("q-broker-dash-{q1}"));
+    assert_eq!((cell(r, "min"), cell(r, "max")), ("0".to_string(), max_of(q1).to_string()), "{r}");
+    assert!(dom.contains(r#"href="/group?g=DASH_CG""#), "the group consumes it: {dom}");
+    browser.screenshot(&url("/topic?t=DASH_ORDERS"), "topic");
+
+    // Consumer groups: the lag, in all and on the consumed queue.
+    let dom = browser.page(&url("/groups"), &["group-DASH_CG"]);
+    assert_eq!(cell(row(&dom, "group-DASH_CG"), "lag"), lag_total.to_string(), "{dom}");
+    browser.screenshot(&url("/groups"), "groups");
+    let dom = browser.page(&url("/group?g=DASH_CG"), &["lag-total"]);
+    assert_eq!(text_of(&dom, "lag-total"), lag_total.to_string(), "{dom}");
+    assert_eq!(cell(row(&dom, &format!("lag-DASH_ORDERS-broker-dash-{q1}")), "lag"), (max_of(q1) - 1).to_string(), "{dom}");
+    assert!(dom.contains("No client online"), "{dom}");
+    browser.screenshot(&url("/group?g=DASH_CG"), "group");
+
+    // Live: both charts drawn from several points.
+    let dom = browser.page(&url("/live"), &["chart-throughput", "chart-latency", "<polyline"]);
+    let points: usize = text_of(&dom, "live-points").parse().unwrap_or(0);
+    assert!(points >= 3, "{dom}");
+    assert!(dom.contains("Throughput (messages/s, all brokers)") && dom.contains("Send latency"), "{dom}");
+    browser.screenshot(&url("/live"), "live");
+
+    // Messages by key (with its body), by id (detail), by time.
+    let dom = browser.page(&url("/messages?t=DASH_ORDERS&key=order-42"), &["found"]);
+    assert_eq!(cell(row(&dom, &format!("msg-{id1}")), "body"), "hello dashboard", "{dom}");
+    browser.screenshot(&url("/messages?t=DASH_ORDERS&key=order-42"), "messages");
+    let dom = browser.page(&url(&format!("/message?id={id1}&t=DASH_ORDERS")), &["message-fields"]);
+    assert!(dom.contains(r#"<pre id="body">hello dashboard</pre>"#), "{dom}");
+    assert!(row(&dom, "prop-KEYS").contains("order-42") && row(&dom, "prop-TAGS").contains("TagA"), "{dom}");
+    browser.screenshot(&url(&format!("/message?id={id1}&t=DASH_ORDERS")), "message");
+    let end_ms = ringmq_client::msgid::now_ms() + 1_000;
+    let dom = browser.page(&url(&format!("/messages?t=DASH_ORDERS&begin={begin_ms}&end={end_ms}")), &["found"]);
+    for body in ["hello dashboard", "second message", "poison pill"] {
+        assert!(dom.contains(body), "{body} in the time search: {dom}");
+    }
+
+    // Dead letters: the group's list, then its message with where it came from.
+    let dom = browser.page(&url("/dlq"), &["dlq-DASH_CG"]);
+    assert!(row(&dom, "dlq-DASH_CG").contains(">1<"), "{dom}");
+    let dlq = api(a, "/api/dlq?g=DASH_CG");
+    let dead = dlq["messages"][0]["offsetMsgId"].as_str().expect("a dead letter").to_string();
+    let dom = browser.page(&url("/dlq?g=DASH_CG"), &["poison pill"]);
+    let r = row(&dom, &format!("dlq-{dead}"));
+    assert_eq!(cell(r, "origin"), "DASH_ORDERS", "{r}");
+    assert!(r.contains(&format!(r#"data-id="{dead}""#)) && r.contains(">Resend<"), "{r}");
+    browser.screenshot(&url("/dlq?g=DASH_CG"), "dlq");
+
+    // Resend, as the button does: a real send to the original topic.
+    let (status, body) = http(a, "POST", &format!("/api/dlq/resend?id={dead}"));
+    assert_eq!(status, 200, "{body}");
+    let resent = json(&body);
+    assert_eq!(resent["topic"], "DASH_ORDERS", "{resent}");
+    let copy = ok(&["queryMsgById", "-n", n, "-i", resent["offsetMsgId"].as_str().unwrap()]);
+    let field = |name: &str, value: &str| assert!(copy.lines().any(|l| l.starts_with(name) && l.ends_with(&format!(": {value}"))), "{name}: {value} in\n{copy}");
+    field("Topic", "DASH_ORDERS");
+    field("Message Body", "poison pill");
+    field("Keys", "poison-1");
+    let stored_after: i64 = api(a, "/api/topic?t=DASH_ORDERS")["queues"].as_array().unwrap().iter().map(|q| q["maxOffset"].as_i64().unwrap()).sum();
+    assert_eq!(stored_after, stored + 1);
+    let dom = browser.page(&url("/messages?t=DASH_ORDERS&key=poison-1"), &["2 found"]);
+    assert!(dom.contains(&format!("msg-{}", resent["offsetMsgId"].as_str().unwrap())), "{dom}");
+    // A message that is not a dead letter is refused.
+    let (status, body) = http(a, "POST", &format!("/api/dlq/resend?id={id1}"));
+    assert_eq!(status, 400, "{body}");
+    assert!(json(&body)["error"].as_str().unwrap().contains("not a dead-letter queue"), "{body}");
+
+    // A NameServer nobody answers on: every page says so instead of drawing nothing.
+    let dead_ns = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let orphan = dashboard(&dead_ns);
+    let dom = browser.page(&format!("http://{}/cluster", orphan.addr), &[r#"data-state="error""#]);
+    assert!(dom.contains("no NameServer answered"), "{dom}");
+    let dom = browser.page(&format!("http://{}/live", orphan.addr), &["Sampling failed"]);
+    assert!(dom.contains("no NameServer answered"), "{dom}");
+    println!("dashboard test took {:.1} s", started.elapsed().as_secs_f64());
+}
