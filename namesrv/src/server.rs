@@ -210,7 +210,7 @@ async fn serve(listener: TcpListener, config: ServerConfig, stop: Arc<AtomicBool
         shared.connections.set(open + 1);
         let conn_shared = shared.clone();
         glommio::spawn_local(async move {
-            match serve_connection(stream, &conn_shared).await {
+            match serve_connection(stream, &conn_shared, &peer).await {
                 Ok(()) => tracing::debug!(peer, "connection closed"),
                 Err(ConnError::Io(e)) if e.kind() == io::ErrorKind::TimedOut => {
                     tracing::debug!(peer, "connection timed out; closed")
@@ -245,7 +245,8 @@ async fn scan_loop(shared: Weak<Shared>) {
     }
 }
 
-async fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<(), ConnError> {
+/// `peer` (the client's address) is logged with the requests that change state.
+async fn serve_connection(mut stream: TcpStream, shared: &Shared, peer: &str) -> Result<(), ConnError> {
     let config = &shared.config;
     stream.set_read_timeout(Some(Duration::from_millis(config.connection_idle_timeout_ms))).map_err(io::Error::from)?;
     stream.set_write_timeout(Some(Duration::from_millis(config.write_timeout_ms))).map_err(io::Error::from)?;
@@ -270,7 +271,7 @@ async fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<(), 
                 tracing::debug!(opaque = req.opaque, code = req.code, "ignoring a response sent to the name server");
                 continue;
             }
-            let resp = process(&mut shared.rim.borrow_mut(), &req, shared.now_ms());
+            let resp = process(&mut shared.rim.borrow_mut(), &req, shared.now_ms(), peer);
             if req.is_oneway() {
                 continue;
             }

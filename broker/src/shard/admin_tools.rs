@@ -18,7 +18,7 @@ use super::{error_response, ConnCtx, Shard};
 use crate::routing::queue_owner;
 use ringmq_client::remoting::admin::{ConsumeStats, GroupList, OffsetWrapper, TopicOffset, TopicStatsTable};
 use ringmq_client::remoting::bodies::MessageQueue;
-use ringmq_client::remoting::codes::response_code as rs;
+use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::heartbeat::{tags, MessageModel};
 use std::collections::BTreeSet;
@@ -28,9 +28,27 @@ use std::rc::Rc;
 pub const LOCAL_ONLY_EXT: &str = "ringmqLocalOnly";
 /// Topics of a per-shard GET_CONSUME_STATS, `;`-separated (as Java's `topicList`).
 pub const TOPICS_EXT: &str = "ringmqTopics";
-/// The caller of a DELETE_SUBSCRIPTIONGROUP, recorded by the shard holding the
-/// connection (the metadata owner may not); stripped from client requests.
+/// The caller (remote address) of a request that changes state, recorded by the shard
+/// holding the connection so the shard that runs it (the metadata owner, for table
+/// changes) can log who asked; stripped from client requests.
 pub const CALLER_EXT: &str = "ringmqCaller";
+/// Requests that change state: each is logged with its caller (`CALLER_EXT`).
+/// 222 is INVOKE_BROKER_TO_RESET_OFFSET (its handler comes separately and logs
+/// `caller_of`; name it here once `codes.rs` has it).
+pub const CALLER_LOGGED_CODES: [i32; 6] = [
+    rq::UPDATE_AND_CREATE_TOPIC,
+    rq::DELETE_TOPIC_IN_BROKER,
+    rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+    rq::DELETE_SUBSCRIPTIONGROUP,
+    rq::UPDATE_BROKER_CONFIG,
+    222,
+];
+/// Who asked for `cmd`, for the log: the stamped caller, or "internal" for a request the
+/// broker made itself (`call_internal`, never stamped).
+pub(super) fn caller_of(cmd: &RemotingCommand) -> &str {
+    cmd.ext(CALLER_EXT).unwrap_or("internal")
+}
+
 /// Separator of Java's `topicList` header field (GET_CONSUME_STATS).
 const TOPIC_LIST_SEPARATOR: char = ';';
 
@@ -47,20 +65,16 @@ fn json_response(cmd: &RemotingCommand, body: Vec<u8>) -> RemotingCommand {
     r
 }
 
-fn topic_config_json(t: &crate::meta::topics::TopicConfig) -> serde_json::Value {
-    // The same TopicConfig GET_ALL_TOPIC_CONFIG writes, plus Java's `attributes`
-    // (none here); `mappingDetail` is absent, as fastjson omits a null.
+fn topic_config_json(t: &crate::meta::topics::TopicConfig) -> Vec<u8> {
+    // The same TopicConfig GET_ALL_TOPIC_CONFIG writes; `mappingDetail` is absent, as
+    // fastjson omits a null.
     let mut c = ringmq_client::remoting::route::TopicConfig::new(&t.name);
     c.read_queue_nums = t.read_queue_nums as i32;
     c.write_queue_nums = t.write_queue_nums as i32;
     c.perm = t.perm as i32;
     c.order = t.order;
     c.topic_sys_flag = t.topic_sys_flag as i32;
-    let mut v = serde_json::to_value(&c).unwrap_or_default();
-    if let Some(o) = v.as_object_mut() {
-        o.insert("attributes".into(), serde_json::json!({}));
-    }
-    v
+    ringmq_client::remoting::json::to_json(&c)
 }
 
 impl<R: crate::rt::Runtime> Shard<R> {
@@ -295,7 +309,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             tracing::debug!(topic, client = ?ctx.remote, "GET_TOPIC_CONFIG: no such topic");
             return error_response(cmd, rs::TOPIC_NOT_EXIST, format!("No topic in this broker. topic: {topic}"));
         };
-        json_response(cmd, topic_config_json(&config).to_string().into_bytes())
+        json_response(cmd, topic_config_json(&config))
     }
 
     /// DELETE_SUBSCRIPTIONGROUP (metadata owner): removes the group's config (SUCCESS
@@ -315,7 +329,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             tracing::debug!(shard = self.id, group, removed, "consumer offsets of a deleted group removed");
             return cmd.create_response(rs::SUCCESS, None);
         }
-        tracing::info!(group, clean_offset = clean, caller = cmd.ext(CALLER_EXT).unwrap_or("unknown"), "delete subscription group");
+        tracing::info!(group, clean_offset = clean, caller = caller_of(cmd), "delete subscription group");
         let now_ms = self.now_ms();
         match self.change_groups(cmd, |table| Ok(table.remove(group, now_ms).is_some())).await {
             Ok(true) => {}
@@ -332,7 +346,8 @@ impl<R: crate::rt::Runtime> Shard<R> {
     }
 
     /// GET_BROKER_CONFIG: the configuration as RocketMQ broker.conf properties (Java's
-    /// `properties2String`), and the `version` DataVersion Java sends with it.
+    /// `properties2String`), and the `version` DataVersion Java sends with it (settings
+    /// never change at runtime: counter 0, stamped at start-up).
     pub(super) fn handle_get_broker_config(&self, cmd: &RemotingCommand) -> RemotingCommand {
         let mut text = String::new();
         for (k, v) in self.config.to_broker_conf() {
@@ -340,14 +355,16 @@ impl<R: crate::rt::Runtime> Shard<R> {
         }
         text.push_str(&format!("shardCount={}\n", self.count));
         let mut r = cmd.create_response(rs::SUCCESS, None);
-        r.ext_fields.insert("version".into(), format!("{{\"counter\":0,\"timestamp\":{}}}", self.started_ms));
+        let version = ringmq_client::remoting::route::DataVersion { counter: 0, state_version: 0, timestamp: self.started_ms };
+        r.ext_fields.insert("version".into(), String::from_utf8_lossy(&ringmq_client::remoting::json::to_json(&version)).into_owned());
         r.body = text.into_bytes().into();
         r
     }
 
     /// UPDATE_BROKER_CONFIG: RingMQ reads every setting once at start-up (each shard
     /// holds it unchanged), so a runtime change is refused naming each key — never
-    /// acknowledged and then not applied. Logged with the caller.
+    /// acknowledged and then not applied. Refused with NO_PERMISSION, Java's code for a
+    /// key that may not be changed at runtime (its blacklist), and logged with the caller.
     pub(super) fn handle_update_broker_config(&self, cmd: &RemotingCommand) -> RemotingCommand {
         let body = String::from_utf8_lossy(&cmd.body);
         let keys: Vec<&str> = body
@@ -356,7 +373,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
             .map(|l| l.split(['=', ':']).next().unwrap_or(l).trim())
             .collect();
-        tracing::info!(keys = ?keys, caller = cmd.ext(CALLER_EXT).unwrap_or("unknown"), "broker config update refused: settings are read at start-up");
+        tracing::info!(keys = ?keys, caller = caller_of(cmd), "broker config update refused: settings are read at start-up");
         if keys.is_empty() {
             return error_response(cmd, rs::INVALID_PARAMETER, "no key=value lines in the body");
         }
@@ -366,7 +383,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             .collect();
         error_response(
             cmd,
-            rs::SYSTEM_ERROR,
+            rs::NO_PERMISSION,
             format!("RingMQ cannot change {} at runtime: settings are read at start-up; change the config file and restart the broker", named.join(", ")),
         )
     }
