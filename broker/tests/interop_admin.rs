@@ -5,8 +5,9 @@
 //! serde types (Java's shapes) and checking the values, not only that it decoded:
 //!
 //! - NameServer: GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
-//!   GET_ROUTEINFO_BY_TOPIC, WIPE_WRITE_PERM_OF_BROKER (205), ADD_WRITE_PERM_OF_BROKER
-//!   (327), DELETE_TOPIC_IN_NAMESRV;
+//!   GET_TOPICS_BY_CLUSTER, GET_ROUTEINFO_BY_TOPIC, WIPE_WRITE_PERM_OF_BROKER (205),
+//!   ADD_WRITE_PERM_OF_BROKER (327), DELETE_TOPIC_IN_NAMESRV, PUT_KV_CONFIG,
+//!   GET_KV_CONFIG, GET_KVLIST_BY_NAMESPACE, DELETE_KV_CONFIG;
 //! - broker: UPDATE_AND_CREATE_TOPIC (17), GET_ALL_TOPIC_CONFIG (21), GET_TOPIC_CONFIG
 //!   (351), GET_TOPIC_STATS_INFO (202), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
 //!   GET_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
@@ -14,7 +15,7 @@
 //!   (203), GET_PRODUCER_CONNECTION_LIST, QUERY_TOPIC_CONSUME_BY_WHO (300),
 //!   GET_BROKER_CONFIG (26), UPDATE_BROKER_CONFIG (25, refused), GET_BROKER_RUNTIME_INFO
 //!   (28), DELETE_TOPIC_IN_BROKER, VIEW_MESSAGE_BY_ID, QUERY_MESSAGE, SEARCH_OFFSET_BY_TIMESTAMP,
-//!   GET_MAX_OFFSET, GET_MIN_OFFSET.
+//!   GET_MAX_OFFSET, GET_MIN_OFFSET, UPDATE_CONSUMER_OFFSET (an admin's offset change).
 //!
 //! Also checked: every request that changes state is logged with its caller's address
 //! (the broker's and NameServer's logs are captured by this binary's global subscriber).
@@ -213,9 +214,26 @@ async fn admin_codes(serialize_type: SerializeType) {
         bounded("create topic", admin.create_and_update_topic_config(broker.clone().into(), config)).await.expect("topic created");
     }
     let list = bounded("topic list", admin.fetch_all_topic_list()).await.expect("topic list");
+    let by_cluster = bounded("topics by cluster", admin.fetch_topics_by_cluster(CLUSTER.into())).await.expect("topics by cluster");
     for (name, _) in &wanted {
         assert!(list.topic_list.iter().any(|t| t.as_str() == *name), "{name} in {:?}", list.topic_list);
+        assert!(by_cluster.topic_list.iter().any(|t| t.as_str() == *name), "{name} in {:?}", by_cluster.topic_list);
     }
+    let none = bounded("topics by cluster", admin.fetch_topics_by_cluster("NoSuchCluster".into())).await.expect("topics by cluster");
+    assert!(none.topic_list.is_empty(), "{none:?}");
+
+    // The NameServer's KV config (PUT / GET / GET_KVLIST_BY_NAMESPACE / DELETE).
+    let (kv_ns, kv_key) = (format!("AdminNs{label}"), "ordered.topic");
+    bounded("kv put", admin.create_and_update_kv_config(kv_ns.clone().into(), kv_key.into(), "broker-a:4".into())).await.expect("PUT_KV_CONFIG");
+    let got = bounded("kv get", admin.get_kv_config(kv_ns.clone().into(), kv_key.into())).await.expect("GET_KV_CONFIG");
+    assert_eq!(got.as_str(), "broker-a:4");
+    let table = bounded("kv list", admin.get_kv_list_by_namespace(kv_ns.clone().into())).await.expect("GET_KVLIST_BY_NAMESPACE");
+    let table: BTreeMap<String, String> = table.table.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    assert_eq!(table, BTreeMap::from([(kv_key.to_string(), "broker-a:4".to_string())]));
+    bounded("kv delete", admin.delete_kv_config(kv_ns.clone().into(), kv_key.into())).await.expect("DELETE_KV_CONFIG");
+    // QUERY_NOT_FOUND, which this client turns into an empty value.
+    let gone = bounded("kv get", admin.get_kv_config(kv_ns.clone().into(), kv_key.into())).await.expect("GET_KV_CONFIG");
+    assert_eq!(gone.as_str(), "", "deleted");
     let all = bounded("all topic config", admin.get_all_topic_config(broker.clone().into(), CALL_MS)).await.expect("GET_ALL_TOPIC_CONFIG decodes");
     let table = all.topic_config_table().expect("topicConfigTable");
     let version = all.data_version().expect("dataVersion");
@@ -385,8 +403,9 @@ async fn admin_codes(serialize_type: SerializeType) {
     let who = bounded("consume by who", admin.query_topic_consume_by_who(topic.clone().into())).await.expect("QUERY_TOPIC_CONSUME_BY_WHO");
     assert_eq!(who.group_list.iter().map(|g| g.to_string()).collect::<HashSet<_>>(), HashSet::from([group.clone()]));
 
-    // The consumer leaves; what is sent next is backlog: per queue, the stats' diff is
-    // exactly what was sent there since.
+    // The consumer leaves; what is sent next is backlog. Then UPDATE_CONSUMER_OFFSET from
+    // the admin rewinds queue 0 to its start, so all of it is backlog again. Per queue,
+    // the stats' diff is exactly that backlog.
     bounded("push consumer shutdown", consumer.shutdown()).await;
     check_refused(
         "consumer connection of a group gone",
@@ -395,22 +414,25 @@ async fn admin_codes(serialize_type: SerializeType) {
         None,
     );
     let second = send(&mut producer, &topic, "second", 9).await;
+    let q0 = MessageQueue::from_parts(topic.as_str(), BROKER_NAME, 0);
+    bounded("update offset", admin.update_consume_offset(broker.clone().into(), group.clone().into(), q0, 0)).await.expect("UPDATE_CONSUMER_OFFSET");
+    let stored: Vec<Sent> = first.iter().chain(second.iter()).cloned().collect();
+    let backlog: Vec<Sent> = second.iter().chain(first.iter().filter(|s| s.queue_id == 0)).cloned().collect();
     let stats = bounded("consume stats", admin.examine_consume_stats(group.clone().into(), Some(topic.clone().into()), None, Some(broker.clone().into()), None))
         .await
         .expect("GET_CONSUME_STATS decodes");
-    let backlog: BTreeMap<i32, (i64, i64)> =
+    let got: BTreeMap<i32, (i64, i64)> =
         stats.get_offset_table().iter().map(|(mq, w)| (mq.queue_id(), (w.get_broker_offset(), w.get_broker_offset() - w.get_consumer_offset()))).collect();
-    let both: Vec<Sent> = first.iter().chain(second.iter()).cloned().collect();
-    let want: BTreeMap<i32, (i64, i64)> = per_queue(&both).into_iter().map(|(q, n)| (q, (n, per_queue(&second)[&q]))).collect();
-    assert_eq!(backlog, want, "(brokerOffset, diff) per queue");
-    assert_eq!(stats.compute_total_diff(), second.len() as i64);
+    let want: BTreeMap<i32, (i64, i64)> = per_queue(&stored).into_iter().map(|(q, n)| (q, (n, per_queue(&backlog)[&q]))).collect();
+    assert_eq!(got, want, "(brokerOffset, diff) per queue");
+    assert_eq!(stats.compute_total_diff(), backlog.len() as i64);
     producer.shutdown().await;
 
     // GET_BROKER_RUNTIME_INFO (28): message counters are exactly what was put, TPS are
     // RocketMQ's "a b c" texts.
     let rt = bounded("runtime stats", admin.fetch_broker_runtime_stats(broker.clone().into())).await.expect("GET_BROKER_RUNTIME_INFO");
     let value = |k: &str| rt.table.get(k).map(|v| v.to_string()).unwrap_or_else(|| panic!("{k} in the runtime info: {:?}", rt.table));
-    let put = both.len().to_string();
+    let put = stored.len().to_string();
     assert_eq!((value("msgPutTotalTodayNow"), value("putMessageTimesTotal")), (put.clone(), put), "messages put");
     for key in ["putTps", "getTransferredTps"] {
         let tps: Vec<f64> = value(key).split(' ').map(|v| v.parse().unwrap_or_else(|_| panic!("{key} = {:?}", value(key)))).collect();
@@ -453,9 +475,13 @@ async fn admin_codes(serialize_type: SerializeType) {
         ("write permission wiped", &["write permission of broker changed", "wipe=true"]),
         ("write permission added", &["write permission of broker changed", "wipe=false"]),
         ("topic deletion in the NameServer", &["topic deleted", t2]),
+        ("KV config put", &["kv config put", &kv_ns]),
+        ("KV config deletion", &["kv config deleted", &kv_ns]),
     ]);
 
     bounded("admin shutdown", admin.shutdown()).await;
+    let encoding = common_interop::serialize_code(serialize_type);
+    assert_eq!(cluster.encodings_seen(), [encoding], "header encodings the clients sent to the NameServer");
     eprintln!("admin interop ({label}) took {:?}", started.elapsed());
 }
 
