@@ -2,7 +2,9 @@
 //! (`shard/admin_tools.rs`): GET_TOPIC_STATS_INFO, GET_CONSUME_STATS,
 //! GET_CONSUMER_CONNECTION_LIST, QUERY_TOPIC_CONSUME_BY_WHO, GET_TOPIC_CONFIG and
 //! DELETE_SUBSCRIPTIONGROUP, with their error cases (unknown topic, no consumer online,
-//! missing or malformed header fields). Topics have 4 queues, so both shards own some:
+//! missing or malformed header fields), and the exact Java shapes of GET_ALL_TOPIC_CONFIG,
+//! the subscription group answers, GET_BROKER_CONFIG's version and UPDATE_BROKER_CONFIG's
+//! refusal (the same codes through an independent client: `interop_admin.rs`). Topics have 4 queues, so both shards own some:
 //! every whole-broker answer is checked to cover queues of both.
 //!
 //! - `admin_codes_answer_as_apache_rocketmq`: one broker, each code in turn; bodies are
@@ -18,6 +20,7 @@ use ringmq_client::remoting::admin::{ConsumeStats, GroupList, OffsetWrapper, Top
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::frame::SerializeType;
+use ringmq_client::remoting::route::TopicConfigAndMappingSerializeWrapper;
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -188,8 +191,75 @@ fn admin_codes_answer_as_apache_rocketmq() {
     check(&mut c, req(rq::DELETE_SUBSCRIPTIONGROUP, &[("groupName", "CG1"), ("ringmqLocalOnly", "1")]), rs::SUCCESS, None);
     let body = check(&mut c, req(rq::GET_CONSUME_STATS, &[("consumerGroup", "CG1")]), rs::SUCCESS, None);
     assert_eq!(consume_rows(&body), vec![at(0, 2, true), at(1, 3, true), at(2, 0, false), at(3, 0, false)], "CG1's offsets were not cleaned");
+
+    // GET_ALL_TOPIC_CONFIG: Java's TopicConfigAndMappingSerializeWrapper, whole table,
+    // `totalTopicNum` (even when a paging client asks for a page: Java's default).
+    for ext in [vec![], vec![("topicSeq", "0"), ("maxTopicNum", "1"), ("dataVersion", "")]] {
+        let r = c.call(req(rq::GET_ALL_TOPIC_CONFIG, &ext));
+        assert_eq!(r.code, rs::SUCCESS, "{:?}", r.remark);
+        let text = String::from_utf8_lossy(&r.body).to_string();
+        let all = TopicConfigAndMappingSerializeWrapper::decode(&r.body).unwrap_or_else(|e| panic!("{e}: {text}"));
+        assert!(text.starts_with(r#"{"dataVersion":{"counter":"#), "{text}");
+        assert!(text.contains(r#","stateVersion":0,"timestamp":"#), "{text}");
+        assert!(text.contains(r#""AT":{"attributes":{},"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG","topicName":"AT","topicSysFlag":0,"writeQueueNums":4}"#), "{text}");
+        assert!(text.ends_with(r#"},"topicQueueMappingDetailMap":{},"topicQueueMappingInfoMap":{}}"#), "{text}");
+        assert!(all.topic_config_table.contains_key(TOPIC2), "{text}");
+        assert_eq!(r.ext("totalTopicNum"), Some(all.topic_config_table.len().to_string().as_str()));
+    }
+
+    // The group answers: Java's SubscriptionGroupConfig (every field, Java's defaults for
+    // what RingMQ does not keep) and SubscriptionGroupWrapper, byte for byte.
+    check(&mut c, create_group("CG9").with_opaque(9), rs::SUCCESS, None);
+    let group = r#"{"attributes":{},"brokerId":0,"consumeBroadcastEnable":true,"consumeEnable":true,"consumeFromMinEnable":true,"consumeMessageOrderly":false,"consumeTimeoutMinute":15,"groupName":"CG9","groupRetryPolicy":{"type":"CUSTOMIZED"},"groupSysFlag":0,"notifyConsumerIdsChangedEnable":true,"retryMaxTimes":16,"retryQueueNums":1,"whichBrokerWhenConsumeSlowly":1}"#;
+    let body = check(&mut c, req(rq::GET_SUBSCRIPTIONGROUP_CONFIG, &[("group", "CG9")]), rs::SUCCESS, None);
+    assert_eq!(String::from_utf8_lossy(&body), group);
+    check(&mut c, req(rq::GET_SUBSCRIPTIONGROUP_CONFIG, &[("group", "NOBODY")]), rs::SUBSCRIPTION_GROUP_NOT_EXIST, Some("No group in this broker"));
+    let r = c.call(req(rq::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, &[]));
+    let text = String::from_utf8_lossy(&r.body).to_string();
+    assert!(text.starts_with(r#"{"dataVersion":{"counter":"#) && text.contains(r#","forbiddenTable":{},"subscriptionGroupTable":{"#), "{text}");
+    assert!(text.contains(&format!(r#""CG9":{group}"#)), "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("SubscriptionGroupWrapper is JSON");
+    let groups = v["subscriptionGroupTable"].as_object().map(|t| t.len()).unwrap_or(0);
+    assert_eq!(r.ext("totalGroupNum"), Some(groups.to_string().as_str()), "{text}");
+
+    // GET_BROKER_CONFIG's `version` is a Java DataVersion; the bound port is reported.
+    let r = c.call(req(rq::GET_BROKER_CONFIG, &[]));
+    let version: serde_json::Value = serde_json::from_str(r.ext("version").unwrap_or("")).expect("version is JSON");
+    assert_eq!((version["counter"].as_i64(), version["stateVersion"].as_i64(), version["timestamp"].as_i64().is_some()), (Some(0), Some(0), true));
+    let listen = format!("listenPort={}", broker.addr.port());
+    assert!(String::from_utf8_lossy(&r.body).lines().any(|l| l == listen), "{listen}");
+
+    // UPDATE_BROKER_CONFIG: refused as Java refuses a key that may not change at runtime.
+    let update = RemotingCommand::request(rq::UPDATE_BROKER_CONFIG).with_opaque(25).with_body(b"brokerName=x\n".to_vec());
+    let remark = "RingMQ cannot change `brokerName` at runtime: settings are read at start-up; change the config file and restart the broker";
+    check(&mut c, update, rs::NO_PERMISSION, Some(remark));
+
+    // DELETE_TOPIC_IN_BROKER as Java's deleteTopic: gone once, then "nothing to delete"
+    // is SUCCESS too; blank and system topics are refused with Java's remarks.
+    let cases: Vec<(&str, i32, Option<&str>)> = vec![
+        (TOPIC2, rs::SUCCESS, None),
+        (TOPIC2, rs::SUCCESS, None),
+        (" ", rs::INVALID_PARAMETER, Some("The specified topic is blank.")),
+        ("TBW102", rs::INVALID_PARAMETER, Some("The topic[TBW102] is conflict with system topic.")),
+    ];
+    for (topic, code, remark) in cases {
+        check(&mut c, req(rq::DELETE_TOPIC_IN_BROKER, &[("topic", topic)]), code, remark);
+    }
+    check(&mut c, req(rq::GET_TOPIC_CONFIG, &[("topic", TOPIC2)]), rs::TOPIC_NOT_EXIST, None);
+
+    // Every state change names its caller in the log, whichever shard ran it.
     let log = broker.stdout();
-    assert!(log.lines().any(|l| l.contains("delete subscription group") && l.contains("CG2") && l.contains("caller=\"127.0.0.1:")), "the deletion is logged with its caller:\n{log}");
+    let logged = [
+        ("topic created or updated", "AT2"),
+        ("subscription group created or updated", "CG9"),
+        ("delete subscription group", "CG2"),
+        ("broker config update refused", "brokerName"),
+        ("topic deleted from the broker", "AT2"),
+    ];
+    for (message, name) in logged {
+        let found = log.lines().any(|l| l.contains(message) && l.contains(name) && l.contains("caller=\"127.0.0.1:"));
+        assert!(found, "{message} {name} is logged with its caller:\n{log}");
+    }
 }
 
 /// A slave's group table is its master's: DELETE_SUBSCRIPTIONGROUP is refused there like

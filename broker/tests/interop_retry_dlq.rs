@@ -54,7 +54,7 @@ use common_interop::{
 };
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
-use ringmq_client::remoting::route::TopicConfigSerializeWrapper;
+use ringmq_client::remoting::route::TopicConfigAndMappingSerializeWrapper;
 use rocketmq_client_rust::{
     ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQProducer, DefaultMQPushConsumer, MQPushConsumer, SendStatus,
 };
@@ -107,7 +107,7 @@ impl Cluster {
     fn broker_topics(&self) -> BTreeMap<String, (i32, i32, i32)> {
         let r = raw_call(self.broker_addr(), RemotingCommand::request(rq::GET_ALL_TOPIC_CONFIG));
         assert_eq!(r.code, rs::SUCCESS, "GET_ALL_TOPIC_CONFIG: {:?}", r.remark);
-        let wrapper = TopicConfigSerializeWrapper::decode(&r.body).expect("topic config body");
+        let wrapper = TopicConfigAndMappingSerializeWrapper::decode(&r.body).expect("topic config body");
         wrapper.topic_config_table.into_iter().map(|(name, c)| (name, (c.read_queue_nums, c.write_queue_nums, c.perm))).collect()
     }
 }

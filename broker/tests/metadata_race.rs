@@ -29,7 +29,7 @@ use ringmq_broker::meta::snapshot::SnapshotStore;
 use ringmq_broker::store::io::dma::DmaDisk;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
-use ringmq_client::remoting::route::TopicConfigSerializeWrapper;
+use ringmq_client::remoting::route::TopicConfigAndMappingSerializeWrapper;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -133,7 +133,7 @@ fn persisted_groups(store_root: &Path) -> GroupTable {
 fn topics_on_wire(addr: SocketAddr) -> BTreeSet<String> {
     let r = Conn::open(addr).call(RemotingCommand::request(rq::GET_ALL_TOPIC_CONFIG).with_opaque(7));
     assert_eq!(r.code, rs::SUCCESS, "GET_ALL_TOPIC_CONFIG: {:?}", r.remark);
-    TopicConfigSerializeWrapper::decode(&r.body).expect("topic config body").topic_config_table.into_keys().collect()
+    TopicConfigAndMappingSerializeWrapper::decode(&r.body).expect("topic config body").topic_config_table.into_keys().collect()
 }
 
 /// `failures` lines for answers that are not SUCCESS, the first few in full.

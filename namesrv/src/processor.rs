@@ -73,12 +73,13 @@ pub const SUPPORTED_REQUEST_CODES: [i32; 14] = [
     rc::ADD_WRITE_PERM_OF_BROKER,
 ];
 
-/// Answers one request (never a response: the caller filters those out).
-pub fn process(rim: &mut RouteInfoManager, req: &RemotingCommand, now_ms: u64) -> RemotingCommand {
+/// Answers one request (never a response: the caller filters those out). `caller` is the
+/// requester's address, logged with every request that changes state.
+pub fn process(rim: &mut RouteInfoManager, req: &RemotingCommand, now_ms: u64, caller: &str) -> RemotingCommand {
     let result = match req.code {
-        rc::PUT_KV_CONFIG => put_kv_config(rim, req),
+        rc::PUT_KV_CONFIG => put_kv_config(rim, req, caller),
         rc::GET_KV_CONFIG => get_kv_config(rim, req),
-        rc::DELETE_KV_CONFIG => delete_kv_config(rim, req),
+        rc::DELETE_KV_CONFIG => delete_kv_config(rim, req, caller),
         rc::GET_KVLIST_BY_NAMESPACE => get_kv_list(rim, req),
         rc::REGISTER_BROKER => register_broker(rim, req, now_ms),
         rc::UNREGISTER_BROKER => unregister_broker(rim, req),
@@ -90,9 +91,9 @@ pub fn process(rim: &mut RouteInfoManager, req: &RemotingCommand, now_ms: u64) -
             .header::<GetTopicsByClusterRequestHeader>()
             .map(|h| topic_list(req, rim.topics_by_cluster(&h.cluster)))
             .map_err(Into::into),
-        rc::DELETE_TOPIC_IN_NAMESRV => delete_topic(rim, req),
-        rc::WIPE_WRITE_PERM_OF_BROKER => write_perm(rim, req, true),
-        rc::ADD_WRITE_PERM_OF_BROKER => write_perm(rim, req, false),
+        rc::DELETE_TOPIC_IN_NAMESRV => delete_topic(rim, req, caller),
+        rc::WIPE_WRITE_PERM_OF_BROKER => write_perm(rim, req, true, caller),
+        rc::ADD_WRITE_PERM_OF_BROKER => write_perm(rim, req, false, caller),
         code => {
             tracing::debug!(code, name = rc::name(code), "request code not supported");
             Ok(req.create_response(rs::REQUEST_CODE_NOT_SUPPORTED, Some(&not_supported_remark(code))))
@@ -108,10 +109,11 @@ fn success(req: &RemotingCommand) -> RemotingCommand {
     req.create_response(rs::SUCCESS, None)
 }
 
-fn put_kv_config(rim: &mut RouteInfoManager, req: &RemotingCommand) -> Result<RemotingCommand, ProcessError> {
+fn put_kv_config(rim: &mut RouteInfoManager, req: &RemotingCommand, caller: &str) -> Result<RemotingCommand, ProcessError> {
     let h: KvConfigRequestHeader = req.header()?;
     let value = h.value.ok_or(ProcessError::MissingValue)?;
     rim.put_kv(&h.namespace, &h.key, &value)?;
+    tracing::info!(namespace = h.namespace, key = h.key, value, caller, "kv config put");
     Ok(success(req))
 }
 
@@ -130,9 +132,10 @@ fn get_kv_config(rim: &mut RouteInfoManager, req: &RemotingCommand) -> Result<Re
     })
 }
 
-fn delete_kv_config(rim: &mut RouteInfoManager, req: &RemotingCommand) -> Result<RemotingCommand, ProcessError> {
+fn delete_kv_config(rim: &mut RouteInfoManager, req: &RemotingCommand, caller: &str) -> Result<RemotingCommand, ProcessError> {
     let h: KvConfigRequestHeader = req.header()?;
     rim.delete_kv(&h.namespace, &h.key);
+    tracing::info!(namespace = h.namespace, key = h.key, caller, "kv config deleted");
     Ok(success(req))
 }
 
@@ -235,20 +238,19 @@ fn topic_list(req: &RemotingCommand, topics: Vec<String>) -> RemotingCommand {
     success(req).with_body(TopicList { broker_addr: None, topic_list: topics }.encode())
 }
 
-fn delete_topic(rim: &mut RouteInfoManager, req: &RemotingCommand) -> Result<RemotingCommand, ProcessError> {
+fn delete_topic(rim: &mut RouteInfoManager, req: &RemotingCommand, caller: &str) -> Result<RemotingCommand, ProcessError> {
     let h: DeleteTopicRequestHeader = req.header()?;
-    if rim.delete_topic(&h.topic) {
-        tracing::info!(topic = h.topic, "topic deleted");
-    }
+    let existed = rim.delete_topic(&h.topic);
+    tracing::info!(topic = h.topic, existed, caller, "topic deleted");
     Ok(success(req))
 }
 
 /// WIPE_WRITE_PERM_OF_BROKER / ADD_WRITE_PERM_OF_BROKER: answers how many topics
 /// changed (`wipeTopicCount` / `addTopicCount`, Java's response headers).
-fn write_perm(rim: &mut RouteInfoManager, req: &RemotingCommand, wipe: bool) -> Result<RemotingCommand, ProcessError> {
+fn write_perm(rim: &mut RouteInfoManager, req: &RemotingCommand, wipe: bool, caller: &str) -> Result<RemotingCommand, ProcessError> {
     let broker_name = req.ext("brokerName").map(str::trim).filter(|b| !b.is_empty()).ok_or(ProcessError::MissingField("brokerName"))?;
     let count = rim.operate_write_perm(broker_name, wipe);
-    tracing::info!(broker = broker_name, topics = count, wipe, "write permission of broker changed");
+    tracing::info!(broker = broker_name, topics = count, wipe, caller, "write permission of broker changed");
     let mut resp = success(req);
     resp.ext_fields.insert(if wipe { "wipeTopicCount" } else { "addTopicCount" }.into(), count.to_string());
     Ok(resp)
@@ -264,7 +266,7 @@ mod tests {
         let body = RegisterBrokerBody {
             filter_server_list: vec![],
             topic_config_serialize_wrapper: TopicConfigSerializeWrapper {
-                data_version: DataVersion { counter: 1, timestamp: 5 },
+                data_version: DataVersion { counter: 1, state_version: 0, timestamp: 5 },
                 topic_config_table: [("T".to_string(), TopicConfig::new("T"))].into(),
             },
         }
@@ -291,7 +293,7 @@ mod tests {
         remark: Option<&str>,
         ext: &[(&str, &str)],
     ) -> RemotingCommand {
-        let resp = process(rim, &req, 1_000);
+        let resp = process(rim, &req, 1_000, "127.0.0.1:1");
         assert_eq!((resp.code, resp.remark.as_deref()), (code, remark), "response to {req:?}");
         assert_eq!(resp.opaque, req.opaque);
         assert_eq!(resp.serialize_type, req.serialize_type);
@@ -314,7 +316,7 @@ mod tests {
         let mut rim = RouteInfoManager::default();
         check(&mut rim, register(0, "1.1.1.1:1"), rs::SUCCESS, None, &[]);
         let perm = |rim: &mut RouteInfoManager| {
-            let r = process(rim, &RemotingCommand::request(rc::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", "T"), 1_000);
+            let r = process(rim, &RemotingCommand::request(rc::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", "T"), 1_000, "127.0.0.1:1");
             TopicRouteData::decode(&r.body).expect("route").queue_datas[0].perm
         };
         let op = |code: i32, broker: &str| RemotingCommand::request(code).with_ext("brokerName", broker);
@@ -388,7 +390,8 @@ mod tests {
                 .with_body(format!(r#"{{"counter":{counter},"timestamp":5}}"#))
         };
         let resp = check(&mut rim, qdv(1), rs::SUCCESS, None, &[("changed", "false")]);
-        assert_eq!(&resp.body[..], br#"{"counter":1,"timestamp":5}"#);
+        // Java's DataVersion, `stateVersion` included.
+        assert_eq!(&resp.body[..], br#"{"counter":1,"stateVersion":0,"timestamp":5}"#);
         check(&mut rim, qdv(2), rs::SUCCESS, None, &[("changed", "true")]);
         check(&mut rim, qdv(2).with_body(""), rs::SYSTEM_ERROR, Some("JSON body is not an object"), &[]);
 
@@ -424,7 +427,7 @@ mod tests {
         // An empty request of a served code fails on its header or answers, but is never
         // REQUEST_CODE_NOT_SUPPORTED; the codes around them are.
         for code in 0..1_000 {
-            let resp = process(&mut RouteInfoManager::default(), &RemotingCommand::request(code), 1_000);
+            let resp = process(&mut RouteInfoManager::default(), &RemotingCommand::request(code), 1_000, "test");
             let served = resp.code != rs::REQUEST_CODE_NOT_SUPPORTED;
             assert_eq!(served, SUPPORTED_REQUEST_CODES.contains(&code), "code {code}");
         }

@@ -497,7 +497,7 @@ mod tests {
 
     fn topics(version: i64, list: &[(&str, i32)]) -> TopicConfigSerializeWrapper {
         TopicConfigSerializeWrapper {
-            data_version: DataVersion { counter: version, timestamp: 1_700_000_000_000 },
+            data_version: DataVersion { counter: version, state_version: 0, timestamp: 1_700_000_000_000 },
             topic_config_table: list
                 .iter()
                 .map(|(t, q)| {
@@ -750,7 +750,7 @@ mod tests {
     #[test]
     fn query_data_version_refreshes_liveness() {
         let mut rim = two_brokers();
-        let v1 = DataVersion { counter: 1, timestamp: 1_700_000_000_000 };
+        let v1 = DataVersion { counter: 1, state_version: 0, timestamp: 1_700_000_000_000 };
         assert_eq!(rim.query_data_version(A0, &v1, 100_000), (false, Some(v1)));
         let v2 = DataVersion { counter: 2, ..v1 };
         assert_eq!(rim.query_data_version(A0, &v2, 110_000), (true, Some(v1)));

@@ -277,7 +277,7 @@ async fn serve(listener: TcpListener, config: ServerConfig, stop: Arc<AtomicBool
         shared.connections.set(open + 1);
         let conn_shared = shared.clone();
         glommio::spawn_local(async move {
-            match serve_connection(stream, &conn_shared).await {
+            match serve_connection(stream, &conn_shared, &peer).await {
                 Ok(()) => tracing::debug!(peer, "connection closed"),
                 Err(ConnError::Io(e)) if e.kind() == io::ErrorKind::TimedOut => {
                     tracing::debug!(peer, "connection timed out; closed")
@@ -329,11 +329,12 @@ async fn publish_loop(shared: Weak<Shared>, slot: Arc<Slot<Snapshot>>) {
 }
 
 /// Answers one request and counts it (code, answer, handling time, brokers removed).
-fn handle(shared: &Shared, req: &RemotingCommand) -> RemotingCommand {
+/// `peer` (the client's address) is logged with the requests that change state.
+fn handle(shared: &Shared, req: &RemotingCommand, peer: &str) -> RemotingCommand {
     let started = Instant::now();
     let mut rim = shared.rim.borrow_mut();
     let live_before = rim.live_broker_count();
-    let resp = process(&mut rim, req, shared.now_ms());
+    let resp = process(&mut rim, req, shared.now_ms(), peer);
     let removed = if req.code == request_code::UNREGISTER_BROKER {
         live_before.saturating_sub(rim.live_broker_count())
     } else {
@@ -345,7 +346,7 @@ fn handle(shared: &Shared, req: &RemotingCommand) -> RemotingCommand {
     resp
 }
 
-async fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<(), ConnError> {
+async fn serve_connection(mut stream: TcpStream, shared: &Shared, peer: &str) -> Result<(), ConnError> {
     let config = &shared.config;
     stream.set_read_timeout(Some(Duration::from_millis(config.connection_idle_timeout_ms))).map_err(io::Error::from)?;
     stream.set_write_timeout(Some(Duration::from_millis(config.write_timeout_ms))).map_err(io::Error::from)?;
@@ -371,7 +372,7 @@ async fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<(), 
                 tracing::debug!(opaque = req.opaque, code = req.code, "ignoring a response sent to the name server");
                 continue;
             }
-            let resp = handle(shared, &req);
+            let resp = handle(shared, &req, peer);
             if req.is_oneway() {
                 continue;
             }

@@ -2,6 +2,13 @@
 //! GET_CONSUMER_LIST_BY_GROUP, UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER,
 //! GET_ALL_TOPIC_CONFIG, GET_BROKER_RUNTIME_INFO.
 //!
+//! Bodies are Java's classes as fastjson writes them (every field, sorted keys, Java's
+//! defaults for what RingMQ does not keep), so strict decoders read them: GET_ALL_TOPIC_CONFIG
+//! is `TopicConfigAndMappingSerializeWrapper` with `totalTopicNum`, the group answers are
+//! `SubscriptionGroupConfig` / `SubscriptionGroupWrapper` (with `forbiddenTable` and
+//! `totalGroupNum`), every `DataVersion` has `stateVersion`. Requests that change state
+//! log their caller (`admin_tools::CALLER_EXT`, stamped where the connection is).
+//!
 //! Invariant: the topic table changes only on `META_OWNER_SHARD`, which persists it
 //! before answering and then broadcasts the new version to every replica. A created or
 //! updated topic is registered with the NameServers before the answer, as Java does.
@@ -18,7 +25,7 @@ use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::headers::CreateTopicRequestHeader;
 use ringmq_client::remoting::heartbeat::HeartbeatData;
-use ringmq_client::remoting::route::{self, TopicConfigSerializeWrapper};
+use ringmq_client::remoting::route::{self, TopicConfigAndMappingSerializeWrapper, TopicConfigSerializeWrapper};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -87,18 +94,36 @@ const SEND_CODES: [i32; 3] = [rq::SEND_MESSAGE, rq::SEND_MESSAGE_V2, rq::SEND_BA
 /// RocketMQ's limit on queues per topic.
 pub const TOPIC_QUEUE_NUMS_MAX: u32 = 1024;
 
-/// RocketMQ's `SubscriptionGroupConfig` JSON.
+/// Java's `SubscriptionGroupWrapper` response header field: how many groups there are.
+const TOTAL_GROUP_NUM_EXT: &str = "totalGroupNum";
+
+/// A metadata table's version as Java's `DataVersion` (no state-machine version here).
+pub(super) fn java_version(v: crate::meta::DataVersion) -> route::DataVersion {
+    route::DataVersion { counter: v.counter as i64, state_version: 0, timestamp: v.timestamp_ms }
+}
+
+/// Java's `SubscriptionGroupConfig` as fastjson writes it: every field, keys sorted.
+/// What RingMQ does not keep (orderly flag, retry policy, sys flag, consume timeout,
+/// attributes; `consumeFromMinEnable`) is Java's default for a new group; `subscriptionDataSet`
+/// is null in Java unless set, and fastjson omits nulls.
 fn group_json(g: &crate::meta::groups::SubscriptionGroupConfig) -> serde_json::Value {
+    // Written in sorted order so the bytes are fastjson's even if serde_json keeps
+    // insertion order (its `preserve_order` feature may be on through another crate).
     serde_json::json!({
-        "groupName": g.group_name,
+        "attributes": {},
+        "brokerId": g.broker_id,
+        "consumeBroadcastEnable": g.consume_broadcast_enable,
         "consumeEnable": g.consume_enable,
         "consumeFromMinEnable": true,
-        "consumeBroadcastEnable": g.consume_broadcast_enable,
-        "retryQueueNums": g.retry_queue_nums,
-        "retryMaxTimes": g.retry_max_times,
-        "brokerId": g.broker_id,
-        "whichBrokerWhenConsumeSlowly": g.which_broker_when_consume_slowly,
+        "consumeMessageOrderly": false,
+        "consumeTimeoutMinute": 15,
+        "groupName": g.group_name,
+        "groupRetryPolicy": { "type": "CUSTOMIZED" },
+        "groupSysFlag": 0,
         "notifyConsumerIdsChangedEnable": g.notify_consumer_ids_changed_enable,
+        "retryMaxTimes": g.retry_max_times,
+        "retryQueueNums": g.retry_queue_nums,
+        "whichBrokerWhenConsumeSlowly": g.which_broker_when_consume_slowly,
     })
 }
 
@@ -221,7 +246,8 @@ impl<R: crate::rt::Runtime> Shard<R> {
         if let Err((code, e)) = self.update_topics(|table| table.upsert(config, now_ms).map(|_| ()).map_err(|e| e.to_string())).await {
             return error_response(cmd, code, e);
         }
-        tracing::info!(topic = %header.topic, read = header.read_queue_nums, write = header.write_queue_nums, perm = header.perm, "topic created or updated");
+        let caller = super::admin_tools::caller_of(cmd);
+        tracing::info!(topic = %header.topic, read = header.read_queue_nums, write = header.write_queue_nums, perm = header.perm, caller, "topic created or updated");
         // As Java's broker (`registerIncrementBrokerData`): tell the NameServers before
         // answering, so a client that created the topic can route to it at once rather
         // than after the next periodic registration. Bounded per NameServer by
@@ -230,9 +256,14 @@ impl<R: crate::rt::Runtime> Shard<R> {
         cmd.create_response(rs::SUCCESS, None)
     }
 
+    /// DELETE_TOPIC_IN_BROKER, as Java's `deleteTopic`: a blank or system topic is
+    /// INVALID_PARAMETER with Java's remarks; a topic that is not here is SUCCESS (nothing
+    /// to delete: `mqadmin deleteTopic` asks every broker of the cluster). The topic's
+    /// consume queues and every group's offsets of it go too, on every shard: created
+    /// again, its queues start at 0. Its records stay in the CommitLog until retention.
     pub(super) async fn handle_delete_topic(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
-        let Some(topic) = cmd.ext("topic") else {
-            return error_response(cmd, rs::INVALID_PARAMETER, "missing header field topic");
+        let Some(topic) = cmd.ext("topic").map(str::trim).filter(|t| !t.is_empty()) else {
+            return error_response(cmd, rs::INVALID_PARAMETER, "The specified topic is blank.");
         };
         if cmd.ext(super::admin_tools::LOCAL_ONLY_EXT).is_some() {
             return match self.delete_topic_data(topic).await {
@@ -243,6 +274,11 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 }
                 Err(e) => error_response(cmd, rs::SYSTEM_ERROR, e),
             };
+        }
+        let caller = super::admin_tools::caller_of(cmd);
+        if crate::meta::topics::is_system_topic(topic) {
+            tracing::info!(topic, caller, "topic deletion refused: a system topic");
+            return error_response(cmd, rs::INVALID_PARAMETER, format!("The topic[{topic}] is conflict with system topic."));
         }
         let now_ms = self.now_ms();
         let removed = self.update_topics(|table| table.remove(topic, now_ms).map(|_| ()).ok_or_else(|| format!("topic[{topic}] not exist"))).await;
@@ -262,13 +298,13 @@ impl<R: crate::rt::Runtime> Shard<R> {
             }
             Err(r) => return r,
         }
-        let caller = cmd.ext(super::admin_tools::CALLER_EXT).unwrap_or("a broker-internal caller");
-        tracing::info!(topic, caller, queues, offsets, table = removed.is_ok(), "topic deleted: config, consume queues and consumer offsets");
         match removed {
-            Ok(()) => cmd.create_response(rs::SUCCESS, None),
-            Err((rs::INVALID_PARAMETER, e)) => error_response(cmd, rs::TOPIC_NOT_EXIST, e),
-            Err((code, e)) => error_response(cmd, code, e),
+            Ok(()) => tracing::info!(topic, existed = true, caller, queues, offsets, "topic deleted from the broker: config, consume queues, consumer offsets"),
+            // Not here (the change was refused before anything was written).
+            Err((rs::INVALID_PARAMETER, _)) => tracing::info!(topic, existed = false, caller, queues, offsets, "topic deleted from the broker"),
+            Err((code, e)) => return error_response(cmd, code, e),
         }
+        cmd.create_response(rs::SUCCESS, None)
     }
 
     /// This shard's part of a topic deletion: its consume queues and its groups'
@@ -329,8 +365,12 @@ impl<R: crate::rt::Runtime> Shard<R> {
         config.broker_id = number("brokerId", config.broker_id);
         config.which_broker_when_consume_slowly = number("whichBrokerWhenConsumeSlowly", config.which_broker_when_consume_slowly);
         let now_ms = self.now_ms();
+        let summary = format!("retryQueueNums={} retryMaxTimes={} consumeEnable={}", config.retry_queue_nums, config.retry_max_times, config.consume_enable);
         match self.change_groups(cmd, |table| table.upsert(config, now_ms).map(|()| true).map_err(|e| (rs::INVALID_PARAMETER, e.to_string()))).await {
-            Ok(_) => cmd.create_response(rs::SUCCESS, None),
+            Ok(_) => {
+                tracing::info!(group = name, config = %summary, caller = super::admin_tools::caller_of(cmd), "subscription group created or updated");
+                cmd.create_response(rs::SUCCESS, None)
+            }
             Err(r) => r,
         }
     }
@@ -365,8 +405,10 @@ impl<R: crate::rt::Runtime> Shard<R> {
         Ok(true)
     }
 
-    /// GET_ALL_SUBSCRIPTIONGROUP_CONFIG (metadata owner): RocketMQ's
-    /// `SubscriptionGroupWrapper` JSON, as `mqadmin` reads it.
+    /// GET_ALL_SUBSCRIPTIONGROUP_CONFIG (metadata owner): Java's `SubscriptionGroupWrapper`
+    /// (`forbiddenTable` is empty: RingMQ has no per-topic read bans) and `totalGroupNum`.
+    /// The whole table whatever paging fields the request has, as a Java broker with
+    /// `enableSplitMetadata=false` (its default) answers.
     pub(super) fn handle_all_group_config(&self, cmd: &RemotingCommand) -> RemotingCommand {
         let groups = self.groups.borrow();
         let table: serde_json::Map<String, serde_json::Value> = groups
@@ -374,12 +416,14 @@ impl<R: crate::rt::Runtime> Shard<R> {
             .values()
             .map(|g| (g.group_name.clone(), group_json(g)))
             .collect();
-        let version = groups.version();
+        let version = serde_json::to_value(java_version(groups.version())).unwrap_or_default();
         let body = serde_json::json!({
+            "dataVersion": version,
+            "forbiddenTable": {},
             "subscriptionGroupTable": table,
-            "dataVersion": { "counter": version.counter, "timestamp": version.timestamp_ms },
         });
         let mut r = cmd.create_response(rs::SUCCESS, None);
+        r.ext_fields.insert(TOTAL_GROUP_NUM_EXT.into(), groups.groups.len().to_string());
         r.body = body.to_string().into_bytes().into();
         r
     }
@@ -400,7 +444,9 @@ impl<R: crate::rt::Runtime> Shard<R> {
         };
         let groups = self.groups.borrow();
         let Some(g) = groups.get(name) else {
-            return error_response(cmd, 26, format!("subscription group {name} does not exist"));
+            tracing::debug!(group = name, "GET_SUBSCRIPTIONGROUP_CONFIG: no such group");
+            // Java's remark, word for word.
+            return error_response(cmd, rs::SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker");
         };
         let mut r = cmd.create_response(rs::SUCCESS, None);
         r.body = group_json(g).to_string().into_bytes().into();
@@ -426,15 +472,26 @@ impl<R: crate::rt::Runtime> Shard<R> {
             c.topic_sys_flag = t.topic_sys_flag as i32;
             topic_config_table.insert(t.name.clone(), c);
         }
-        TopicConfigSerializeWrapper {
-            data_version: route::DataVersion { counter: table.version().counter as i64, timestamp: table.version().timestamp_ms },
-            topic_config_table,
-        }
+        TopicConfigSerializeWrapper { data_version: java_version(table.version()), topic_config_table }
     }
 
+    /// GET_ALL_TOPIC_CONFIG: Java's `TopicConfigAndMappingSerializeWrapper` and
+    /// `totalTopicNum`. The whole table whatever paging fields the request has, as a Java
+    /// broker with `enableSplitMetadata=false` (its default) answers; a paging client
+    /// stops once it holds `totalTopicNum` topics.
     pub(super) fn handle_all_topic_config(&self, cmd: &RemotingCommand) -> RemotingCommand {
+        let TopicConfigSerializeWrapper { data_version, topic_config_table } = self.topic_config_wrapper();
+        let total = topic_config_table.len();
+        let body = TopicConfigAndMappingSerializeWrapper {
+            data_version,
+            // No static topics: the mapping table never changes after start-up.
+            mapping_data_version: route::DataVersion { counter: 0, state_version: 0, timestamp: self.started_ms },
+            topic_config_table,
+            ..Default::default()
+        };
         let mut r = cmd.create_response(rs::SUCCESS, None);
-        r.body = self.topic_config_wrapper().encode().into();
+        r.ext_fields.insert(route::TOTAL_TOPIC_NUM_EXT.into(), total.to_string());
+        r.body = body.encode().into();
         r
     }
 

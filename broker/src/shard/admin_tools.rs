@@ -18,7 +18,7 @@ use super::{error_response, ConnCtx, Shard};
 use crate::routing::queue_owner;
 use ringmq_client::remoting::admin::{ConsumeStats, GroupList, OffsetWrapper, TopicOffset, TopicStatsTable};
 use ringmq_client::remoting::bodies::MessageQueue;
-use ringmq_client::remoting::codes::response_code as rs;
+use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::heartbeat::{tags, MessageModel};
 use std::collections::BTreeSet;
@@ -28,9 +28,25 @@ use std::rc::Rc;
 pub const LOCAL_ONLY_EXT: &str = "ringmqLocalOnly";
 /// Topics of a per-shard GET_CONSUME_STATS, `;`-separated (as Java's `topicList`).
 pub const TOPICS_EXT: &str = "ringmqTopics";
-/// The caller of a DELETE_SUBSCRIPTIONGROUP, recorded by the shard holding the
-/// connection (the metadata owner may not); stripped from client requests.
+/// The caller (remote address) of a request that changes state, recorded by the shard
+/// holding the connection so the shard that runs it (the metadata owner, for table
+/// changes) can log who asked; stripped from client requests.
 pub const CALLER_EXT: &str = "ringmqCaller";
+/// Requests that change state: each is logged with its caller (`CALLER_EXT`).
+pub const CALLER_LOGGED_CODES: [i32; 6] = [
+    rq::UPDATE_AND_CREATE_TOPIC,
+    rq::DELETE_TOPIC_IN_BROKER,
+    rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+    rq::DELETE_SUBSCRIPTIONGROUP,
+    rq::UPDATE_BROKER_CONFIG,
+    rq::INVOKE_BROKER_TO_RESET_OFFSET,
+];
+/// Who asked for `cmd`, for the log: the stamped caller, or "internal" for a request the
+/// broker made itself (`call_internal`, never stamped).
+pub(super) fn caller_of(cmd: &RemotingCommand) -> &str {
+    cmd.ext(CALLER_EXT).unwrap_or("internal")
+}
+
 /// Separator of Java's `topicList` header field (GET_CONSUME_STATS).
 const TOPIC_LIST_SEPARATOR: char = ';';
 
@@ -47,20 +63,16 @@ pub(super) fn json_response(cmd: &RemotingCommand, body: Vec<u8>) -> RemotingCom
     r
 }
 
-fn topic_config_json(t: &crate::meta::topics::TopicConfig) -> serde_json::Value {
-    // The same TopicConfig GET_ALL_TOPIC_CONFIG writes, plus Java's `attributes`
-    // (none here); `mappingDetail` is absent, as fastjson omits a null.
+fn topic_config_json(t: &crate::meta::topics::TopicConfig) -> Vec<u8> {
+    // The same TopicConfig GET_ALL_TOPIC_CONFIG writes; `mappingDetail` is absent, as
+    // fastjson omits a null.
     let mut c = ringmq_client::remoting::route::TopicConfig::new(&t.name);
     c.read_queue_nums = t.read_queue_nums as i32;
     c.write_queue_nums = t.write_queue_nums as i32;
     c.perm = t.perm as i32;
     c.order = t.order;
     c.topic_sys_flag = t.topic_sys_flag as i32;
-    let mut v = serde_json::to_value(&c).unwrap_or_default();
-    if let Some(o) = v.as_object_mut() {
-        o.insert("attributes".into(), serde_json::json!({}));
-    }
-    v
+    ringmq_client::remoting::json::to_json(&c)
 }
 
 impl<R: crate::rt::Runtime> Shard<R> {
@@ -295,7 +307,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             tracing::debug!(topic, client = ?ctx.remote, "GET_TOPIC_CONFIG: no such topic");
             return error_response(cmd, rs::TOPIC_NOT_EXIST, format!("No topic in this broker. topic: {topic}"));
         };
-        json_response(cmd, topic_config_json(&config).to_string().into_bytes())
+        json_response(cmd, topic_config_json(&config))
     }
 
     /// DELETE_SUBSCRIPTIONGROUP (metadata owner): removes the group's config (SUCCESS
@@ -315,7 +327,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             tracing::debug!(shard = self.id, group, removed, "consumer offsets of a deleted group removed");
             return cmd.create_response(rs::SUCCESS, None);
         }
-        tracing::info!(group, clean_offset = clean, caller = cmd.ext(CALLER_EXT).unwrap_or("unknown"), "delete subscription group");
+        tracing::info!(group, clean_offset = clean, caller = caller_of(cmd), "delete subscription group");
         let now_ms = self.now_ms();
         match self.change_groups(cmd, |table| Ok(table.remove(group, now_ms).is_some())).await {
             Ok(true) => {}
@@ -332,7 +344,8 @@ impl<R: crate::rt::Runtime> Shard<R> {
     }
 
     /// GET_BROKER_CONFIG: the configuration as RocketMQ broker.conf properties (Java's
-    /// `properties2String`), and the `version` DataVersion Java sends with it.
+    /// `properties2String`), and the `version` DataVersion Java sends with it (settings
+    /// never change at runtime: counter 0, stamped at start-up).
     pub(super) fn handle_get_broker_config(&self, cmd: &RemotingCommand) -> RemotingCommand {
         let mut text = String::new();
         for (k, v) in self.config().to_broker_conf() {
@@ -340,26 +353,30 @@ impl<R: crate::rt::Runtime> Shard<R> {
         }
         text.push_str(&format!("shardCount={}\n", self.count));
         let mut r = cmd.create_response(rs::SUCCESS, None);
-        r.ext_fields.insert("version".into(), format!("{{\"counter\":0,\"timestamp\":{}}}", self.started_ms));
+        let version = ringmq_client::remoting::route::DataVersion { counter: 0, state_version: 0, timestamp: self.started_ms };
+        r.ext_fields.insert("version".into(), String::from_utf8_lossy(&ringmq_client::remoting::json::to_json(&version)).into_owned());
         r.body = text.into_bytes().into();
         r
     }
 
-    /// UPDATE_BROKER_CONFIG: RingMQ reads every setting once at start-up (each shard
-    /// holds it unchanged), so a runtime change is refused naming each key — never
-    /// acknowledged and then not applied. Logged with the caller.
     /// UPDATE_BROKER_CONFIG (on the metadata owner): runtime keys
     /// (`config::RUNTIME_CONF_KEYS`) are applied on every shard before the answer, and
     /// kept for the next start; a body naming any other key changes nothing and is
-    /// refused naming it. A new `brokerPermission` is told to the NameServers at once.
+    /// refused naming it, with NO_PERMISSION (Java's code for a key that may not change
+    /// at runtime). A new `brokerPermission` is told to the NameServers at once. Logged
+    /// with the caller.
     pub(super) async fn handle_update_broker_config(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
-        let caller = cmd.ext(CALLER_EXT).unwrap_or("unknown").to_string();
+        let caller = caller_of(cmd).to_string();
         let body = String::from_utf8_lossy(&cmd.body).into_owned();
         let pairs = match crate::config::parse_runtime_update(&body) {
             Ok(p) => p,
             Err(e) => {
                 tracing::info!(caller, error = %e, "broker config update refused");
-                let code = if e == crate::config::RuntimeUpdateError::Empty { rs::INVALID_PARAMETER } else { rs::SYSTEM_ERROR };
+                let code = match e {
+                    crate::config::RuntimeUpdateError::NotRuntime { .. } => rs::NO_PERMISSION,
+                    crate::config::RuntimeUpdateError::Empty | crate::config::RuntimeUpdateError::Syntax(_) => rs::INVALID_PARAMETER,
+                    crate::config::RuntimeUpdateError::BadValue { .. } => rs::SYSTEM_ERROR,
+                };
                 return error_response(cmd, code, e.to_string());
             }
         };

@@ -497,8 +497,8 @@ impl<R: Runtime> Shard<R> {
         cmd.ext_fields.remove(admin_tools::LOCAL_ONLY_EXT);
         cmd.ext_fields.remove(admin_tools::TOPICS_EXT);
         cmd.ext_fields.remove(admin_tools::CALLER_EXT);
-        if matches!(cmd.code, rq::DELETE_SUBSCRIPTIONGROUP | rq::UPDATE_BROKER_CONFIG | rq::DELETE_TOPIC_IN_BROKER) {
-            // The metadata owner logs who deleted a group; it may not hold the connection.
+        if admin_tools::CALLER_LOGGED_CODES.contains(&cmd.code) {
+            // Whoever runs a state change logs who asked; it may not hold the connection.
             if let Some(remote) = ctx.remote {
                 cmd.ext_fields.insert(admin_tools::CALLER_EXT.into(), remote.to_string());
             }

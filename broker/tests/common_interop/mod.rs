@@ -1,5 +1,5 @@
 //! Setup shared by the interop tests with the crates.io `rocketmq-client-rust` client
-//! (`interop_rocketmq_client.rs`, `interop_retry_dlq.rs`, `interop_txn.rs`; each
+//! (`interop_rocketmq_client.rs`, `interop_retry_dlq.rs`, `interop_txn.rs`, `interop_admin.rs`; each
 //! `mod common_interop;`s this). It is apart from `tests/common/` because that module
 //! is compiled into every test binary, and this one pulls in the RocketMQ client crates.
 //!

@@ -157,9 +157,13 @@ fn perm_default() -> i32 {
     TOPIC_PERM_DEFAULT
 }
 
+/// Java's `TopicConfig`. `attributes` is always written (`{}` when none), as fastjson
+/// writes Java's non-null map: a strict decoder (rocketmq-client-rust's) requires it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TopicConfig {
+    #[serde(default, deserialize_with = "null_default")]
+    pub attributes: BTreeMap<String, String>,
     #[serde(default, deserialize_with = "bool_lenient")]
     pub order: bool,
     #[serde(default = "perm_default", deserialize_with = "i32_lenient")]
@@ -180,6 +184,7 @@ impl TopicConfig {
     /// Java's `new TopicConfig(name)`.
     pub fn new(topic_name: &str) -> Self {
         Self {
+            attributes: BTreeMap::new(),
             order: false,
             perm: TOPIC_PERM_DEFAULT,
             read_queue_nums: TOPIC_QUEUE_NUMS_DEFAULT,
@@ -191,11 +196,16 @@ impl TopicConfig {
     }
 }
 
+/// Java's `DataVersion` (`{"counter":..,"stateVersion":..,"timestamp":..}`, fastjson's
+/// order). `stateVersion` is the store's state-machine version in Java (controller
+/// mode); RingMQ has none and writes 0, as a Java broker outside controller mode does.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DataVersion {
     #[serde(default, deserialize_with = "i64_lenient")]
     pub counter: i64,
+    #[serde(default, deserialize_with = "i64_lenient")]
+    pub state_version: i64,
     #[serde(default, deserialize_with = "i64_lenient")]
     pub timestamp: i64,
 }
@@ -219,6 +229,42 @@ impl TopicConfigSerializeWrapper {
         from_json_lenient(body)
     }
 }
+
+/// GET_ALL_TOPIC_CONFIG's body: Java's `TopicConfigAndMappingSerializeWrapper` (the
+/// topic table plus static-topic queue mappings, in fastjson's sorted key order).
+/// RingMQ has no static topics: both mapping maps are `{}` and `mappingDataVersion`
+/// never changes (a Java broker without static topics answers the same).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TopicConfigAndMappingSerializeWrapper {
+    #[serde(default, deserialize_with = "null_default")]
+    pub data_version: DataVersion,
+    #[serde(default, deserialize_with = "null_default")]
+    pub mapping_data_version: DataVersion,
+    #[serde(default, deserialize_with = "null_default")]
+    pub topic_config_table: BTreeMap<String, TopicConfig>,
+    /// Topic → Java's `TopicQueueMappingDetail`, kept as JSON (never interpreted here).
+    #[serde(default, deserialize_with = "null_default")]
+    pub topic_queue_mapping_detail_map: BTreeMap<String, serde_json::Value>,
+    /// Topic → Java's `TopicQueueMappingInfo`, kept as JSON (never interpreted here).
+    #[serde(default, deserialize_with = "null_default")]
+    pub topic_queue_mapping_info_map: BTreeMap<String, serde_json::Value>,
+}
+
+impl TopicConfigAndMappingSerializeWrapper {
+    pub fn encode(&self) -> Vec<u8> {
+        to_json(self)
+    }
+
+    pub fn decode(body: &[u8]) -> Result<Self, BodyError> {
+        from_json_lenient(body)
+    }
+}
+
+/// GET_ALL_TOPIC_CONFIG's response header field: how many topics the broker holds
+/// (Java's `GetAllTopicConfigResponseHeader.totalTopicNum`; clients that page through
+/// the table stop once they have this many).
+pub const TOTAL_TOPIC_NUM_EXT: &str = "totalTopicNum";
 
 /// REGISTER_BROKER's body when the header says `compressed=false`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -306,6 +352,30 @@ mod tests {
         check("", None);
     }
 
+    /// GET_ALL_TOPIC_CONFIG's body, byte for byte what a Java broker without static topics
+    /// writes (fastjson: sorted keys, `attributes` and `stateVersion` present), and a
+    /// Java body with a queue mapping decodes.
+    #[test]
+    fn all_topic_config_is_javas_mapping_wrapper() {
+        let mut w = TopicConfigAndMappingSerializeWrapper {
+            data_version: DataVersion { counter: 2, state_version: 0, timestamp: 7 },
+            mapping_data_version: DataVersion { counter: 0, state_version: 0, timestamp: 5 },
+            ..Default::default()
+        };
+        w.topic_config_table.insert("T".into(), TopicConfig { read_queue_nums: 4, write_queue_nums: 2, ..TopicConfig::new("T") });
+        let text = String::from_utf8(w.encode()).unwrap();
+        assert_eq!(
+            text,
+            r#"{"dataVersion":{"counter":2,"stateVersion":0,"timestamp":7},"mappingDataVersion":{"counter":0,"stateVersion":0,"timestamp":5},"topicConfigTable":{"T":{"attributes":{},"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG","topicName":"T","topicSysFlag":0,"writeQueueNums":2}},"topicQueueMappingDetailMap":{},"topicQueueMappingInfoMap":{}}"#
+        );
+        assert_eq!(TopicConfigAndMappingSerializeWrapper::decode(text.as_bytes()).unwrap(), w);
+        let java = r#"{"dataVersion":{"counter":1,"stateVersion":3,"timestamp":9},"topicConfigTable":{"S":{"attributes":{"+message.type":"NORMAL"},"topicName":"S"}},"topicQueueMappingInfoMap":{"S":{"bname":"b","epoch":1,"totalQueues":8}}}"#;
+        let got = TopicConfigAndMappingSerializeWrapper::decode(java.as_bytes()).unwrap();
+        assert_eq!(got.data_version, DataVersion { counter: 1, state_version: 3, timestamp: 9 });
+        assert_eq!(got.topic_config_table["S"].attributes, BTreeMap::from([("+message.type".to_string(), "NORMAL".to_string())]));
+        assert_eq!(got.topic_queue_mapping_info_map["S"]["totalQueues"], 8);
+    }
+
     #[test]
     fn cluster_info_and_register_body() {
         let info = ClusterInfo {
@@ -324,7 +394,7 @@ mod tests {
         let java = r#"{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":3,"stateVersion":0,"timestamp":1700000000000},"topicConfigTable":{"TopicTest":{"attributes":{},"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG","topicName":"TopicTest","topicSysFlag":0,"writeQueueNums":4},"SELF_TEST":{"topicName":"SELF_TEST","readQueueNums":1,"writeQueueNums":1,"topicFilterType":1}}}}"#;
         let body = RegisterBrokerBody::decode(java.as_bytes()).unwrap();
         let wrapper = &body.topic_config_serialize_wrapper;
-        assert_eq!(wrapper.data_version, DataVersion { counter: 3, timestamp: 1_700_000_000_000 });
+        assert_eq!(wrapper.data_version, DataVersion { counter: 3, state_version: 0, timestamp: 1_700_000_000_000 });
         assert_eq!(
             wrapper.topic_config_table["TopicTest"],
             TopicConfig { read_queue_nums: 4, write_queue_nums: 4, ..TopicConfig::new("TopicTest") }
@@ -378,6 +448,7 @@ mod tests {
     fn arb_wrapper() -> impl Strategy<Value = TopicConfigSerializeWrapper> {
         let config = (any::<bool>(), any::<i32>(), any::<i32>(), any::<bool>(), ".{0,8}", any::<i32>(), any::<i32>())
             .prop_map(|(order, perm, r, multi, name, sys, w)| TopicConfig {
+                attributes: BTreeMap::new(),
                 order,
                 perm,
                 read_queue_nums: r,
@@ -388,7 +459,7 @@ mod tests {
             });
         (any::<i64>(), any::<i64>(), proptest::collection::btree_map(".{0,8}", config, 0..3)).prop_map(
             |(c, t, table)| TopicConfigSerializeWrapper {
-                data_version: DataVersion { counter: c, timestamp: t },
+                data_version: DataVersion { counter: c, state_version: 0, timestamp: t },
                 topic_config_table: table,
             },
         )

@@ -90,7 +90,7 @@ pub fn register(name: &str, addr: &str, id: i64, topics: &[&str]) -> RemotingCom
     let body = RegisterBrokerBody {
         filter_server_list: vec![],
         topic_config_serialize_wrapper: TopicConfigSerializeWrapper {
-            data_version: DataVersion { counter: 1, timestamp: 1_700_000_000_000 },
+            data_version: DataVersion { counter: 1, state_version: 0, timestamp: 1_700_000_000_000 },
             topic_config_table: topics
                 .iter()
                 .map(|t| {
