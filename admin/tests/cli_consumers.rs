@@ -7,12 +7,13 @@
 //! delivers the topic again) and offline (CONSUMER_NOT_ONLINE, the CLI commits offsets
 //! itself).
 
+mod common;
+
 use ringmq_client::consumer::{ConsumeFrom, ConsumeStatus, PushConsumer, PushConsumerConfig};
 use ringmq_client::instance::ClientConfig;
 use ringmq_client::message::user::Message;
 use ringmq_client::producer::{Producer, ProducerConfig};
 use serde_json::Value;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,42 +22,10 @@ const TOPIC: &str = "OPS_T";
 const GROUP: &str = "OPS_G";
 const MESSAGES: usize = 8;
 
-struct Cluster {
-    namesrv: String,
-    _namesrv: namesrv::server::ServerHandle,
-    _broker: ringmq_broker::runtime::BrokerHandle,
-    _dir: tempfile::TempDir,
-}
+use common::{admin, ok};
 
-fn cluster() -> Cluster {
-    let ns = namesrv::server::spawn(namesrv::config::ServerConfig { listen: "127.0.0.1:0".parse().unwrap(), ..Default::default() }).expect("namesrv");
-    let namesrv = ns.local_addr().to_string();
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = ringmq_broker::config::BrokerConfig::default();
-    config.store_root = dir.path().join("store");
-    config.listen_port = 0;
-    config.shard_count = 2;
-    config.broker_ip = Some("127.0.0.1".into());
-    config.broker_name = "broker-ops".into();
-    config.namesrv_addrs = vec![namesrv.clone()];
-    config.register_interval_ms = 300;
-    config.store.segment_bytes = 8 << 20;
-    config.store.disk_warn_ratio = 0.999;
-    config.store.disk_force_clean_ratio = 0.999;
-    config.store.disk_refuse_ratio = 0.9999;
-    let broker = ringmq_broker::runtime::start(config).expect("broker");
-    Cluster { namesrv, _namesrv: ns, _broker: broker, _dir: dir }
-}
-
-fn admin(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ringmq-admin")).args(args).output().expect("runs");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
-}
-
-fn ok(args: &[&str]) -> String {
-    let (code, out, err) = admin(args);
-    assert_eq!(code, 0, "ringmq-admin {args:?} failed: {err}{out}");
-    out
+fn cluster() -> common::Cluster {
+    common::cluster("broker-ops")
 }
 
 fn json(args: &[&str]) -> Value {

@@ -13,6 +13,8 @@
 //!
 //! No fixed ports and no sleeps for ordering: every wait polls with a deadline.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -25,46 +27,10 @@ const WAIT: Duration = Duration::from_secs(30);
 /// One Chromium run (start, load, scripts, dump).
 const CHROMIUM_RUN: Duration = Duration::from_secs(60);
 
-struct Cluster {
-    namesrv: String,
-    broker: String,
-    _namesrv: namesrv::server::ServerHandle,
-    _broker: ringmq_broker::runtime::BrokerHandle,
-    _dir: tempfile::TempDir,
-}
+use common::{admin, ok};
 
-fn cluster() -> Cluster {
-    let ns = namesrv::server::spawn(namesrv::config::ServerConfig { listen: "127.0.0.1:0".parse().unwrap(), ..Default::default() }).expect("namesrv");
-    let namesrv = ns.local_addr().to_string();
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = ringmq_broker::config::BrokerConfig {
-        store_root: dir.path().join("store"),
-        listen_port: 0,
-        shard_count: 2,
-        broker_ip: Some("127.0.0.1".into()),
-        broker_name: "broker-dash".into(),
-        namesrv_addrs: vec![namesrv.clone()],
-        register_interval_ms: 300,
-        ..Default::default()
-    };
-    config.store.segment_bytes = 8 << 20;
-    config.store.disk_warn_ratio = 0.999;
-    config.store.disk_force_clean_ratio = 0.999;
-    config.store.disk_refuse_ratio = 0.9999;
-    let broker = ringmq_broker::runtime::start(config).expect("broker");
-    let addr = broker.addr.to_string();
-    Cluster { namesrv, broker: addr, _namesrv: ns, _broker: broker, _dir: dir }
-}
-
-fn admin(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ringmq-admin")).args(args).output().expect("runs");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
-}
-
-fn ok(args: &[&str]) -> String {
-    let (code, out, err) = admin(args);
-    assert_eq!(code, 0, "ringmq-admin {args:?} failed: {err}{out}");
-    out
+fn cluster() -> common::Cluster {
+    common::cluster("broker-dash")
 }
 
 fn json(text: &str) -> serde_json::Value {

@@ -5,7 +5,8 @@
 //! commit latency histogram, recovery time); other paths answer 404. The runtime info
 //! carries RocketMQ's StoreStatsService keys (putTps, msgPutTotalTodayNow, ...). The endpoint runs
 //! on its own thread: a scraper that connects and never sends a request does not delay
-//! the broker's answers.
+//! the broker's answers. Under load (a sender running), every scrape parses — each
+//! sample has its family's `# TYPE` — and no counter goes down between scrapes.
 
 mod common;
 
@@ -110,5 +111,58 @@ fn metrics_endpoint_reports_traffic_lag_latency_and_storage() {
     assert_eq!(rt["brokerActive"], "true");
     let (status, _) = get(addr, "/other");
     assert!(status.contains("404"), "{status}");
+
+    // Under load: scrapes while a sender runs parse (every sample's family has a
+    // `# TYPE`), and no counter ever goes down from one scrape to the next.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sender = {
+        let (stop, broker_addr) = (stop.clone(), broker.addr);
+        std::thread::spawn(move || {
+            let mut c = Conn::open(broker_addr);
+            let mut sent = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let r = c.call(send_with(send_header(TOPIC, (sent % 2) as i32), b"load", 1000 + (sent % 1000) as i32, SerializeType::RocketMq));
+                assert_eq!(r.code, rs::SUCCESS);
+                sent += 1;
+            }
+            sent
+        })
+    };
+    let mut previous: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
+    let mut scrapes = 0;
+    let load_deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < load_deadline || scrapes < 3 {
+        let (status, body) = get(addr, "/metrics");
+        assert!(status.contains("200"), "{status}");
+        let typed: std::collections::BTreeMap<&str, &str> =
+            body.lines().filter_map(|l| l.strip_prefix("# TYPE ")).filter_map(|l| l.split_once(' ')).collect();
+        for line in body.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+            let (series, v) = line.rsplit_once(' ').expect("name{labels} value");
+            let v: f64 = v.parse().unwrap_or_else(|_| panic!("value of {line}"));
+            let name = series.split('{').next().unwrap();
+            let family = typed.keys().filter(|f| name.starts_with(**f)).max_by_key(|f| f.len()).unwrap_or_else(|| panic!("no # TYPE for {line}"));
+            let counter = matches!(typed[family], "counter" | "histogram") && !name.ends_with("_created");
+            if counter {
+                if let Some(before) = previous.get(series) {
+                    assert!(v >= *before, "counter {series} went down: {before} -> {v}");
+                }
+                previous.insert(series.to_string(), v);
+            }
+        }
+        scrapes += 1;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let sent = sender.join().expect("sender");
+    assert!(sent > 0 && previous.len() > 10, "sent {sent}, {} counter series", previous.len());
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (_, body) = get(addr, "/metrics");
+        if value(&body, &format!("rocketmq_messages_in_total{{{l},topic=\"{TOPIC}\"}}")) == Some(10.0 + sent as f64) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "messages in never reached {}:\n{body}", 10 + sent);
+        std::thread::sleep(Duration::from_millis(100));
+    }
     broker.stop();
 }

@@ -71,11 +71,16 @@ fn put(store: &SimStore, queue_id: i32, seq: u64, len: usize, props: &str) -> Re
 /// Every message of every queue of `TOPIC`, as (queue id, queue offset, seq), checking
 /// body integrity and that queue offsets are contiguous from the queue's minimum.
 fn read_all(store: &SimStore) -> Vec<(i32, u64, u64)> {
+    read_topic(store, TOPIC)
+}
+
+/// `read_all` for any topic.
+fn read_topic(store: &SimStore, topic: &str) -> Vec<(i32, u64, u64)> {
     let mut out = Vec::new();
-    for queue_id in store.queue_ids(TOPIC) {
-        let mut offset = store.min_offset(TOPIC, queue_id);
+    for queue_id in store.queue_ids(topic) {
+        let mut offset = store.min_offset(topic, queue_id);
         loop {
-            let got = block_on(store.get_messages(TOPIC, queue_id, offset, 32, 1 << 20, &|_| true)).expect("read");
+            let got = block_on(store.get_messages(topic, queue_id, offset, 32, 1 << 20, &|_| true)).expect("read");
             if got.status != GetStatus::Found {
                 break;
             }
@@ -386,28 +391,6 @@ fn put_to(store: &SimStore, topic: &str, queue_id: i32, seq: u64) -> Result<u64,
         prepared_transaction_offset: 0,
     };
     store.put(&msg).map(|r| r.durable_ticket)
-}
-
-/// (queue id, offset, seq) of every readable message of `topic`.
-fn read_topic(store: &SimStore, topic: &str) -> Vec<(i32, u64, u64)> {
-    let mut out = Vec::new();
-    for queue_id in store.queue_ids(topic) {
-        let mut offset = store.min_offset(topic, queue_id);
-        loop {
-            let got = block_on(store.get_messages(topic, queue_id, offset, 32, 1 << 20, &|_| true)).expect("read");
-            if got.status != GetStatus::Found {
-                break;
-            }
-            let mut at = 0;
-            while at < got.records.len() {
-                let view = StoredMessageView::parse_verified(&got.records[at..]).expect("valid record");
-                out.push((queue_id, view.queue_offset() as u64, u64::from_be_bytes(view.body()[..8].try_into().unwrap())));
-                offset = view.queue_offset() as u64 + 1;
-                at += view.total_size();
-            }
-        }
-    }
-    out
 }
 
 /// Deleting a topic (mqadmin deleteTopic): its queues are empty at once and their files
