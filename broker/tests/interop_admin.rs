@@ -480,6 +480,14 @@ async fn consumption(c: &Ctx, producer: &mut DefaultMQProducer, first: Vec<Sent>
     let want: BTreeMap<i32, (i64, i64)> = per_queue(&stored).into_iter().map(|(q, n)| (q, (n, per_queue(&backlog)[&q]))).collect();
     assert_eq!(got, want, "(brokerOffset, diff) per queue");
     assert_eq!(stats.compute_total_diff(), backlog.len() as i64);
+    // VIEW_BROKER_STATS_DATA (315): the topic's puts, summed over the broker's shards.
+    let puts = admin.view_broker_stats_data(c.broker.clone().into(), "TOPIC_PUT_NUMS".into(), topic.clone().into());
+    let puts = bounded("broker stats", puts).await.expect("VIEW_BROKER_STATS_DATA");
+    assert_eq!(puts.get_stats_minute().get_sum(), stored.len() as u64, "{puts:?}");
+    // INVOKE_BROKER_TO_RESET_OFFSET (222) with the group offline: CONSUMER_NOT_ONLINE,
+    // the answer on which mqadmin commits the offsets itself.
+    let reset = admin.reset_offset_by_timestamp(None, topic.clone().into(), group.clone().into(), 0, true).await;
+    check_refused("reset offset with no consumer online", reset, CONSUMER_NOT_ONLINE, None);
     stored
 }
 
