@@ -194,3 +194,39 @@ fn stored_messages_and_pull_bodies() {
         }
     });
 }
+
+#[test]
+fn admin_bodies() {
+    use ringmq_client::remoting::admin::{
+        BrokerStatsData, BrokerStatsItem, ConsumeMessageDirectlyResult, ConsumeStats, ConsumerRunningInfo, GroupList, ProcessQueueInfo, ResetOffsetBody, TopicStatsTable,
+    };
+    use ringmq_client::remoting::bodies::MessageQueue;
+    let mq = |q: i32| MessageQueue { broker_name: "b".into(), queue_id: q, topic: "T".into() };
+    let mut reset = ResetOffsetBody::default();
+    reset.offset_table.insert(mq(0), 7);
+    reset.offset_table.insert(mq(1), 0);
+    let mut info = ConsumerRunningInfo::default();
+    info.properties.insert("PROP_CONSUME_TYPE".into(), "CONSUME_PASSIVELY".into());
+    info.subscription_set.push(SubscriptionData::new("T", "A || B", 3));
+    info.mq_table.insert(mq(0), ProcessQueueInfo { commit_offset: 4, ..Default::default() });
+    let direct = br#"{"autoCommit":true,"consumeResult":"CR_LATER","order":false,"remark":"x","spentTimeMills":2}"#.to_vec();
+    let stats = BrokerStatsData { stats_minute: BrokerStatsItem { avgpt: 1.5, sum: 3, tps: 0.05 }, ..Default::default() };
+    let valid = vec![reset.encode(), info.encode(), direct, stats.encode(), br#"{"groupList":["a"]}"#.to_vec()];
+    run("admin bodies", valid, |d| {
+        let _ = TopicStatsTable::decode(d);
+        let _ = ConsumeStats::decode(d);
+        let _ = GroupList::decode(d);
+        if let Ok(r) = ResetOffsetBody::decode(d) {
+            assert_eq!(ResetOffsetBody::decode(&r.encode()).ok(), Some(r));
+        }
+        if let Ok(i) = ConsumerRunningInfo::decode(d) {
+            assert!(ConsumerRunningInfo::decode(&i.encode()).is_ok());
+        }
+        if let Ok(c) = ConsumeMessageDirectlyResult::decode(d) {
+            assert!(ConsumeMessageDirectlyResult::decode(&c.encode()).is_ok());
+        }
+        if let Ok(s) = BrokerStatsData::decode(d) {
+            assert!(BrokerStatsData::decode(&s.encode()).is_ok());
+        }
+    });
+}
