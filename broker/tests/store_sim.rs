@@ -51,9 +51,13 @@ fn body_for(seq: u64, len: usize) -> Vec<u8> {
 }
 
 fn put(store: &SimStore, queue_id: i32, seq: u64, len: usize, props: &str) -> Result<u64, StoreError> {
+    put_with(store, TOPIC, queue_id, seq, len, props)
+}
+
+fn put_with(store: &SimStore, topic: &str, queue_id: i32, seq: u64, len: usize, props: &str) -> Result<u64, StoreError> {
     let body = body_for(seq, len);
     let msg = MessageToStore {
-        topic: TOPIC,
+        topic,
         queue_id,
         flag: 0,
         body: &body,
@@ -376,21 +380,7 @@ fn consume_queues_and_index_are_rebuilt_after_deletion() {
 }
 
 fn put_to(store: &SimStore, topic: &str, queue_id: i32, seq: u64) -> Result<u64, StoreError> {
-    let body = body_for(seq, 200);
-    let msg = MessageToStore {
-        topic,
-        queue_id,
-        flag: 0,
-        body: &body,
-        properties: "",
-        sys_flag: 0,
-        born_timestamp_ms: 1,
-        born_host: "127.0.0.1:5000".parse().unwrap(),
-        store_host: "127.0.0.1:10911".parse().unwrap(),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-    };
-    store.put(&msg).map(|r| r.durable_ticket)
+    put_with(store, topic, queue_id, seq, 200, "")
 }
 
 /// Deleting a topic (mqadmin deleteTopic): its queues are empty at once and their files
