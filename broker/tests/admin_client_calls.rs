@@ -159,6 +159,9 @@ fn broker_calls_clients_and_keeps_stats() {
     let r = expect(&mut admin[0], req(rq::INVOKE_BROKER_TO_RESET_OFFSET, 15, &[("topic", TOPIC), ("group", "NEVER"), ("timestamp", "0")]), rs::SYSTEM_ERROR);
     assert_eq!(r.remark.as_deref(), Some("THe consumer group <NEVER> not exist"));
     expect(&mut admin[0], req(rq::INVOKE_BROKER_TO_RESET_OFFSET, 16, &[("topic", "NOPE"), ("group", GROUP), ("timestamp", "0")]), rs::TOPIC_NOT_EXIST);
+    let one_queue = req(rq::INVOKE_BROKER_TO_RESET_OFFSET, 26, &[("topic", TOPIC), ("group", GROUP), ("timestamp", "0"), ("queueId", "1"), ("offset", "0")]);
+    let r = expect(&mut admin[0], one_queue, rs::SYSTEM_ERROR);
+    assert!(r.remark.unwrap_or_default().contains("resetting one queue"), "a one-queue reset is refused, not applied to every queue");
 
     // VIEW_BROKER_STATS_DATA: 12 puts over both shards; the group's pull of 3.
     let mut header = pull_header(TOPIC, 1, 0);

@@ -86,8 +86,16 @@ impl<R: crate::rt::Runtime> Shard<R> {
             (rx, opaque)
         };
         let (rx, opaque) = rx;
+        // Removes the slot however this future ends: answered, timed out, or dropped
+        // (its request task abandoned) — nothing waits behind it.
+        struct Slot<'a>(&'a std::cell::RefCell<ClientCalls>, (u64, i32));
+        impl Drop for Slot<'_> {
+            fn drop(&mut self) {
+                self.0.borrow_mut().waiting.remove(&self.1);
+            }
+        }
+        let _slot = Slot(&self.client_calls, (conn_id, opaque));
         let answer = crate::rt::timeout(&self.rt, timeout, rx).await;
-        self.client_calls.borrow_mut().waiting.remove(&(conn_id, opaque));
         match answer {
             Some(Some(response)) => Ok(response),
             Some(None) => Err(ClientCallError::Closed),
@@ -203,6 +211,15 @@ impl<R: crate::rt::Runtime> Shard<R> {
             return error_response(cmd, rs::INVALID_PARAMETER, "header field timestamp is not a number");
         };
         let force = cmd.ext("isForce").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        // Java 5's one-queue reset (queueId >= 0, with an offset or by time, applied by the
+        // broker itself) is not built here: refused rather than resetting every queue.
+        if cmd.ext("queueId").and_then(|q| q.trim().parse::<i32>().ok()).is_some_and(|q| q >= 0) {
+            return error_response(
+                cmd,
+                rs::SYSTEM_ERROR,
+                "resetting one queue (queueId >= 0) is not supported: reset the whole topic by time, or commit the queue's offset with UPDATE_CONSUMER_OFFSET",
+            );
+        }
         let Some(config) = self.topic(topic) else {
             return error_response(cmd, rs::TOPIC_NOT_EXIST, format!("[reset-offset] reset offset failed, no topic in this broker. topic={topic}"));
         };
