@@ -63,9 +63,14 @@ pub fn register_request<R: Runtime>(shard: &Shard<R>) -> RemotingCommand {
 }
 
 /// Registers with every NameServer now and then every `register_interval_ms`.
-pub fn spawn_registration<R: Runtime>(shard: Rc<Shard<R>>, stop: Arc<AtomicBool>) {
+/// `first_round_done` is told once the first round has ended (each NameServer answered,
+/// refused or timed out), so the broker's start can return only after it: as in Java's
+/// `BrokerController.start`, a caller that starts a broker and then asks the NameServer
+/// for routes finds it listed.
+pub fn spawn_registration<R: Runtime>(shard: Rc<Shard<R>>, stop: Arc<AtomicBool>, first_round_done: std::sync::mpsc::Sender<()>) {
     if shard.config().namesrv_addrs.is_empty() {
         tracing::info!("no NameServer configured: not registering");
+        let _ = first_round_done.send(());
         return;
     }
     let rt = shard.rt().clone();
@@ -73,6 +78,9 @@ pub fn spawn_registration<R: Runtime>(shard: Rc<Shard<R>>, stop: Arc<AtomicBool>
         let mut first = true;
         while !stop.load(Ordering::SeqCst) {
             register_all(&shard, first).await;
+            if first {
+                let _ = first_round_done.send(());
+            }
             first = false;
             let mut waited_ms = 0;
             // A slave that has no master yet asks again soon: its master may register

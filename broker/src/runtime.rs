@@ -129,6 +129,7 @@ pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
     };
     let mesh = MeshBuilder::<Batch, _>::full(shard_count, MESH_CHANNEL_BATCHES_MAX);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<usize>();
+    let (registered_tx, registered_rx) = std::sync::mpsc::channel::<()>();
     let mut threads = Vec::new();
     for shard in 0..shard_count {
         let placement = match &config.cpu_list {
@@ -140,18 +141,26 @@ pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
         let mesh = mesh.clone();
         let stop = stop.clone();
         let ready = ready_tx.clone();
+        let registered = registered_tx.clone();
         let published = published.clone();
         let handle = LocalExecutorBuilder::new(placement)
             .name(&format!("ringmq-shard-{shard}"))
-            .spawn(move || async move { run_shard(shard, shard_count, config, mesh, stop, addr, ready, published).await })
+            .spawn(move || async move { run_shard(shard, shard_count, config, mesh, stop, addr, ready, registered, published).await })
             .map_err(|e| StartError::Thread { shard, reason: e.to_string() })?;
         threads.push(handle);
     }
     drop(ready_tx);
+    drop(registered_tx);
     for _ in 0..shard_count {
         if ready_rx.recv_timeout(Duration::from_secs(600)).is_err() {
             return Err(StartError::Thread { shard: usize::MAX, reason: "a shard did not become ready".into() });
         }
+    }
+    // The first registration round is bounded by one call timeout per NameServer; a
+    // NameServer that is down delays the start by that much and is retried later.
+    let round_bound_ms = crate::namesrv_client::NAMESRV_CALL_TIMEOUT_MS * (config.namesrv_addrs.len() as u64 + 1);
+    if registered_rx.recv_timeout(Duration::from_millis(round_bound_ms)).is_err() {
+        tracing::warn!(bound_ms = round_bound_ms, "first NameServer registration round did not end in time: serving anyway");
     }
     tracing::info!(%addr, shards = shard_count, store = %config.store_root.display(), flush = ?config.store.flush_mode, role = ?config.role, ha_port = config.ha_port_base(), "broker started");
     Ok(BrokerHandle { addr, shard_count, stop, threads, _lock: lock })
@@ -166,6 +175,7 @@ async fn run_shard(
     stop: Arc<AtomicBool>,
     store_host: SocketAddr,
     ready: std::sync::mpsc::Sender<usize>,
+    registered: std::sync::mpsc::Sender<()>,
     published: Option<Arc<crate::metrics::Published>>,
 ) {
     let config = Rc::new(config);
@@ -186,10 +196,6 @@ async fn run_shard(
         })
         .detach();
     }
-    if id == crate::routing::META_OWNER_SHARD {
-        crate::namesrv_client::spawn_registration(shard.clone(), stop.clone());
-    }
-
     start_replication(&shard, &config, id, stop.clone());
     if let Some(published) = published {
         // Publishing never waits on the exporter (`Published::publish` uses try_lock).
@@ -206,6 +212,10 @@ async fn run_shard(
         Ok(l) => l,
         Err(e) => fatal(&format!("shard {id}: cannot listen on port {}: {e}", config.listen_port)),
     };
+    if id == crate::routing::META_OWNER_SHARD {
+        // After the bind: the NameServer hands out this address only once it accepts.
+        crate::namesrv_client::spawn_registration(shard.clone(), stop.clone(), registered);
+    }
     let _ = ready.send(id);
     let next_conn = Cell::new((id as u64) << 48);
     let conns = Rc::new(Cell::new(0usize));
