@@ -384,6 +384,7 @@ struct StoreSection {
     flush_interval_ms: Option<u64>,
     flush_min_bytes: Option<u64>,
     dirty_bytes_max: Option<u64>,
+    checkpoint_lag_bytes_max: Option<u64>,
     tail_cache_bytes: Option<u64>,
     cq_entries_per_file: Option<u64>,
     file_reserved_hours: Option<u64>,
@@ -403,6 +404,7 @@ impl StoreSection {
             flush_interval_ms,
             flush_min_bytes,
             dirty_bytes_max,
+            checkpoint_lag_bytes_max,
             tail_cache_bytes,
             cq_entries_per_file,
             file_reserved_hours,
@@ -426,6 +428,7 @@ impl StoreSection {
         set(&mut store.flush_interval_ms, flush_interval_ms);
         set(&mut store.flush_min_bytes, flush_min_bytes);
         set(&mut store.dirty_bytes_max, dirty_bytes_max);
+        set(&mut store.checkpoint_lag_bytes_max, checkpoint_lag_bytes_max);
         set(&mut store.tail_cache_bytes, tail_cache_bytes);
         set(&mut store.cq_entries_per_file, cq_entries_per_file);
         set(&mut store.file_reserved_hours, file_reserved_hours);

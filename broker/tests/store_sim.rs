@@ -1145,3 +1145,122 @@ fn records_not_yet_flushed_stay_readable_when_the_next_segment_is_preallocated_f
     block_on(store.flush_all()).unwrap();
     assert_eq!(read_all(&store).len() as u64, seq);
 }
+
+/// Puts `count` keyed records from `first_seq` over 3 topics × 4 queues (a logics
+/// flush then has a dozen queues and the index to write), flushing when busy; returns
+/// (topic, queue, seq) in append order.
+fn put_spread(store: &SimStore, first_seq: u64, count: u64) -> Vec<(&'static str, i32, u64)> {
+    const TOPICS: [&str; 3] = [TOPIC, "Second", "Third"];
+    let mut out = Vec::new();
+    for seq in first_seq..first_seq + count {
+        let (topic, queue_id) = (TOPICS[(seq % 3) as usize], ((seq / 3) % 4) as i32);
+        let props = format!("KEYS\u{1}key-{seq}\u{2}");
+        if put_with(store, topic, queue_id, seq, 300, &props).is_err() {
+            block_on(store.flush()).unwrap();
+            put_with(store, topic, queue_id, seq, 300, &props).unwrap();
+        }
+        out.push((topic, queue_id, seq));
+    }
+    out
+}
+
+/// A power cut before each data operation of a logics flush in turn (every queue's
+/// write and sync in flight together, the index's merged writes, the checkpoint): every
+/// record made durable by the CommitLog's flush comes back, in every queue, once, and
+/// its key is found again.
+#[test]
+fn a_power_cut_at_every_point_of_a_batched_logics_flush_loses_no_durable_record() {
+    for seed in seeds(6) {
+        let _guard = SeedGuard(seed);
+        let clock = ManualClock::new(1_700_000_000_000);
+        let config = StoreConfig::for_tests();
+        let mut cut_at = 0u64;
+        loop {
+            let _inner = SeedGuard(seed * 10_000 + cut_at);
+            let disk = SimDisk::new(seed * 10_000 + cut_at);
+            let (store, _) = open(&disk, &clock, &config).unwrap();
+            let mut expected = put_spread(&store, 0, 40 + seed * 7);
+            block_on(store.flush_all()).unwrap();
+            block_on(store.flush_logics()).unwrap();
+            expected.extend(put_spread(&store, expected.len() as u64, 60 + seed * 11));
+            block_on(store.flush_all()).unwrap();
+            disk.crash_after_ops(Some(cut_at));
+            let finished = block_on(store.flush_logics()).is_ok();
+            disk.crash_after_ops(None);
+            if finished {
+                disk.crash();
+            }
+            drop(store);
+            let (store, report) = open(&disk, &clock, &config).unwrap_or_else(|e| panic!("cut at op {cut_at}: recovery refused: {e}"));
+            assert!(report.unclean, "cut at op {cut_at}");
+            for topic in [TOPIC, "Second", "Third"] {
+                let mut want: Vec<(i32, u64)> = expected.iter().filter(|e| e.0 == topic).map(|e| (e.1, e.2)).collect();
+                want.sort();
+                let mut got: Vec<(i32, u64)> = read_topic(&store, topic).into_iter().map(|(q, _, seq)| (q, seq)).collect();
+                got.sort();
+                assert_eq!(got, want, "cut at op {cut_at}: topic {topic} holds every durable record once");
+            }
+            for &(topic, _, seq) in expected.iter().step_by(7) {
+                let hits = block_on(store.query_by_key(topic, &format!("key-{seq}"), 4, 0, i64::MAX)).unwrap();
+                assert_eq!(hits.len(), 1, "cut at op {cut_at}: key-{seq} indexed once");
+            }
+            if finished {
+                assert!(cut_at > 12, "the flush did at least one write and sync per queue ({cut_at} ops)");
+                break;
+            }
+            cut_at += 1;
+        }
+    }
+}
+
+/// The checkpoint may fall at most `checkpoint_lag_bytes_max` behind the log: the
+/// logics flusher is called early at half of it, appends past it are refused as busy
+/// (nothing stored), and after a logics flush they go on. A crash then re-reads at most
+/// the bound.
+#[test]
+fn appends_stop_at_the_checkpoint_lag_bound_and_recovery_rereads_at_most_that() {
+    for seed in seeds(4) {
+        let _guard = SeedGuard(seed);
+        let disk = SimDisk::new(seed);
+        let clock = ManualClock::new(1_700_000_000_000);
+        let config = StoreConfig { checkpoint_lag_bytes_max: 96 * 1024, ..StoreConfig::for_tests() };
+        let (store, _) = open(&disk, &clock, &config).unwrap();
+        let mut seq = 0u64;
+        let mut woken_at = None;
+        let refused_lag = loop {
+            match put(&store, (seq % 4) as i32, seq, 500 + (seq * 37 + seed) as usize % 700, "") {
+                Ok(_) => seq += 1,
+                Err(StoreError::Busy { .. }) => {
+                    block_on(store.flush()).unwrap();
+                }
+                Err(StoreError::CheckpointBusy { lag_bytes, max_bytes }) => {
+                    assert_eq!(max_bytes, 96 * 1024);
+                    break lag_bytes;
+                }
+                Err(e) => panic!("put: {e}"),
+            }
+            if woken_at.is_none() && futures_lite::future::block_on(futures_lite::future::poll_once(store.logics_wanted())).is_some() {
+                woken_at = Some(store.checkpoint_lag_bytes());
+            }
+        };
+        let woken_at = woken_at.expect("the logics flusher was called before appends stopped");
+        assert!((48 * 1024..96 * 1024).contains(&woken_at), "called at half the bound: {woken_at}");
+        assert!(refused_lag <= 96 * 1024, "lag {refused_lag} within the bound");
+        let stored_before = seq;
+        block_on(store.flush_all()).unwrap();
+        block_on(store.flush_logics()).unwrap();
+        assert_eq!(store.checkpoint_lag_bytes(), 0);
+        put(&store, 0, seq, 500, "").expect("appends go on after the logics flush");
+        seq += 1;
+        // Fill up to just under the bound again, make it durable, crash.
+        while put(&store, (seq % 4) as i32, seq, 600, "").is_ok() || block_on(store.flush()).map(|_| false).unwrap() {
+            seq += 1;
+        }
+        block_on(store.flush_all()).unwrap();
+        disk.crash();
+        drop(store);
+        let (store, report) = open(&disk, &clock, &config).unwrap();
+        assert!(report.end_offset - report.scanned_from <= 96 * 1024, "re-read {} bytes (report {report:?})", report.end_offset - report.scanned_from);
+        assert_eq!(read_all(&store).len() as u64, seq, "every record back ({stored_before} before the first refusal)");
+    }
+}

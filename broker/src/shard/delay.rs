@@ -157,7 +157,7 @@ impl<R: Runtime> Shard<R> {
                         outcome.delivered += 1;
                         next += 1;
                     }
-                    Err(e @ (StoreError::Busy { .. } | StoreError::IndexBusy { .. })) => {
+                    Err(e @ (StoreError::Busy { .. } | StoreError::IndexBusy { .. } | StoreError::CheckpointBusy { .. })) => {
                         tracing::debug!(shard = self.id, level, error = %e, "delayed delivery waits for a flush");
                         outcome.store_busy = true;
                         break;

@@ -240,7 +240,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 self.metrics.borrow_mut().on_put(msg.topic, msg.body.len());
                 Ok(r)
             }
-            Err(e @ (StoreError::Busy { .. } | StoreError::IndexBusy { .. })) => Err((rs::SYSTEM_BUSY, format!("[PC_SYNCHRONIZED] broker busy: {e}"))),
+            Err(e @ (StoreError::Busy { .. } | StoreError::IndexBusy { .. } | StoreError::CheckpointBusy { .. })) => Err((rs::SYSTEM_BUSY, format!("[PC_SYNCHRONIZED] broker busy: {e}"))),
             Err(e @ (StoreError::DiskFull { .. } | StoreError::NoSpace)) => Err((rs::SERVICE_NOT_AVAILABLE, e.to_string())),
             Err(e @ (StoreError::TooLarge { .. } | StoreError::Illegal(_))) => Err((rs::MESSAGE_ILLEGAL, e.to_string())),
             Err(e) => crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.id)),

@@ -266,7 +266,7 @@ impl<R: Runtime> Shard<R> {
                 self.waiters.notify(&topic, queue_id);
                 Ok(Some(put.durable_ticket))
             }
-            Err(StoreError::Busy { .. } | StoreError::IndexBusy { .. } | StoreError::DiskFull { .. } | StoreError::NoSpace) => Err(()),
+            Err(StoreError::Busy { .. } | StoreError::IndexBusy { .. } | StoreError::CheckpointBusy { .. } | StoreError::DiskFull { .. } | StoreError::NoSpace) => Err(()),
             Err(e @ (StoreError::TooLarge { .. } | StoreError::Illegal(_))) => {
                 tracing::warn!(shard = self.id, error = %e, "timer message cannot be delivered; skipped");
                 Ok(None)

@@ -42,6 +42,10 @@ pub struct StoreConfig {
     /// Appended but unflushed bytes beyond which appends are refused as busy. One
     /// group commit writes all dirty bytes, so this is also the torn-tail window.
     pub dirty_bytes_max: u64,
+    /// CommitLog bytes past the durable checkpoint beyond which appends are refused as
+    /// busy; the logics flusher starts a pass early at half of it. Recovery after a
+    /// crash re-reads at most this much, so it bounds start-up time (issue 15).
+    pub checkpoint_lag_bytes_max: u64,
     /// Flushed CommitLog bytes kept in memory for tail reads.
     pub tail_cache_bytes: u64,
     /// Largest encoded record accepted.
@@ -70,6 +74,7 @@ impl Default for StoreConfig {
             flush_interval_ms: 500,
             flush_min_bytes: 4 * MIB,
             dirty_bytes_max: 64 * MIB,
+            checkpoint_lag_bytes_max: 512 * MIB,
             tail_cache_bytes: 64 * MIB,
             record_bytes_max: 4 * MIB + 64 * KIB,
             cq_entries_per_file: 300 * 1024,
@@ -96,6 +101,8 @@ impl StoreConfig {
             segment_bytes: 64 * KIB,
             flush_min_bytes: 8 * KIB,
             dirty_bytes_max: 32 * KIB,
+            // Simulation tests drive flushes by hand and many never flush the logics.
+            checkpoint_lag_bytes_max: 16 * MIB,
             tail_cache_bytes: 8 * KIB,
             record_bytes_max: 8 * KIB,
             cq_entries_per_file: 1024,
@@ -120,6 +127,12 @@ impl StoreConfig {
             return fail(format!(
                 "dirty_bytes_max {} must be at least record_bytes_max {}",
                 self.dirty_bytes_max, self.record_bytes_max
+            ));
+        }
+        if self.checkpoint_lag_bytes_max < 2 * self.dirty_bytes_max {
+            return fail(format!(
+                "checkpoint_lag_bytes_max {} must be at least twice dirty_bytes_max {}",
+                self.checkpoint_lag_bytes_max, self.dirty_bytes_max
             ));
         }
         if self.cq_entries_per_file == 0 || self.cq_entries_per_file % 1024 != 0 {

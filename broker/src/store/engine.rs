@@ -168,6 +168,8 @@ pub(crate) type QueueMap<D> = HashMap<QueueKey, ConsumeQueue<D>, foldhash::fast:
 /// Index keys held while the index service is out for a flush or query (about 100
 /// bytes each): past this `put` answers `IndexBusy` and the producer retries.
 pub const INDEX_PENDING_KEYS_MAX: usize = 262_144;
+/// ConsumeQueue write + sync pairs in flight at once during a logics flush.
+pub const LOGICS_FLUSHES_IN_FLIGHT_MAX: usize = 64;
 
 struct Inner<D: Disk> {
     commitlog: SegmentedLog<D>,
@@ -187,6 +189,9 @@ struct Inner<D: Disk> {
     checkpoint_sequence: u64,
     checkpoint_file: Option<Rc<D::File>>,
     logics_flushing: bool,
+    /// The logics flusher waiting for its interval; woken early when the checkpoint
+    /// falls half of `checkpoint_lag_bytes_max` behind the durable log.
+    logics_waker: Option<Waker>,
     stats: StoreStats,
     /// The flusher waiting for work (woken by `put`).
     flusher_waker: Option<Waker>,
@@ -350,6 +355,13 @@ impl<D: Disk, C: Clock> Store<D, C> {
         let dirty = inner.commitlog.dirty_bytes();
         if dirty + size > self.config.dirty_bytes_max {
             return Err(StoreError::Busy { dirty_bytes: dirty, max_bytes: self.config.dirty_bytes_max });
+        }
+        let lag = inner.commitlog.write_pos.saturating_sub(inner.checkpoint_logics_phys);
+        if lag + size > self.config.checkpoint_lag_bytes_max {
+            if let Some(w) = inner.logics_waker.take() {
+                w.wake();
+            }
+            return Err(StoreError::CheckpointBusy { lag_bytes: lag, max_bytes: self.config.checkpoint_lag_bytes_max });
         }
         if inner.index.is_none() && inner.index_pending.len() >= INDEX_PENDING_KEYS_MAX {
             return Err(StoreError::IndexBusy { pending_keys: inner.index_pending.len(), max_keys: INDEX_PENDING_KEYS_MAX });
@@ -653,6 +665,19 @@ impl<D: Disk, C: Clock> Store<D, C> {
 
     /// Resolves when the flusher has work: any dirty byte under sync flush, at least
     /// `flush_min_bytes` under async flush (the flusher also wakes on its interval).
+    /// Resolves when the checkpoint is half of `checkpoint_lag_bytes_max` (or more)
+    /// behind the durable log: the logics flusher then starts a pass without waiting
+    /// for its interval.
+    pub fn logics_wanted(&self) -> LogicsWanted<D> {
+        LogicsWanted { inner: self.inner.clone(), lag_bytes: self.config.checkpoint_lag_bytes_max / 2 }
+    }
+
+    /// How far (bytes) the last checkpoint is behind the durable log.
+    pub fn checkpoint_lag_bytes(&self) -> u64 {
+        let inner = self.inner.borrow();
+        inner.commitlog.flushed_pos.saturating_sub(inner.checkpoint_logics_phys)
+    }
+
     pub fn flush_wanted(&self) -> FlushWanted<D> {
         FlushWanted { inner: self.inner.clone(), min_bytes: match self.config.flush_mode {
             FlushMode::Sync => 1,
@@ -756,6 +781,11 @@ impl<D: Disk, C: Clock> Store<D, C> {
                     inner.stats.flushed_bytes += done.to - done.from;
                 }
                 let flushed = inner.commitlog.flushed_pos;
+                if flushed.saturating_sub(inner.checkpoint_logics_phys) >= self.config.checkpoint_lag_bytes_max / 2 {
+                    if let Some(w) = inner.logics_waker.take() {
+                        w.wake();
+                    }
+                }
                 let covered: Vec<u64> = inner.waiters.range(..=flushed).map(|(k, _)| *k).collect();
                 for key in covered {
                     if let Some(wakers) = inner.waiters.remove(&key) {
@@ -861,14 +891,21 @@ impl<D: Disk, C: Clock> Store<D, C> {
             (phys, inner.records_flushed, inner.queues.keys().cloned().collect::<Vec<_>>(), doomed)
         };
         let result = async {
-            for key in keys {
-                flush_queue(&self.inner, &self.disk, &key).await?;
-            }
+            // Every dirty queue's write + sync in flight together (bounded): one after
+            // another, thousands of queues held the checkpoint seconds behind the log.
+            use futures_util::stream::{StreamExt, TryStreamExt};
+            futures_util::stream::iter(keys.iter().map(|key| flush_queue(&self.inner, &self.disk, key)))
+                .buffer_unordered(LOGICS_FLUSHES_IN_FLIGHT_MAX)
+                .try_collect::<Vec<()>>()
+                .await?;
             let mut index = self.take_index().await;
             let flushed = index.flush().await;
+            // Read before the index goes back: puts waiting in `index_pending` are not
+            // durable yet.
+            let index_mark = index.durable_mark();
             self.return_index(index);
             flushed?;
-            self.write_checkpoint(logics_phys, records_below).await
+            self.write_checkpoint(logics_phys, records_below, index_mark).await
         }
         .await;
         match result {
@@ -881,7 +918,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
         result
     }
 
-    async fn write_checkpoint(&self, logics_phys: u64, records_below_logics: u64) -> Result<(), StoreError> {
+    async fn write_checkpoint(&self, logics_phys: u64, records_below_logics: u64, index_mark: Option<super::index::IndexMark>) -> Result<(), StoreError> {
         let path = self.dir.join("checkpoint");
         // Bound first: a borrow in the match scrutinee would live across the await.
         let existing = self.inner.borrow().checkpoint_file.clone();
@@ -899,6 +936,8 @@ impl<D: Disk, C: Clock> Store<D, C> {
                 logics_phys,
                 records_below_logics,
                 timestamp_ms: self.clock.now_ms(),
+                index_mark,
+                index_mark_known: true,
             }
         };
         checkpoint.store(&*file).await?;
@@ -1436,6 +1475,26 @@ impl<D: Disk> Future for FlushWanted<D> {
             return Poll::Ready(());
         }
         inner.flusher_waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// Future returned by [`Store::logics_wanted`].
+pub struct LogicsWanted<D: Disk> {
+    inner: Rc<RefCell<Inner<D>>>,
+    lag_bytes: u64,
+}
+
+impl<D: Disk> Future for LogicsWanted<D> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut inner = self.inner.borrow_mut();
+        let lag = inner.commitlog.flushed_pos.saturating_sub(inner.checkpoint_logics_phys);
+        if inner.failed.is_some() || (lag >= self.lag_bytes && !inner.logics_flushing) {
+            return Poll::Ready(());
+        }
+        inner.logics_waker = Some(cx.waker().clone());
         Poll::Pending
     }
 }

@@ -29,6 +29,10 @@ pub enum StoreError {
     /// Index keys waiting while the index is flushed reached their bound.
     #[error("{pending_keys} index keys wait for the index flush (max {max_keys})")]
     IndexBusy { pending_keys: usize, max_keys: usize },
+    /// The CommitLog ran `checkpoint_lag_bytes_max` past the durable checkpoint: the
+    /// logics flush is behind.
+    #[error("checkpoint {lag_bytes} bytes behind the log (max {max_bytes}): ConsumeQueue flush catching up")]
+    CheckpointBusy { lag_bytes: u64, max_bytes: u64 },
     #[error("disk full: {used_percent}% used, writes refused above {refuse_percent}%")]
     DiskFull { used_percent: u32, refuse_percent: u32 },
     #[error("no space left on device while writing; free space and restart")]

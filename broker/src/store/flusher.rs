@@ -20,7 +20,8 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-/// How often ConsumeQueues, the index and the checkpoint are synced.
+/// How often ConsumeQueues, the index and the checkpoint are synced (sooner when the
+/// checkpoint falls half of `checkpoint_lag_bytes_max` behind: `Store::logics_wanted`).
 pub const LOGICS_FLUSH_INTERVAL_MS: u64 = 1000;
 /// How often the pre-allocator and the disk watcher look.
 pub const SEGMENT_CHECK_INTERVAL_MS: u64 = 50;
@@ -93,24 +94,33 @@ pub fn spawn_store_tasks<R: Runtime, C: Clock>(rt: R, store: Store<R::Disk, C>, 
     let st = stop.clone();
     let r = rt.clone();
     rt.spawn(async move {
-        let mut since_disk_check_ms = 0;
-        let mut since_clean_ms = 0;
+        let mut last_disk_check_us = r.monotonic_us();
+        let mut last_clean_us = r.monotonic_us();
+        let mut failed_last = false;
         while !st.get() {
-            r.sleep(Duration::from_millis(LOGICS_FLUSH_INTERVAL_MS)).await;
+            let interval = r.sleep(Duration::from_millis(LOGICS_FLUSH_INTERVAL_MS));
+            if failed_last {
+                // A failed pass (disk full) leaves the lag as it was: waking early again
+                // would retry at once, in a loop.
+                interval.await;
+            } else {
+                futures_lite::future::or(interval, s.logics_wanted()).await;
+            }
+            failed_last = false;
             if let Err(e) = s.flush_logics().await {
                 if s.failure().is_some() {
                     on_fatal(e.to_string());
                     return;
                 }
+                failed_last = true;
             }
-            since_disk_check_ms += LOGICS_FLUSH_INTERVAL_MS;
-            if since_disk_check_ms >= DISK_CHECK_INTERVAL_MS {
-                since_disk_check_ms = 0;
+            let now_us = r.monotonic_us();
+            if now_us.saturating_sub(last_disk_check_us) >= DISK_CHECK_INTERVAL_MS * 1000 {
+                last_disk_check_us = now_us;
                 let _ = s.check_disk().await;
             }
-            since_clean_ms += LOGICS_FLUSH_INTERVAL_MS;
-            if since_clean_ms >= CLEAN_INTERVAL_MS {
-                since_clean_ms = 0;
+            if now_us.saturating_sub(last_clean_us) >= CLEAN_INTERVAL_MS * 1000 {
+                last_clean_us = now_us;
                 // Retention at `delete_when_hour`, or one segment per round above the
                 // force-clean watermark.
                 match s.clean_expired().await {

@@ -49,6 +49,11 @@ pub const INDEX_FILE_BYTES_MAX: u64 = 1 << 30;
 /// Largest single write, so sealing a file does not allocate a second file-sized buffer.
 const WRITE_CHUNK_BYTES: u64 = 1 << 20;
 const FILE_NAME_DIGITS: usize = 20;
+/// Index writes in flight at once during a flush (each at most `WRITE_CHUNK_BYTES`).
+const WRITES_IN_FLIGHT_MAX: usize = 32;
+/// Clean pages between two dirty ones that are written over rather than splitting the
+/// run: one 32 KiB write costs less than two IOs.
+const DIRTY_GAP_MERGE_PAGES: u64 = 8;
 /// timeDiff is stored in whole seconds.
 const TIME_DIFF_UNIT_MS: i64 = 1000;
 /// Entry number meaning "none" in a slot or a prevIndex.
@@ -108,6 +113,16 @@ impl IndexConfig {
     pub fn file_bytes(&self) -> u64 {
         align_up(self.entries_base() + self.entries_max as u64 * ENTRY_BYTES, BLOCK_BYTES)
     }
+}
+
+/// What of the newest index file a completed `flush` made durable: the file (by the
+/// epoch-ms in its name) and its indexCount then. Kept in the store's checkpoint, so
+/// that after a crash the file is repaired to that count instead of being discarded
+/// and rebuilt from its first record (up to `entries_max` records of CommitLog).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexMark {
+    pub file_ms: i64,
+    pub index_count: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -338,28 +353,26 @@ impl<F: DiskFile> MemFile<F> {
     /// newer is created.
     async fn write_whole<D: Disk<File = F>>(&mut self, disk: &D, config: &IndexConfig) -> Result<(), IoError> {
         self.ensure_open(disk).await?;
-        let Some(handle) = &self.handle else { return Ok(()) };
         let file_bytes = config.file_bytes();
-        let mut pos = 0;
-        while pos < file_bytes {
-            let len = WRITE_CHUNK_BYTES.min(file_bytes - pos);
-            self.write_range(handle, pos, len).await?;
-            pos += len;
-        }
-        handle.sync().await?;
+        let runs: Vec<(u64, u64)> = (0..file_bytes).step_by(WRITE_CHUNK_BYTES as usize).map(|pos| (pos, WRITE_CHUNK_BYTES.min(file_bytes - pos))).collect();
+        self.write_runs(&runs).await?;
         self.dirty_pages.iter_mut().for_each(|w| *w = 0);
         Ok(())
     }
 
-    /// The dirty pages, coalesced into runs, then sync.
+    /// The dirty pages, coalesced into runs (clean gaps of up to `DIRTY_GAP_MERGE_PAGES`
+    /// written over with their unchanged bytes), then sync. Key hashes scatter slot
+    /// updates over the whole slot table, so one second of puts dirties thousands of
+    /// separate pages: written one after another, a flush took seconds and held the
+    /// checkpoint back (issue 15); merged and in flight together it is a few large writes.
     async fn write_dirty<D: Disk<File = F>>(&mut self, disk: &D) -> Result<(), IoError> {
         if self.dirty_pages.iter().all(|w| *w == 0) {
             return Ok(());
         }
         self.ensure_open(disk).await?;
-        let Some(handle) = &self.handle else { return Ok(()) };
         let pages = self.dirty_pages.len() as u64 * 64;
         let run_pages_max = WRITE_CHUNK_BYTES / PAGE_BYTES;
+        let mut runs: Vec<(u64, u64)> = Vec::new();
         let mut page = 0;
         while page < pages {
             if !self.is_dirty(page) {
@@ -367,14 +380,32 @@ impl<F: DiskFile> MemFile<F> {
                 continue;
             }
             let start = page;
-            while page < pages && self.is_dirty(page) && page - start < run_pages_max {
+            let mut last_dirty = page;
+            while page < pages && page - start < run_pages_max && page - last_dirty <= DIRTY_GAP_MERGE_PAGES {
+                if self.is_dirty(page) {
+                    last_dirty = page;
+                }
                 page += 1;
             }
-            self.write_range(handle, start * PAGE_BYTES, (page - start) * PAGE_BYTES).await?;
+            runs.push((start * PAGE_BYTES, (last_dirty + 1 - start) * PAGE_BYTES));
+            page = last_dirty + 1;
         }
-        handle.sync().await?;
+        self.write_runs(&runs).await?;
         self.dirty_pages.iter_mut().for_each(|w| *w = 0);
         Ok(())
+    }
+
+    /// Writes each `(pos, len)` run, up to `WRITES_IN_FLIGHT_MAX` at once (each copied
+    /// into its own buffer when issued, so at most that many chunks are held), then
+    /// syncs the file once.
+    async fn write_runs(&self, runs: &[(u64, u64)]) -> Result<(), IoError> {
+        use futures_util::stream::{StreamExt, TryStreamExt};
+        let Some(handle) = &self.handle else { return Ok(()) };
+        futures_util::stream::iter(runs.iter().map(|&(pos, len)| self.write_range(handle, pos, len)))
+            .buffer_unordered(WRITES_IN_FLIGHT_MAX)
+            .try_collect::<Vec<()>>()
+            .await?;
+        handle.sync().await
     }
 }
 
@@ -482,6 +513,9 @@ pub struct IndexService<D: Disk> {
     pending: Vec<MemFile<D::File>>,
     active: Option<MemFile<D::File>>,
     replay_from_phys: u64,
+    /// The newest file was repaired to the checkpoint's mark after an unclean stop
+    /// (`replay_from_phys` is then one past its last key, not a record boundary).
+    repaired_to_mark: bool,
     /// Names must keep increasing even when store timestamps do not (replay, clock
     /// steps), since name order is file order.
     last_name_ms: i64,
@@ -505,6 +539,20 @@ impl<D: Disk> IndexService<D> {
         clean: bool,
         now_ms: i64,
     ) -> Result<Self, IndexError> {
+        Self::open_at_mark(disk, dir, config, clean, None, now_ms).await
+    }
+
+    /// [`Self::open`], and after an unclean stop, when `mark` names the newest file, that
+    /// file is repaired to the marked count (see [`Self::recover_newest`]) rather than
+    /// removed: the replay then starts past its last entry, not at its first.
+    pub async fn open_at_mark(
+        disk: D,
+        dir: PathBuf,
+        config: IndexConfig,
+        clean: bool,
+        mark: Option<IndexMark>,
+        now_ms: i64,
+    ) -> Result<Self, IndexError> {
         config.validate()?;
         let mut names: Vec<(i64, String)> = Vec::new();
         for name in disk.list(&dir).await? {
@@ -523,6 +571,7 @@ impl<D: Disk> IndexService<D> {
             pending: Vec::new(),
             active: None,
             replay_from_phys: 0,
+            repaired_to_mark: false,
             last_name_ms,
             dir_created: !names.is_empty(),
         };
@@ -548,8 +597,95 @@ impl<D: Disk> IndexService<D> {
                 Err(other) => return Err(other),
             }
         }
+        let newest_ms = parse_file_name(newest.file_name().and_then(|n| n.to_str()).unwrap_or(""));
+        if let Some(mark) = mark.filter(|m| Some(m.file_ms) == newest_ms && m.index_count > FIRST_ENTRY as u32) {
+            match service.recover_newest(&newest, mark.index_count).await {
+                Ok(()) => {
+                    service.replay_from_phys = service.indexed_end().map_or(0, |end| end.saturating_add(1));
+                    service.repaired_to_mark = true;
+                    tracing::info!(path = %newest.display(), index_count = mark.index_count, replay_from = service.replay_from_phys, "index: newest file repaired to the checkpoint's count after an unclean stop");
+                    return Ok(service);
+                }
+                Err(IndexError::CorruptHeader { reason, .. }) => tracing::warn!(
+                    path = %newest.display(), reason,
+                    "index: newest file cannot be repaired to the checkpoint's count; rebuilding it"
+                ),
+                Err(other) => return Err(other),
+            }
+        }
         service.replay_from_phys = service.discard_newest(&newest).await?;
         Ok(service)
+    }
+
+    /// See the field: whether an unclean open kept the newest file, repaired.
+    pub fn repaired_to_mark(&self) -> bool {
+        self.repaired_to_mark
+    }
+
+    /// The durable state of the newest file after a successful `flush`: `None` when no
+    /// file holds entries yet.
+    pub fn durable_mark(&self) -> Option<IndexMark> {
+        let newest = self.active.as_ref().map(|f| (&f.path, f.header)).or_else(|| self.sealed.last().map(|f| (&f.path, f.header)))?;
+        let file_ms = parse_file_name(newest.0.file_name()?.to_str()?)?;
+        newest.1.has_entries().then_some(IndexMark { file_ms, index_count: newest.1.index_count as u32 })
+    }
+
+    /// Makes the newest file the active one again with exactly its first
+    /// `index_count - 1` entries, which a completed flush synced before the checkpoint
+    /// that marked them. A later flush may have torn the header, slot and entry pages
+    /// since, but at sector granularity each sector holds its old or new bytes, and an
+    /// entry below the mark has the same bytes in both: the entries are read back and
+    /// every slot and the header are rebuilt from them (an entry's prevIndex was the
+    /// slot's head when it was added, so the chains come out as they were).
+    async fn recover_newest(&mut self, path: &Path, index_count: u32) -> Result<(), IndexError> {
+        let config = self.config.clone();
+        if index_count as u64 > config.entries_max as u64 {
+            return Err(corrupt(path, format!("marked indexCount {index_count} above entries_max {}", config.entries_max)));
+        }
+        let handle = self.disk.open(path, false).await?;
+        let used = config.entry_pos(index_count as i32);
+        let mut bytes = handle.read_at(0, used as usize).await?;
+        if bytes.len() as u64 != used {
+            return Err(corrupt(path, format!("read {} bytes of the {used} the checkpoint marked", bytes.len())));
+        }
+        // beginTimestamp never changes once the first entry is in: old and new header agree.
+        let on_disk = Header::decode(&arr(&bytes[..HEADER_BYTES as usize]));
+        if !on_disk.has_entries() || on_disk.index_count < index_count as i32 {
+            return Err(corrupt(path, format!("header says indexCount {}, the checkpoint marked {index_count}", on_disk.index_count)));
+        }
+        bytes[HEADER_BYTES as usize..config.entries_base() as usize].fill(0);
+        let mut header = Header { begin_ts: on_disk.begin_ts, index_count: index_count as i32, ..Header::default() };
+        let mut time_diff_max_s = 0i32;
+        for n in FIRST_ENTRY..index_count as i32 {
+            let at = config.entry_pos(n) as usize;
+            let entry = Entry::decode(&arr(&bytes[at..at + ENTRY_BYTES as usize]));
+            if entry.key_hash < 0 || entry.prev < NO_ENTRY || entry.prev >= n || entry.time_diff_s < 0 {
+                return Err(corrupt(path, format!("entry {n} below the checkpoint's mark is damaged")));
+            }
+            if n == FIRST_ENTRY {
+                header.begin_phys = entry.phys;
+            }
+            header.end_phys = header.end_phys.max(entry.phys);
+            time_diff_max_s = time_diff_max_s.max(entry.time_diff_s);
+            let slot = config.slot_pos(entry.key_hash) as usize;
+            if i32::from_be_bytes(arr(&bytes[slot..slot + 4])) == NO_ENTRY {
+                header.hash_slot_count += 1;
+            }
+            bytes[slot..slot + 4].copy_from_slice(&n.to_be_bytes());
+        }
+        // To the second: the entries keep no finer time. A bound, as queries need.
+        header.end_ts = header.begin_ts.saturating_add(time_diff_max_s as i64 * TIME_DIFF_UNIT_MS + TIME_DIFF_UNIT_MS - 1);
+        header.check(&config).map_err(|reason| corrupt(path, reason))?;
+        header.encode(&mut bytes[..HEADER_BYTES as usize]);
+        let mut file = MemFile::new(path.to_path_buf(), &config);
+        file.header = header;
+        file.bytes = bytes;
+        file.dirty_pages.iter_mut().for_each(|w| *w = 0);
+        // The rebuilt header and slots replace whatever a torn flush left on disk.
+        file.mark_dirty(0, config.entries_base());
+        file.handle = Some(handle);
+        self.active = Some(file);
+        Ok(())
     }
 
     /// Records with a physical offset >= this must be `put` again by the caller (the

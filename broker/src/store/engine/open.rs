@@ -56,23 +56,31 @@ impl<F: DiskFile> Scanner<F> {
         Ok(&self.buf[at..end])
     }
 
-    /// The first non-zero byte at or after `from`, in any segment.
-    async fn first_nonzero_from(&mut self, from: u64) -> Result<Option<u64>, IoError> {
+    /// The first non-zero byte in the probe regions at or after `from`: the
+    /// `probe_bytes` from `from` within its segment, and the first block of every later
+    /// segment. Bounded (no read of the rest of a 1 GiB pre-allocated segment), yet it
+    /// finds any record written at or after `from`: records are written back to back
+    /// from each segment's start and none is longer than `record_bytes_max`, so if
+    /// anything was written past `from + probe_bytes`, a record header (never zero)
+    /// starts inside the probe, and a later segment that holds records starts with one.
+    async fn first_record_bytes_from(&mut self, from: u64, probe_bytes: u64) -> Result<Option<u64>, IoError> {
         let starts: Vec<u64> = self.files.keys().copied().filter(|s| s + self.segment_bytes > from).collect();
         for seg in starts {
             let file = self.files[&seg].clone();
             let size = file.size().await?.min(self.segment_bytes);
-            let mut at = from.max(seg) - seg;
-            while at < size {
-                let n = SCAN_READ_BYTES.min(size - at);
-                let bytes = file.read_at(at, n as usize).await?;
+            let at = from.max(seg) - seg;
+            let probe_end = if from > seg { (at + probe_bytes).min(size) } else { BLOCK_BYTES.min(size) };
+            let mut cursor = at;
+            while cursor < probe_end {
+                let n = SCAN_READ_BYTES.min(probe_end - cursor);
+                let bytes = file.read_at(cursor, n as usize).await?;
                 if let Some(i) = bytes.iter().position(|&b| b != 0) {
-                    return Ok(Some(seg + at + i as u64));
+                    return Ok(Some(seg + cursor + i as u64));
                 }
                 if (bytes.len() as u64) < n {
                     break;
                 }
-                at += n;
+                cursor += n;
             }
         }
         Ok(None)
@@ -125,16 +133,22 @@ pub async fn open_store<D: Disk, C: Clock>(
     let first_segment = commitlog.files.keys().next().copied().unwrap_or(0);
 
     // Index and ConsumeQueues.
-    let index = IndexService::open(disk.clone(), dir.join("index"), config.index.clone(), !report.unclean, clock.now_ms()).await?;
+    let index_mark = checkpoint.and_then(|c| c.index_mark);
+    let index = IndexService::open_at_mark(disk.clone(), dir.join("index"), config.index.clone(), !report.unclean, index_mark, clock.now_ms()).await?;
     // Records at or past `index_from` get their index entries again. After an unclean
-    // stop the index reports a record boundary (the start of the file it discarded).
-    // After a clean one it reports "one past the last key it holds", which need not be
-    // a boundary; but the last `flush_logics` flushed the index with every record below
-    // `logics_phys`, so the scan may start there and skip what the index already has.
+    // stop where the index discarded its newest file, it reports a record boundary (the
+    // start of that file). After a clean stop, or a crash where the newest file was
+    // repaired to the checkpoint's mark, it reports "one past the last key it holds",
+    // which need not be a boundary; but the `flush_logics` of that checkpoint flushed
+    // the index with every record below `logics_phys`, so the scan may start there and
+    // skip what the index already has.
     let index_raw = local_of(index.replay_from_phys());
     let logics_phys = checkpoint.map(|c| c.logics_phys).unwrap_or(0);
-    let (index_from, index_scan_from) = if report.unclean || index.file_count() == 0 {
-        // No index files at all (deleted): everything is indexed again.
+    // No index files although the checkpoint does not say the index was empty: they
+    // were deleted, and everything is indexed again.
+    let index_empty_at_checkpoint = checkpoint.is_some_and(|c| c.index_mark_known && c.index_mark.is_none());
+    let index_files_lost = index.file_count() == 0 && !index_empty_at_checkpoint;
+    let (index_from, index_scan_from) = if (report.unclean && !index.repaired_to_mark() && index.file_count() > 0) || index_files_lost {
         (index_raw, index_raw)
     } else {
         (index_raw.max(logics_phys), logics_phys)
@@ -213,6 +227,7 @@ pub async fn open_store<D: Disk, C: Clock>(
             checkpoint_sequence: checkpoint.map(|c| c.sequence).unwrap_or(0),
             checkpoint_file: None,
             logics_flushing: false,
+            logics_waker: None,
             stats: StoreStats::default(),
             flusher_waker: None,
             append_wakers: Vec::new(),
@@ -247,7 +262,9 @@ pub async fn open_store<D: Disk, C: Clock>(
     }
     let window = store.config.torn_window_bytes();
     let end_file = store.inner.borrow().commitlog.path_of(align_down(end, store.config.segment_bytes));
-    let beyond = scanner.first_nonzero_from(end + window).await?;
+    // One longest record past the window: enough to see any record written there.
+    let probe_bytes = store.config.record_bytes_max + BLOCK_BYTES;
+    let beyond = scanner.first_record_bytes_from(end + window, probe_bytes).await?;
     let bad_reason = match (&how, beyond) {
         (_, Some(at)) => Some(format!(
             "{}; valid-looking data follows at offset {} past the last write window ({} bytes)",
@@ -280,7 +297,15 @@ pub async fn open_store<D: Disk, C: Clock>(
         }
     }
     report.end_offset = end;
-    let mut written_end = scanner.first_nonzero_from(end).await?.map(|_| end + window).unwrap_or(end);
+    // After a clean stop that ended on zeros nothing was written past the end (every
+    // flush completed and wrote zeros after it in its last block). After a crash, or a
+    // bad record, the window may hold torn or stale records: zeroed below, or a stale
+    // record with a valid CRC could come back after a later crash.
+    let mut written_end = if report.unclean || matches!(how, ScanEnd::Bad(_)) {
+        scanner.first_record_bytes_from(end, window + probe_bytes).await?.map(|_| end + window).unwrap_or(end)
+    } else {
+        end
+    };
     if truncating_corrupt {
         // Everything past `end` is given up. Queue entries below the checkpoint that
         // point there are cut (else pulls fail on them forever), and the records there
@@ -380,12 +405,16 @@ pub async fn open_store<D: Disk, C: Clock>(
     Ok((store, report))
 }
 
-/// Why `cq`'s entries are implausible, if they are: each must point inside this shard's
-/// log below `upper_phys`, at increasing offsets, with a size a record can have.
+/// Why `cq`'s newest entries are implausible, if they are: each entry of the queue's
+/// last file must point inside this shard's log below `upper_phys`, at increasing
+/// offsets, with a size a record can have. Only the last file is read, so start-up
+/// costs the same at any store size; an entry damaged in an older file is caught when
+/// it is read (every read checks the record's CRC and physical offset) or by the scrub.
 async fn queue_damage<D: Disk>(cq: &ConsumeQueue<D>, lower_phys: u64, upper_phys: u64, record_bytes_max: u64) -> Result<Option<String>, IoError> {
     let end = cq.max_offset() * ENTRY_BYTES;
+    let last_start = cq.log.segment_start(end.saturating_sub(1));
     let mut previous: Option<u64> = None;
-    for (&start, file) in &cq.log.files {
+    for (&start, file) in cq.log.files.range(last_start..) {
         if start >= end {
             break;
         }

@@ -70,58 +70,18 @@ struct SimState {
     dirs: BTreeSet<PathBuf>,
     faults: FaultConfig,
     stats: SimStats,
+    /// Data operations (write, sync) left before a power cut: the probe that crashes
+    /// "at every point" of a multi-IO operation. `None` = never.
+    crash_countdown: Option<u64>,
 }
 
 impl SimState {
     fn roll(&mut self, per_million: u32) -> bool {
         per_million > 0 && self.rng.gen_range(0..1_000_000) < per_million
     }
-    fn used_bytes(&self) -> u64 {
-        self.files.values().map(|f| f.current.len() as u64).sum()
-    }
-}
-
-/// A simulated disk; clones share the same state.
-#[derive(Clone)]
-pub struct SimDisk {
-    state: Rc<RefCell<SimState>>,
-}
-
-impl SimDisk {
-    pub fn new(seed: u64) -> Self {
-        Self::with_faults(seed, FaultConfig::default())
-    }
-
-    pub fn with_faults(seed: u64, faults: FaultConfig) -> Self {
-        let state = SimState {
-            rng: ChaCha8Rng::seed_from_u64(seed),
-            seed,
-            generation: 0,
-            files: BTreeMap::new(),
-            dirs: BTreeSet::new(),
-            faults,
-            stats: SimStats::default(),
-        };
-        Self { state: Rc::new(RefCell::new(state)) }
-    }
-
-    pub fn seed(&self) -> u64 {
-        self.state.borrow().seed
-    }
-
-    pub fn set_faults(&self, faults: FaultConfig) {
-        self.state.borrow_mut().faults = faults;
-    }
-
-    pub fn stats(&self) -> SimStats {
-        self.state.borrow().stats
-    }
-
-    /// A power cut: unsynced writes are dropped, kept or torn, and every open handle
-    /// dies.
-    pub fn crash(&self) {
-        let mut guard = self.state.borrow_mut();
-        let state = &mut *guard;
+    /// See [`SimDisk::crash`].
+    fn crash(&mut self) {
+        let state = self;
         state.generation += 1;
         state.stats.crashes += 1;
         for file in state.files.values_mut() {
@@ -150,6 +110,77 @@ impl SimDisk {
             file.current = image.clone();
             file.durable = image;
         }
+    }
+
+    /// Counts down the armed power cut; `true` when it fires now.
+    fn crash_due(&mut self) -> bool {
+        match self.crash_countdown {
+            Some(0) => {
+                self.crash_countdown = None;
+                self.crash();
+                true
+            }
+            Some(n) => {
+                self.crash_countdown = Some(n - 1);
+                false
+            }
+            None => false,
+        }
+    }
+
+    fn used_bytes(&self) -> u64 {
+        self.files.values().map(|f| f.current.len() as u64).sum()
+    }
+}
+
+/// A simulated disk; clones share the same state.
+#[derive(Clone)]
+pub struct SimDisk {
+    state: Rc<RefCell<SimState>>,
+}
+
+impl SimDisk {
+    pub fn new(seed: u64) -> Self {
+        Self::with_faults(seed, FaultConfig::default())
+    }
+
+    pub fn with_faults(seed: u64, faults: FaultConfig) -> Self {
+        let state = SimState {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            seed,
+            generation: 0,
+            files: BTreeMap::new(),
+            dirs: BTreeSet::new(),
+            faults,
+            stats: SimStats::default(),
+            crash_countdown: None,
+        };
+        Self { state: Rc::new(RefCell::new(state)) }
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.state.borrow().seed
+    }
+
+    pub fn set_faults(&self, faults: FaultConfig) {
+        self.state.borrow_mut().faults = faults;
+    }
+
+    pub fn stats(&self) -> SimStats {
+        self.state.borrow().stats
+    }
+
+    /// A power cut: unsynced writes are dropped, kept or torn, and every open handle
+    /// dies.
+    pub fn crash(&self) {
+        self.state.borrow_mut().crash();
+    }
+
+    /// Arms a power cut just before the `ops`-th next data operation (write or sync;
+    /// 0 = the very next one): that operation and every later one through an old
+    /// handle fail as `Crashed`. Disarmed by the crash or by `None`.
+    pub fn crash_after_ops(&self, ops: Option<u64>) {
+        self.state.borrow_mut().crash_countdown = ops;
     }
 
     /// Flips one bit of a file, durably, as media corruption would.
@@ -328,6 +359,9 @@ impl DiskFile for SimFileHandle {
         assert!(buf.0.len() as u64 % BLOCK_BYTES == 0, "write_at: unaligned length {}", buf.0.len());
         let mut guard = self.disk.state.borrow_mut();
         let state = &mut *guard;
+        if state.crash_due() {
+            return Err(IoError::new(IoErrorKind::Crashed, "write", &self.path, "power cut (crash_after_ops)"));
+        }
         if state.roll(state.faults.write_eio_per_million) {
             return Err(IoError::new(IoErrorKind::Device, "write", &self.path, "injected EIO"));
         }
@@ -383,6 +417,9 @@ impl DiskFile for SimFileHandle {
         self.check_alive("sync")?;
         let mut guard = self.disk.state.borrow_mut();
         let state = &mut *guard;
+        if state.crash_due() {
+            return Err(IoError::new(IoErrorKind::Crashed, "sync", &self.path, "power cut (crash_after_ops)"));
+        }
         if state.roll(state.faults.sync_eio_per_million) {
             return Err(IoError::new(IoErrorKind::Device, "sync", &self.path, "injected EIO"));
         }
