@@ -232,6 +232,10 @@ impl From<FlushKind> for FlushMode {
     }
 }
 
+/// Longest `spin_before_park_us` accepted: past a millisecond a spinning core is simply
+/// a busy core.
+pub const SPIN_BEFORE_PARK_US_MAX: u64 = 1_000;
+
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BrokerConfig {
@@ -263,6 +267,11 @@ pub struct BrokerConfig {
     pub connections_per_shard_max: usize,
     /// Most requests one shard forwards to another in one cross-core batch.
     pub forward_batch_max: usize,
+    /// How long an idle shard spins before it parks in io_uring (glommio's
+    /// `spin_before_park`): a completion or a request arriving meanwhile is picked up
+    /// without a wake-up, at the cost of that much busy CPU per idle moment. 0 parks at
+    /// once. At most `SPIN_BEFORE_PARK_US_MAX`.
+    pub spin_before_park_us: u64,
     /// Delay levels, RocketMQ's `messageDelayLevel` syntax (`1s 5s ... 2h`).
     pub message_delay_level: String,
     /// Longest timer delay (RocketMQ's `timerMaxDelaySec`).
@@ -338,6 +347,7 @@ impl Default for BrokerConfig {
             pull_suspend_max_ms: 30_000,
             connections_per_shard_max: 10_000,
             forward_batch_max: 256,
+            spin_before_park_us: 0,
             message_delay_level: crate::schedule::DEFAULT_DELAY_LEVELS.to_string(),
             timer_max_delay_sec: crate::schedule::timer::TIMER_MAX_DELAY_SEC_DEFAULT,
             transaction_timeout_ms: crate::txn::TRANSACTION_TIMEOUT_MS_DEFAULT,
@@ -385,6 +395,7 @@ struct StoreSection {
     flush_min_bytes: Option<u64>,
     dirty_bytes_max: Option<u64>,
     checkpoint_lag_bytes_max: Option<u64>,
+    write_through: Option<bool>,
     tail_cache_bytes: Option<u64>,
     cq_entries_per_file: Option<u64>,
     file_reserved_hours: Option<u64>,
@@ -405,6 +416,7 @@ impl StoreSection {
             flush_min_bytes,
             dirty_bytes_max,
             checkpoint_lag_bytes_max,
+            write_through,
             tail_cache_bytes,
             cq_entries_per_file,
             file_reserved_hours,
@@ -429,6 +441,7 @@ impl StoreSection {
         set(&mut store.flush_min_bytes, flush_min_bytes);
         set(&mut store.dirty_bytes_max, dirty_bytes_max);
         set(&mut store.checkpoint_lag_bytes_max, checkpoint_lag_bytes_max);
+        set(&mut store.write_through, write_through);
         set(&mut store.tail_cache_bytes, tail_cache_bytes);
         set(&mut store.cq_entries_per_file, cq_entries_per_file);
         set(&mut store.file_reserved_hours, file_reserved_hours);
@@ -960,6 +973,9 @@ impl BrokerConfig {
         ];
         if let Some((field, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return fail(format!("{field} must be positive"));
+        }
+        if self.spin_before_park_us > SPIN_BEFORE_PARK_US_MAX {
+            return fail(format!("spin_before_park_us {} is above {SPIN_BEFORE_PARK_US_MAX}", self.spin_before_park_us));
         }
         if let Err(e) = crate::schedule::DelayLevels::parse(&self.message_delay_level) {
             return fail(e.to_string());
@@ -1496,6 +1512,9 @@ mod tests {
             (with(|c| c.default_topic_queue_nums = 0), Some("default_topic_queue_nums")),
             (with(|c| c.default_topic_queue_nums = 1025), Some("default_topic_queue_nums")),
             (with(|c| c.max_message_bytes = 0), Some("max_message_bytes")),
+            (with(|c| c.spin_before_park_us = SPIN_BEFORE_PARK_US_MAX), None),
+            (with(|c| c.spin_before_park_us = SPIN_BEFORE_PARK_US_MAX + 1), Some("spin_before_park_us")),
+            (with(|c| (c.store.dirty_bytes_max, c.store.checkpoint_lag_bytes_max) = (64 << 20, 100 << 20)), Some("checkpoint_lag_bytes_max")),
             (with(|c| c.max_message_bytes = MAX_MESSAGE_BYTES_LIMIT + 1), Some("max_message_bytes")),
             (with(|c| c.register_interval_ms = 0), Some("register_interval_ms must be positive")),
             (with(|c| c.pull_suspend_max_ms = 0), Some("pull_suspend_max_ms")),

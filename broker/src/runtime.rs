@@ -143,8 +143,11 @@ pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
         let ready = ready_tx.clone();
         let registered = registered_tx.clone();
         let published = published.clone();
-        let handle = LocalExecutorBuilder::new(placement)
-            .name(&format!("ringmq-shard-{shard}"))
+        let mut builder = LocalExecutorBuilder::new(placement).name(&format!("ringmq-shard-{shard}"));
+        if config.spin_before_park_us > 0 {
+            builder = builder.spin_before_park(Duration::from_micros(config.spin_before_park_us));
+        }
+        let handle = builder
             .spawn(move || async move { run_shard(shard, shard_count, config, mesh, stop, addr, ready, registered, published).await })
             .map_err(|e| StartError::Thread { shard, reason: e.to_string() })?;
         threads.push(handle);

@@ -178,7 +178,9 @@ fn crash_once(seed: u64, ops: usize) {
     let clock = ManualClock::new(1_700_000_000_000);
     // Both ways of preparing segments must keep the same promises.
     let preallocate = if seed % 2 == 0 { Preallocate::Zero } else { Preallocate::Fallocate };
-    let config = StoreConfig { flush_mode: FlushMode::Sync, preallocate, ..StoreConfig::for_tests() };
+    // And both ways of making a group commit durable (write + fdatasync, or O_DSYNC).
+    let write_through = (seed / 2) % 2 == 1;
+    let config = StoreConfig { flush_mode: FlushMode::Sync, preallocate, write_through, ..StoreConfig::for_tests() };
     let mut appended: Vec<(u64, i32)> = Vec::new();
     let mut acked = std::collections::BTreeSet::new();
     let mut next_seq;
@@ -1262,5 +1264,39 @@ fn appends_stop_at_the_checkpoint_lag_bound_and_recovery_rereads_at_most_that() 
         let (store, report) = open(&disk, &clock, &config).unwrap();
         assert!(report.end_offset - report.scanned_from <= 96 * 1024, "re-read {} bytes (report {report:?})", report.end_offset - report.scanned_from);
         assert_eq!(read_all(&store).len() as u64, seq, "every record back ({stored_before} before the first refusal)");
+    }
+}
+
+/// With `write_through` a group commit is its write alone (O_DSYNC: durable when it
+/// returns): no fdatasync follows, and what it acknowledged survives a power cut.
+/// Without it, the same flush is a write and a sync.
+#[test]
+fn a_write_through_group_commit_is_one_write_and_survives_a_power_cut() {
+    for (write_through, syncs_per_flush) in [(true, 0), (false, 1)] {
+        for seed in seeds(4) {
+            let _guard = SeedGuard(seed);
+            let disk = SimDisk::new(seed);
+            let clock = ManualClock::new(1_700_000_000_000);
+            let config = StoreConfig { flush_mode: FlushMode::Sync, write_through, ..StoreConfig::for_tests() };
+            let (store, _) = open(&disk, &clock, &config).unwrap();
+            // The first flush creates (pre-zeroes) the first segment: not a group commit's cost.
+            put(&store, 0, 0, 700, "").unwrap();
+            block_on(store.flush()).unwrap();
+            let mut acked = 1u64;
+            for seq in 1..20u64 {
+                let ticket = put(&store, (seq % 2) as i32, seq, 700, "").unwrap();
+                let before = disk.stats();
+                block_on(store.flush()).unwrap();
+                let after = disk.stats();
+                block_on(store.wait_durable(ticket)).unwrap();
+                acked = seq + 1;
+                assert_eq!(after.writes - before.writes, 1, "write_through {write_through}: one write per group commit");
+                assert_eq!(after.syncs - before.syncs, syncs_per_flush, "write_through {write_through}: syncs per group commit");
+            }
+            disk.crash();
+            drop(store);
+            let (store, _) = open(&disk, &clock, &config).unwrap();
+            assert_eq!(read_all(&store).len() as u64, acked, "write_through {write_through}: every acknowledged record back");
+        }
     }
 }

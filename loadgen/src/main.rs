@@ -184,6 +184,8 @@ struct StoreBenchArgs {
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum ModeArg {
     Sync,
+    /// Sync flush with O_DSYNC segments (`write_through`).
+    SyncDsync,
     Async,
 }
 
@@ -377,6 +379,11 @@ fn run_store_bench(args: StoreBenchArgs) -> Result<(), String> {
                     .iter()
                     .map(|&n| store_bench::RunSpec { mode: store_bench::Mode::Sync, in_flight: n, ..base.clone() })
                     .collect(),
+                ModeArg::SyncDsync => args
+                    .in_flight
+                    .iter()
+                    .map(|&n| store_bench::RunSpec { mode: store_bench::Mode::SyncDsync, in_flight: n, ..base.clone() })
+                    .collect(),
                 ModeArg::Async => vec![store_bench::RunSpec { mode: store_bench::Mode::Async, in_flight: 1, ..base.clone() }],
             };
             for spec in specs {
@@ -395,7 +402,7 @@ fn run_store_bench(args: StoreBenchArgs) -> Result<(), String> {
                 // Each baseline runs right after its store run: the device drifts.
                 if want_fio {
                     match spec.mode {
-                        store_bench::Mode::Sync if result.flushes > 0 => fio_results.commit_jobs.push(fio::run_commit_job(&plan, &result)?),
+                        store_bench::Mode::Sync | store_bench::Mode::SyncDsync if result.flushes > 0 => fio_results.commit_jobs.push(fio::run_commit_job(&plan, &result)?),
                         store_bench::Mode::Async if fio_results.write_1mib.is_none() => {
                             fio_results.write_1mib = Some(fio::run_bandwidth_job(&plan)?)
                         }
@@ -467,7 +474,7 @@ fn run_broker_bench(args: BrokerBenchArgs) -> Result<(), String> {
     let machine = report::MachineInfo::collect(&dir, report::command_line());
     let started = report::utc_now();
     let flush = match args.flush {
-        ModeArg::Sync => ringmq_broker::store::config::FlushMode::Sync,
+        ModeArg::Sync | ModeArg::SyncDsync => ringmq_broker::store::config::FlushMode::Sync,
         ModeArg::Async => ringmq_broker::store::config::FlushMode::Async,
     };
     let mut results = Vec::new();

@@ -356,7 +356,7 @@ impl Report {
             for j in fio.write_1mib.iter().chain(fio.commit_jobs.iter()) {
                 let _ = writeln!(s, "- `{}` ({})", j.command, j.purpose);
             }
-            for r in self.runs.iter().filter(|r| r.mode == "sync") {
+            for r in self.runs.iter().filter(|r| r.mode.starts_with("sync")) {
                 let _ = writeln!(
                     s,
                     "- {}: {:.0} bytes per flush → fio bs {}",

@@ -71,6 +71,8 @@ const ASYNC_LATENCY_SAMPLE_EVERY: u64 = 8;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Sync,
+    /// Sync flush with write-through (O_DSYNC) segments: one IO per group commit.
+    SyncDsync,
     Async,
 }
 
@@ -78,12 +80,13 @@ impl Mode {
     pub fn name(self) -> &'static str {
         match self {
             Mode::Sync => "sync",
+            Mode::SyncDsync => "sync-dsync",
             Mode::Async => "async",
         }
     }
     fn flush_mode(self) -> FlushMode {
         match self {
-            Mode::Sync => FlushMode::Sync,
+            Mode::Sync | Mode::SyncDsync => FlushMode::Sync,
             Mode::Async => FlushMode::Async,
         }
     }
@@ -218,6 +221,7 @@ impl RunResult {
     pub fn label(&self) -> String {
         match self.mode.as_str() {
             "sync" => format!("RingMQ sync, {} in flight", self.in_flight),
+            "sync-dsync" => format!("RingMQ sync O_DSYNC, {} in flight", self.in_flight),
             _ => "RingMQ async".to_string(),
         }
     }
@@ -651,7 +655,8 @@ async fn run_on_executor(spec: RunSpec, dir: PathBuf, stage: Arc<AtomicU8>) -> R
         FlushMode::Sync => Preallocate::Zero,
         FlushMode::Async => Preallocate::Fallocate,
     };
-    let config = StoreConfig { segment_bytes: spec.segment_bytes, flush_mode: spec.mode.flush_mode(), preallocate, ..StoreConfig::default() };
+    let write_through = spec.mode == Mode::SyncDsync;
+    let config = StoreConfig { segment_bytes: spec.segment_bytes, flush_mode: spec.mode.flush_mode(), preallocate, write_through, ..StoreConfig::default() };
     let store_settings = settings(&config);
     let (store, _report) = open_store(DmaDisk, SystemClock, dir.clone(), ShardId(0), config.clone())
         .await
@@ -664,7 +669,7 @@ async fn run_on_executor(spec: RunSpec, dir: PathBuf, stage: Arc<AtomicU8>) -> R
     let mut workers = Vec::new();
     let mut observer = None;
     match spec.mode {
-        Mode::Sync => {
+        Mode::Sync | Mode::SyncDsync => {
             for _ in 0..spec.in_flight {
                 workers.push(glommio::spawn_local(sync_worker(store.clone(), shared.clone(), spec.message_bytes)));
             }
@@ -800,7 +805,7 @@ async fn run_on_executor(spec: RunSpec, dir: PathBuf, stage: Arc<AtomicU8>) -> R
     let per_flush = |x: f64| if window.flushes > 0 { x / window.flushes as f64 } else { 0.0 };
     let durable_latency = match spec.mode {
         Mode::Async => Some(LatencyUs::of(&shared.durable_ns.borrow())),
-        Mode::Sync => None,
+        Mode::Sync | Mode::SyncDsync => None,
     };
     let ack_latency = LatencyUs::of(&shared.ack_ns.borrow());
     let errors = shared.errors.borrow().clone();

@@ -527,6 +527,12 @@ mod tests {
             }
             Ok(CrashFile { disk: self.clone(), inner: self.sim.open(path, create).await? })
         }
+        async fn open_write_through(&self, path: &Path, create: bool) -> Result<CrashFile, IoError> {
+            if create {
+                self.step("open", path)?;
+            }
+            Ok(CrashFile { disk: self.clone(), inner: self.sim.open_write_through(path, create).await? })
+        }
         async fn list(&self, dir: &Path) -> Result<Vec<String>, IoError> {
             self.sim.list(dir).await
         }
@@ -553,6 +559,9 @@ mod tests {
         type Buf = SimBuf;
         fn path(&self) -> &Path {
             self.inner.path()
+        }
+        fn write_through(&self) -> bool {
+            self.inner.write_through()
         }
         fn alloc_buf(&self, len: usize) -> SimBuf {
             self.inner.alloc_buf(len)

@@ -79,6 +79,10 @@ impl Disk for SimIoDisk {
         latency(&self.ex).await;
         Ok(SimIoFile { ex: self.ex.clone(), inner: self.inner.open(path, create).await? })
     }
+    async fn open_write_through(&self, path: &Path, create: bool) -> Result<SimIoFile, IoError> {
+        latency(&self.ex).await;
+        Ok(SimIoFile { ex: self.ex.clone(), inner: self.inner.open_write_through(path, create).await? })
+    }
     async fn list(&self, dir: &Path) -> Result<Vec<String>, IoError> {
         latency(&self.ex).await;
         self.inner.list(dir).await
@@ -109,6 +113,9 @@ impl DiskFile for SimIoFile {
 
     fn path(&self) -> &Path {
         self.inner.path()
+    }
+    fn write_through(&self) -> bool {
+        self.inner.write_through()
     }
     fn alloc_buf(&self, len: usize) -> SimBuf {
         self.inner.alloc_buf(len)

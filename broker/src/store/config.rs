@@ -46,6 +46,10 @@ pub struct StoreConfig {
     /// busy; the logics flusher starts a pass early at half of it. Recovery after a
     /// crash re-reads at most this much, so it bounds start-up time (issue 15).
     pub checkpoint_lag_bytes_max: u64,
+    /// CommitLog segments opened with O_DSYNC: each group commit is one write that is
+    /// durable when it completes, instead of a write and then an fdatasync (two device
+    /// round trips in sequence). For sync flush.
+    pub write_through: bool,
     /// Flushed CommitLog bytes kept in memory for tail reads.
     pub tail_cache_bytes: u64,
     /// Largest encoded record accepted.
@@ -75,6 +79,7 @@ impl Default for StoreConfig {
             flush_min_bytes: 4 * MIB,
             dirty_bytes_max: 64 * MIB,
             checkpoint_lag_bytes_max: 512 * MIB,
+            write_through: false,
             tail_cache_bytes: 64 * MIB,
             record_bytes_max: 4 * MIB + 64 * KIB,
             cq_entries_per_file: 300 * 1024,

@@ -38,6 +38,9 @@ pub struct SegmentedLog<D: Disk> {
     pub keep_flushed_bytes: u64,
     /// `None` for logs whose files grow as they are written (ConsumeQueues).
     pub preallocate: Option<Preallocate>,
+    /// Segment files are opened write-through (O_DSYNC): a flush is its writes alone,
+    /// with no fdatasync after them.
+    pub write_through: bool,
     pub flushing: bool,
     /// Segments being created right now, and who waits for them: the pre-allocator and
     /// a flush may both need the same segment, and only one may create it (a second
@@ -67,6 +70,7 @@ impl<D: Disk> SegmentedLog<D> {
             tail: TailBuffer::new(0, chunk_bytes),
             keep_flushed_bytes,
             preallocate,
+            write_through: false,
             flushing: false,
             preparing: std::collections::BTreeSet::new(),
             prepare_waiters: Vec::new(),
@@ -160,7 +164,7 @@ pub async fn ensure_segment<D: Disk, O, G>(
 where
     G: for<'a> Fn(&'a mut O) -> &'a mut SegmentedLog<D>,
 {
-    let (path, dir, segment_bytes, preallocate) = loop {
+    let (path, dir, segment_bytes, preallocate, write_through) = loop {
         let claimed = {
             let mut owner = cell.borrow_mut();
             let log = get(&mut owner);
@@ -168,7 +172,7 @@ where
                 return Ok(file.clone());
             }
             if log.preparing.insert(start) {
-                Some((log.path_of(start), log.dir.clone(), log.segment_bytes, log.preallocate))
+                Some((log.path_of(start), log.dir.clone(), log.segment_bytes, log.preallocate, log.write_through))
             } else {
                 None
             }
@@ -179,7 +183,7 @@ where
             None => PrepareDone { cell, get, start }.await,
         }
     };
-    let result = create_segment(disk, &path, &dir, segment_bytes, preallocate).await;
+    let result = create_segment(disk, &path, &dir, segment_bytes, preallocate, write_through).await;
     let mut owner = cell.borrow_mut();
     let log = get(&mut owner);
     log.preparing.remove(&start);
@@ -220,12 +224,13 @@ async fn create_segment<D: Disk>(
     dir: &std::path::Path,
     segment_bytes: u64,
     preallocate: Option<Preallocate>,
+    write_through: bool,
 ) -> Result<D::File, IoError> {
     // Errors here happen before any data is written: tagged so that the store can tell
     // a full disk at pre-allocation (recoverable) from a failed data write (fatal).
     let tag = |e: IoError| IoError { op: "preallocate", ..e };
     disk.create_dir_all(dir).await.map_err(tag)?;
-    let file = disk.open(path, true).await.map_err(tag)?;
+    let file = if write_through { disk.open_write_through(path, true).await } else { disk.open(path, true).await }.map_err(tag)?;
     match preallocate {
         Some(Preallocate::Zero) => {
             let size = file.size().await.map_err(tag)?;
@@ -300,7 +305,8 @@ where
     }
     let written: u64 = writes.iter().map(|(_, _, b)| b.len() as u64).sum();
     try_join_all(writes.into_iter().map(|(file, at, buf)| async move { file.write_at(at, buf).await })).await?;
-    try_join_all(touched.iter().map(|f| f.sync())).await?;
+    // A write-through file's writes were durable when they returned.
+    try_join_all(touched.iter().filter(|f| !f.write_through()).map(|f| f.sync())).await?;
     Ok(written)
 }
 

@@ -119,13 +119,15 @@ pub async fn open_store<D: Disk, C: Clock>(
     // CommitLog segments.
     let commitlog_dir = Store::<D, C>::commitlog_dir(&dir);
     let mut commitlog = SegmentedLog::<D>::new(commitlog_dir.clone(), config.segment_bytes, shard.phys(0), 1024 * 1024, config.tail_cache_bytes, Some(config.preallocate));
+    commitlog.write_through = config.write_through;
     let mut sizes = BTreeMap::new();
     for name in disk.list(&commitlog_dir).await? {
         let Some(start) = commitlog.parse_name(&name) else {
             tracing::warn!(file = %commitlog_dir.join(&name).display(), "ignoring unexpected file in commitlog directory");
             continue;
         };
-        let file = disk.open(&commitlog.path_of(start), false).await?;
+        let path = commitlog.path_of(start);
+        let file = if config.write_through { disk.open_write_through(&path, false).await? } else { disk.open(&path, false).await? };
         sizes.insert(start, file.size().await?);
         commitlog.files.insert(start, Rc::new(file));
     }

@@ -74,6 +74,8 @@ pub struct DmaDiskFile {
     /// A zeroed buffer of `ZERO_CHUNK_BYTES`, made on first use and shared by every
     /// `write_zeros` (glommio's `write_rc_at` does not consume it).
     zeros: std::cell::OnceCell<Rc<DmaBuffer>>,
+    /// Opened with O_DSYNC (`open_write_through`).
+    write_through: bool,
 }
 
 const ZERO_CHUNK_BYTES: u64 = 1024 * 1024;
@@ -96,22 +98,31 @@ fn glommio_err(op: &'static str, path: &Path, err: glommio::GlommioError<()>) ->
     error
 }
 
+async fn open_dma(path: &Path, create: bool, write_through: bool) -> Result<DmaDiskFile, IoError> {
+    if let Some(dir) = path.parent() {
+        probe_device(dir).await?;
+    }
+    let mut options = OpenOptions::new();
+    options.read(true).write(true).create(create);
+    if write_through {
+        // O_DIRECT | O_DSYNC: on overwritten (pre-zeroed) blocks ext4 completes the write
+        // with a FUA or a cache flush, so the write is the whole group commit.
+        options.custom_flags(libc::O_DSYNC);
+    }
+    let file = options.dma_open(path).await.map_err(|e| glommio_err("open", path, e))?;
+    let fail_reads = failpoints().read_eio.iter().any(|fragment| path.to_string_lossy().contains(fragment.as_str()));
+    Ok(DmaDiskFile { file, path: path.to_path_buf(), fail_reads, zeros: std::cell::OnceCell::new(), write_through })
+}
+
 impl Disk for DmaDisk {
     type File = DmaDiskFile;
 
     async fn open(&self, path: &Path, create: bool) -> Result<DmaDiskFile, IoError> {
-        if let Some(dir) = path.parent() {
-            probe_device(dir).await?;
-        }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(create)
-            .dma_open(path)
-            .await
-            .map_err(|e| glommio_err("open", path, e))?;
-        let fail_reads = failpoints().read_eio.iter().any(|fragment| path.to_string_lossy().contains(fragment.as_str()));
-        Ok(DmaDiskFile { file, path: path.to_path_buf(), fail_reads, zeros: std::cell::OnceCell::new() })
+        open_dma(path, create, false).await
+    }
+
+    async fn open_write_through(&self, path: &Path, create: bool) -> Result<DmaDiskFile, IoError> {
+        open_dma(path, create, true).await
     }
 
     async fn list(&self, dir: &Path) -> Result<Vec<String>, IoError> {
@@ -268,6 +279,10 @@ pub fn statvfs(path: &Path) -> Result<DiskSpace, IoError> {
 
 impl DiskFile for DmaDiskFile {
     type Buf = DmaBuf;
+
+    fn write_through(&self) -> bool {
+        self.write_through
+    }
 
     fn path(&self) -> &Path {
         &self.path

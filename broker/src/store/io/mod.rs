@@ -9,7 +9,8 @@
 //! [`BLOCK_BYTES`] (O_DIRECT); both implementations assert it, so a misaligned write is
 //! caught by the simulator long before it reaches a real disk.
 //! Architecture Invariant: a write is durable only after a later `sync` on the same
-//! file returned `Ok`; until then a crash may drop it, keep it, or tear it at a sector.
+//! file returned `Ok` (or, on a handle from `open_write_through`, once it returned
+//! `Ok`); until then a crash may drop it, keep it, or tear it at a sector.
 
 pub mod dma;
 pub mod sim;
@@ -84,6 +85,9 @@ pub trait Disk: Clone + 'static {
 
     /// Opens for read and write; `create` makes the file if it is missing.
     async fn open(&self, path: &Path, create: bool) -> Result<Self::File, IoError>;
+    /// Like `open`, but every `write_at` is durable once it returns (O_DSYNC): a group
+    /// commit is one IO instead of a write and then an fdatasync.
+    async fn open_write_through(&self, path: &Path, create: bool) -> Result<Self::File, IoError>;
     /// File names (not paths) in `dir`, sorted; a missing directory is empty.
     async fn list(&self, dir: &Path) -> Result<Vec<String>, IoError>;
     async fn create_dir_all(&self, dir: &Path) -> Result<(), IoError>;
@@ -100,6 +104,8 @@ pub trait DiskFile: 'static {
     type Buf: IoBuf;
 
     fn path(&self) -> &Path;
+    /// Opened with `open_write_through`: a write needs no `sync` to be durable.
+    fn write_through(&self) -> bool;
     /// A zeroed buffer of `len` bytes (a multiple of [`BLOCK_BYTES`]), aligned for
     /// `write_at` on this file.
     fn alloc_buf(&self, len: usize) -> Self::Buf;

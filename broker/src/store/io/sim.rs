@@ -237,6 +237,8 @@ pub struct SimFileHandle {
     disk: SimDisk,
     path: PathBuf,
     generation: u64,
+    /// Writes are durable when they return (O_DSYNC).
+    write_through: bool,
 }
 
 impl SimFileHandle {
@@ -259,7 +261,13 @@ impl Disk for SimDisk {
             }
             state.files.insert(path.to_path_buf(), SimFile::default());
         }
-        Ok(SimFileHandle { disk: self.clone(), path: path.to_path_buf(), generation: state.generation })
+        Ok(SimFileHandle { disk: self.clone(), path: path.to_path_buf(), generation: state.generation, write_through: false })
+    }
+
+    async fn open_write_through(&self, path: &Path, create: bool) -> Result<SimFileHandle, IoError> {
+        let mut handle = self.open(path, create).await?;
+        handle.write_through = true;
+        Ok(handle)
     }
 
     async fn list(&self, dir: &Path) -> Result<Vec<String>, IoError> {
@@ -316,6 +324,10 @@ impl Disk for SimDisk {
 
 impl DiskFile for SimFileHandle {
     type Buf = SimBuf;
+
+    fn write_through(&self) -> bool {
+        self.write_through
+    }
 
     fn path(&self) -> &Path {
         &self.path
@@ -382,7 +394,23 @@ impl DiskFile for SimFileHandle {
             file.current.resize(end as usize, 0);
         }
         file.current[pos as usize..end as usize].copy_from_slice(&buf.0);
-        file.pending.push((pos, buf.0));
+        if self.write_through {
+            // Durable on return, and only this range: other pending writes stay pending.
+            if file.durable.len() < end as usize {
+                file.durable.resize(end as usize, 0);
+            }
+            file.durable[pos as usize..end as usize].copy_from_slice(&buf.0);
+            // An older pending write over the same range must not land after this one.
+            for (p, data) in file.pending.iter_mut() {
+                let (from, to) = (*p, *p + data.len() as u64);
+                if from < end && pos < to {
+                    let (a, b) = (from.max(pos), to.min(end));
+                    data[(a - from) as usize..(b - from) as usize].copy_from_slice(&buf.0[(a - pos) as usize..(b - pos) as usize]);
+                }
+            }
+        } else {
+            file.pending.push((pos, buf.0));
+        }
         Ok(())
     }
 
