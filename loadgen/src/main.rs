@@ -14,7 +14,11 @@
 //!   (`embedded`) when no NameServer is given, outputs (`summary`).
 //! - `txn`: the transactional workload's commit-time table and check listener.
 //!
-//! Subcommands: `store-bench`, `broker-bench`, `produce`, `consume`, `e2e`.
+//! - `verify`, `recovery`: durability checks against a broker child process, and the
+//!   restart-time benchmark (`verify recovery`).
+//!
+//! Subcommands: `store-bench`, `broker-bench`, `produce`, `consume`, `e2e`, `suite`,
+//! `histograms`, `verify`.
 
 mod broker_bench;
 mod embedded;
@@ -24,6 +28,7 @@ mod omb;
 mod peers;
 mod plot;
 mod record;
+mod recovery;
 mod replication;
 mod report;
 mod store_bench;
@@ -78,6 +83,10 @@ enum VerifyCommand {
     /// A consumer slower than the producer: producer latency and broker memory while
     /// the backlog grows, then the drain.
     SlowConsumer(verify::SlowConsumerArgs),
+    /// Restart times of an async-flush broker (a child process): after a SIGKILL under
+    /// W2-shaped load and after a clean stop with a large store — port open, first ack,
+    /// first pull of an old offset — then checks every acknowledged message.
+    Recovery(recovery::RecoveryArgs),
 }
 
 #[derive(Args, Debug)]
@@ -211,6 +220,7 @@ fn main() -> ExitCode {
         Command::Suite(args) => suite::run(args),
         Command::Histograms { file } => workload_cmd::print_histograms(&file),
         Command::Verify(VerifyCommand::Cycles(args)) => run_verify_cycles(args),
+        Command::Verify(VerifyCommand::Recovery(args)) => run_verify_recovery(args),
         Command::Verify(VerifyCommand::SlowConsumer(args)) => verify::run_slow_consumer(&args).and_then(|r| {
             println!(
                 "slow consumer: sent {} at {:.0}/s, consumer {:.0}/s; backlog peak {} messages, drained in {:.0} s; send p99 {:.2} ms (first 5 s) vs {:.2} ms (last 5 s); broker RSS {:.0} → peak {:.0} → {:.0} MiB",
@@ -255,6 +265,26 @@ fn run_verify_cycles(args: verify::CyclesArgs) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("durability check FAILED (seed {})", report.seed))
+    }
+}
+
+fn run_verify_recovery(args: recovery::RecoveryArgs) -> Result<(), String> {
+    let report = recovery::run_recovery(&args)?;
+    println!("{}", recovery::summary(&report));
+    if let Some(out) = &args.out {
+        if let Some(parent) = out.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        std::fs::write(out, serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?).map_err(|e| format!("{}: {e}", out.display()))?;
+        eprintln!("recovery: wrote {}", out.display());
+    }
+    if let Some(dir) = &report.kept_dir {
+        eprintln!("recovery: store, broker log and ack log kept in {dir}");
+    }
+    if report.ok() {
+        Ok(())
+    } else {
+        Err(format!("recovery check FAILED: {} acknowledged messages lost beyond async flush's window, {} corrupted, {} misplaced, {} reordered", report.lost_beyond_flush_window, report.verdict.corrupted, report.verdict.misplaced, report.verdict.reordered))
     }
 }
 

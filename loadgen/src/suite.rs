@@ -9,6 +9,10 @@
 //!   maximum); vs Redis `everysec` and rocketmq-broker ASYNC_FLUSH.
 //! - W3 small messages: 128 B in batches of 100, then a cold catch-up read of a
 //!   `backlog_mib` backlog (page cache dropped first when root).
+//! - recovery (not in the default set: it needs `--recovery-clean-store-gib` + 5 GiB of
+//!   free disk and minutes): `loadgen verify recovery`'s two restarts, after a SIGKILL
+//!   under W2-shaped load and after a clean stop with a large store, in a "Recovery"
+//!   section and `results/suite-recovery.{json,md}`.
 //!
 //! Outputs per workload: `results/suite-<w>.{json,md,svg}` (OMB JSON, summary, plot),
 //! and `results/suite.md` with ratios and fractions of the host limits.
@@ -37,7 +41,7 @@ pub const W2_RATE_STEPS: [f64; 4] = [0.9, 0.75, 0.5, 0.25];
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SuiteArgs {
-    /// Workloads to run.
+    /// Workloads to run: w1, w2, w3, recovery (not default: `--workloads w1,w2,w3,recovery`).
     #[arg(long, value_delimiter = ',', default_value = "w1,w2,w3")]
     pub workloads: Vec<String>,
     /// Peers to compare with: `redis`, `rocketmq`, `redis-memory` (W2 only: Redis
@@ -65,6 +69,12 @@ pub struct SuiteArgs {
     /// slave's lag (bytes, messages, ms) in the notes.
     #[arg(long, value_delimiter = ',', default_value = "none")]
     pub replication: Vec<String>,
+    /// recovery: seconds of W2-shaped load before the SIGKILL.
+    #[arg(long, default_value_t = crate::recovery::LOAD_SECS_DEFAULT)]
+    pub recovery_load_secs: u64,
+    /// recovery: the store size before the clean stop, GiB (0 skips that row).
+    #[arg(long, default_value_t = crate::recovery::CLEAN_STORE_GIB_DEFAULT)]
+    pub recovery_clean_store_gib: f64,
 }
 
 /// One row that could not be measured.
@@ -81,6 +91,8 @@ struct Step {
     runs: Vec<RunRecord>,
     skipped: Vec<Skipped>,
     notes: Vec<String>,
+    /// A section that is not a table of runs (recovery), rendered already.
+    section: Option<String>,
 }
 
 fn base_args(dir: &Path, duration_secs: u64, warmup_secs: u64) -> WorkloadArgs {
@@ -339,7 +351,7 @@ pub fn run(args: SuiteArgs) -> Result<(), String> {
         }
     }
     for w in &args.workloads {
-        let mut step = Step { name: w.clone(), title: String::new(), runs: Vec::new(), skipped: Vec::new(), notes: Vec::new() };
+        let mut step = Step { name: w.clone(), title: String::new(), runs: Vec::new(), skipped: Vec::new(), notes: Vec::new(), section: None };
         match w.as_str() {
             "w1" => {
                 step.title = "W1 durable: 1 KiB, ack after fdatasync".into();
@@ -418,7 +430,24 @@ pub fn run(args: SuiteArgs) -> Result<(), String> {
                 let r = w3_cold_read(&a, args.backlog_mib, &mut step.notes);
                 push(&mut step, "RingMQ", "cold catch-up read", r);
             }
-            other => return Err(format!("unknown workload `{other}` (w1, w2, w3)")),
+            "recovery" => {
+                step.title = "Recovery".into();
+                eprintln!("suite: recovery");
+                let a = crate::recovery::RecoveryArgs { load_secs: args.recovery_load_secs, clean_store_gib: args.recovery_clean_store_gib, dir: Some(dir.clone()), ..Default::default() };
+                match crate::recovery::run_recovery(&a) {
+                    Ok(r) => {
+                        write_recovery(&args.out_dir, &r)?;
+                        step.section = Some(crate::recovery::markdown(&r));
+                    }
+                    Err(reason) => {
+                        eprintln!("suite: recovery: not run: {reason}");
+                        step.skipped.push(Skipped { system: "RingMQ".into(), config: "recovery".into(), reason });
+                    }
+                }
+                steps.push(step);
+                continue;
+            }
+            other => return Err(format!("unknown workload `{other}` (w1, w2, w3, recovery)")),
         }
         let out = args.out_dir.join(format!("suite-{}.json", step.name));
         workload_cmd::write_outputs(&out, &step.runs, &step.title, &dir)?;
@@ -431,6 +460,15 @@ pub fn run(args: SuiteArgs) -> Result<(), String> {
     println!("{md}");
     eprintln!("suite: wrote {}", path.display());
     Ok(())
+}
+
+/// `suite-recovery.json` (the report) and `suite-recovery.md` (machine line and table).
+fn write_recovery(out_dir: &Path, r: &crate::recovery::RecoveryReport) -> Result<(), String> {
+    std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
+    let json = out_dir.join("suite-recovery.json");
+    std::fs::write(&json, serde_json::to_string_pretty(r).map_err(|e| e.to_string())?).map_err(|e| format!("{}: {e}", json.display()))?;
+    let md = out_dir.join("suite-recovery.md");
+    std::fs::write(&md, crate::recovery::summary(r)).map_err(|e| format!("{}: {e}", md.display()))
 }
 
 /// Builds a backlog of `backlog_mib` with the producers, drops the page cache, and
@@ -507,6 +545,19 @@ fn summary_md(steps: &[Step], limits: &[String], fio_mib: Option<f64>, fio_commi
         let _ = writeln!(out, "- {l}");
     }
     for s in steps {
+        if s.name == "recovery" {
+            let _ = write!(out, "\n## {}\n\n", s.title);
+            match &s.section {
+                Some(section) => out.push_str(section),
+                None => {
+                    for k in &s.skipped {
+                        let _ = writeln!(out, "- {} {}: not run: {}", k.system, k.config, k.reason);
+                    }
+                }
+            }
+            let _ = writeln!(out, "\nFiles: `{0}/suite-recovery.json`, `{0}/suite-recovery.md`.", out_dir.display());
+            continue;
+        }
         let _ = write!(out, "\n## {}\n\n{}", s.title, crate::summary::table(&s.runs));
         for k in &s.skipped {
             let _ = writeln!(out, "| {} | {} | not run: {} | | | | | | |", k.system, k.config, k.reason.replace('|', "/"));

@@ -12,6 +12,10 @@
 //! a random moment under load (and every `kill_in_recovery_every`th cycle again while it
 //! recovers), restarts it, and finally checks everything acknowledged over all cycles.
 //!
+//! The child-broker setup (`ChildSetup`, `BrokerProcess`), the senders
+//! (`producer_thread`), `drain` and the checker are shared with `verify recovery`
+//! (`recovery.rs`).
+//!
 //! Invariants: each producer has exactly one send in flight, so its sequence order in a
 //! queue is meaningful; the ack log holds only sends the broker answered SEND_OK; the
 //! random schedule comes from a printed seed (`--seed` replays it).
@@ -107,7 +111,15 @@ impl Verdict {
 /// Compares what was acknowledged with what the queues hold (`found` in queue/offset
 /// order per queue).
 pub fn judge(acks: &[Ack], found: &[Found]) -> Verdict {
+    judge_detailed(acks, found).0
+}
+
+/// `judge`, plus the indices in `acks` of the acknowledged messages that were lost, in
+/// order: a caller that knows when each ack came (before a kill, inside async flush's
+/// window) can say which promise each loss broke.
+pub fn judge_detailed(acks: &[Ack], found: &[Found]) -> (Verdict, Vec<usize>) {
     const EXAMPLES_MAX: usize = 10;
+    let mut lost_at = Vec::new();
     let mut v = Verdict { acked: acks.len() as u64, found: found.len() as u64, ..Default::default() };
     let example = |v: &mut Verdict, s: String| {
         if v.examples.len() < EXAMPLES_MAX {
@@ -136,10 +148,11 @@ pub fn judge(acks: &[Ack], found: &[Found]) -> Verdict {
         }
     }
     let acked: HashMap<(u32, u64), &Ack> = acks.iter().map(|a| ((a.producer, a.seq), a)).collect();
-    for a in acks {
+    for (i, a) in acks.iter().enumerate() {
         match positions.get(&(a.producer, a.seq)) {
             None => {
                 v.lost += 1;
+                lost_at.push(i);
                 example(&mut v, format!("LOST: producer {} seq {} acked at queue {} offset {}", a.producer, a.seq, a.queue_id, a.offset));
             }
             Some(at) if !at.contains(&(a.queue_id, a.offset)) => {
@@ -157,7 +170,7 @@ pub fn judge(acks: &[Ack], found: &[Found]) -> Verdict {
             v.unacked_present += 1;
         }
     }
-    v
+    (v, lost_at)
 }
 
 /// Reads every message of `topic` from each queue's first offset.
@@ -185,33 +198,79 @@ pub async fn drain(client: ClientConfig, topic: &str) -> Result<Vec<Found>, Stri
     Ok(found)
 }
 
-/// One producer thread: one send in flight, until `stop`; acks appended to `acks`.
-fn producer_thread(client: ClientConfig, topic: String, producer_id: u32, first_seq: u64, size: usize, stop: Arc<AtomicBool>, acks: Arc<Mutex<Vec<Ack>>>) -> std::thread::JoinHandle<Result<u64, String>> {
+/// What each sender of a producer thread sends: `batch` messages per send (one
+/// SEND_BATCH_MESSAGE when above 1: one queue, consecutive offsets) of `message_bytes`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SendShape {
+    pub batch: usize,
+    pub message_bytes: usize,
+}
+
+/// How long a sender waits after a failed send (the broker is down or busy): without
+/// it a dead broker's refused connections would make a busy loop.
+const SEND_FAILED_PAUSE_MS: u64 = 20;
+
+/// One producer thread with one sender per entry of `first_seqs`, until `stop`; acks
+/// appended to `acks`. Each sender has its own producer id (`first_id + lane`) and
+/// sequence and one send in flight, so its sequence order within a queue stays
+/// meaningful while the thread has several sends in flight. Returns each sender's next
+/// unused sequence number.
+pub(crate) fn producer_thread(
+    client: ClientConfig,
+    topic: String,
+    first_id: u32,
+    first_seqs: Vec<u64>,
+    shape: SendShape,
+    stop: Arc<AtomicBool>,
+    acks: Arc<Mutex<Vec<Ack>>>,
+) -> std::thread::JoinHandle<Result<Vec<u64>, String>> {
     std::thread::spawn(move || {
         glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
-            .name(&format!("verify-p{producer_id}"))
+            .name(&format!("verify-p{first_id}"))
             .spawn(move || async move {
                 let mut config = ProducerConfig::new(client, "verify-producer");
                 config.send_timeout_ms = 2_000;
                 config.retry_times_when_send_failed = 0;
-                let producer = Producer::start(config).await.map_err(|e| e.to_string())?;
-                let mut seq = first_seq;
-                while !stop.load(Ordering::Relaxed) {
-                    let msg = Message::new(topic.as_str(), encode_body(producer_id, seq, size));
-                    match producer.send(msg).await {
-                        Ok(r) => acks.lock().unwrap_or_else(|e| e.into_inner()).push(Ack { producer: producer_id, seq, queue_id: r.queue.queue_id, offset: r.queue_offset }),
-                        Err(_) => glommio::timer::sleep(Duration::from_millis(20)).await,
-                    }
-                    // A sequence number is never reused, acknowledged or not.
-                    seq += 1;
+                let producer = std::rc::Rc::new(Producer::start(config).await.map_err(|e| e.to_string())?);
+                let lanes: Vec<_> = first_seqs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(lane, first_seq)| {
+                        let (producer, topic, stop, acks) = (producer.clone(), topic.clone(), stop.clone(), acks.clone());
+                        glommio::spawn_local(async move { send_lane(&producer, &topic, first_id + lane as u32, first_seq, shape, &stop, &acks).await })
+                    })
+                    .collect();
+                let mut next = Vec::with_capacity(lanes.len());
+                for lane in lanes {
+                    next.push(lane.await);
                 }
                 producer.shutdown().await;
-                Ok(seq)
+                Ok(next)
             })
             .map_err(|e| e.to_string())?
             .join()
             .map_err(|e| e.to_string())?
     })
+}
+
+/// One sender: one send in flight until `stop`; returns its next unused sequence.
+async fn send_lane(producer: &Producer, topic: &str, producer_id: u32, first_seq: u64, shape: SendShape, stop: &AtomicBool, acks: &Mutex<Vec<Ack>>) -> u64 {
+    let batch = shape.batch.max(1) as u64;
+    let mut seq = first_seq;
+    while !stop.load(Ordering::Relaxed) {
+        let message = |i: u64| Message::new(topic, encode_body(producer_id, seq + i, shape.message_bytes));
+        let sent = if batch == 1 { producer.send(message(0)).await } else { producer.send_batch((0..batch).map(message).collect()).await };
+        match sent {
+            Ok(r) => {
+                let mut acks = acks.lock().unwrap_or_else(|e| e.into_inner());
+                acks.extend((0..batch).map(|i| Ack { producer: producer_id, seq: seq + i, queue_id: r.queue.queue_id, offset: r.queue_offset + i as i64 }));
+            }
+            Err(_) => glommio::timer::sleep(Duration::from_millis(SEND_FAILED_PAUSE_MS)).await,
+        }
+        // A sequence number is never reused, acknowledged or not.
+        seq += batch;
+    }
+    seq
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -265,12 +324,18 @@ pub struct CyclesReport {
     pub verdict: Verdict,
 }
 
-struct BrokerProcess {
+pub(crate) struct BrokerProcess {
     child: Child,
 }
 
+/// How often a stopping broker is checked for its exit.
+const EXIT_POLL_MS: u64 = 5;
+/// How often a starting broker's port is tried: the resolution of the start-up times
+/// (a refused connect on loopback costs microseconds).
+const LISTEN_POLL_MS: u64 = 1;
+
 impl BrokerProcess {
-    fn spawn(bin: &Path, config: &Path, log: &Path) -> Result<Self, String> {
+    pub(crate) fn spawn(bin: &Path, config: &Path, log: &Path) -> Result<Self, String> {
         let log_file = std::fs::OpenOptions::new().create(true).append(true).open(log).map_err(|e| format!("{}: {e}", log.display()))?;
         let err = log_file.try_clone().map_err(|e| e.to_string())?;
         let child = Command::new(bin)
@@ -284,7 +349,7 @@ impl BrokerProcess {
     }
 
     /// Waits until the broker accepts connections (recovery done); returns the time taken.
-    fn wait_listening(&mut self, port: u16, started: Instant) -> Result<Duration, String> {
+    pub(crate) fn wait_listening(&mut self, port: u16, started: Instant) -> Result<Duration, String> {
         let deadline = started + Duration::from_secs(START_WAIT_SECS);
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -296,13 +361,45 @@ impl BrokerProcess {
             if Instant::now() > deadline {
                 return Err(format!("broker not listening within {START_WAIT_SECS} s"));
             }
-            std::thread::sleep(Duration::from_millis(5));
+            std::thread::sleep(Duration::from_millis(LISTEN_POLL_MS));
         }
     }
 
-    fn sigkill(&mut self) {
+    pub(crate) fn sigkill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// The exit status if the broker has exited (it should not have, under load).
+    pub(crate) fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// A clean stop: SIGTERM, then waits up to `within` for the exit (offsets saved,
+    /// store flushed and checkpointed, abort file removed). Returns the time it took; a
+    /// broker still running at the bound is killed and that is an error, as is an
+    /// unsuccessful exit.
+    pub(crate) fn stop_clean(&mut self, within: Duration) -> Result<Duration, String> {
+        let started = Instant::now();
+        let pid = libc::pid_t::try_from(self.child.id()).map_err(|e| e.to_string())?;
+        // SAFETY: kill(2) with a child's pid we have not reaped yet (try_wait below is
+        // the only reaper), so the pid cannot have been reused.
+        if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+            return Err(format!("SIGTERM to broker {pid}: {}", std::io::Error::last_os_error()));
+        }
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) if status.success() => return Ok(started.elapsed()),
+                Ok(Some(status)) => return Err(format!("broker exited with {status} after SIGTERM")),
+                Ok(None) => {}
+                Err(e) => return Err(format!("waiting for the broker: {e}")),
+            }
+            if started.elapsed() > within {
+                self.sigkill();
+                return Err(format!("broker still running {} s after SIGTERM (killed)", within.as_secs()));
+            }
+            std::thread::sleep(Duration::from_millis(EXIT_POLL_MS));
+        }
     }
 }
 
@@ -312,7 +409,7 @@ impl Drop for BrokerProcess {
     }
 }
 
-fn dir_bytes(path: &Path) -> u64 {
+pub(crate) fn dir_bytes(path: &Path) -> u64 {
     let mut total = 0;
     if let Ok(entries) = std::fs::read_dir(path) {
         for e in entries.flatten() {
@@ -344,20 +441,21 @@ fn next_rand(state: &mut u64) -> u64 {
     *state
 }
 
-/// A NameServer in this process and the configuration of a broker child process (one
-/// shard, store under `root/store`), for the checks that kill or watch the broker.
-struct ChildSetup {
-    bin: PathBuf,
-    root: PathBuf,
-    namesrv: namesrv::server::ServerHandle,
-    ns_addr: String,
-    port: u16,
-    config_path: PathBuf,
-    store: PathBuf,
+/// A NameServer in this process and the configuration of a broker child process
+/// (`shards` shards, store under `root/store`), for the checks that kill or watch the
+/// broker.
+pub(crate) struct ChildSetup {
+    pub bin: PathBuf,
+    pub root: PathBuf,
+    pub namesrv: namesrv::server::ServerHandle,
+    pub ns_addr: String,
+    pub port: u16,
+    pub config_path: PathBuf,
+    pub store: PathBuf,
 }
 
 impl ChildSetup {
-    fn new(broker_bin: &Option<PathBuf>, dir: &Option<PathBuf>, root_name: &str, flush: &str, segment_bytes: u64) -> Result<Self, String> {
+    pub(crate) fn new(broker_bin: &Option<PathBuf>, dir: &Option<PathBuf>, root_name: &str, flush: &str, segment_bytes: u64, shards: usize) -> Result<Self, String> {
         let bin = match broker_bin {
             Some(b) => b.clone(),
             None => default_broker_bin()?,
@@ -378,7 +476,7 @@ impl ChildSetup {
         std::fs::write(
             &config_path,
             format!(
-                "listen_port = {port}\nnamesrv_addrs = [\"{ns_addr}\"]\nbroker_ip = \"127.0.0.1\"\nbroker_name = \"{root_name}\"\nshard_count = 1\nstore_root = \"{}\"\nregister_interval_ms = 1000\n\n[store]\nflush = \"{flush}\"\nsegment_bytes = {segment_bytes}\n",
+                "listen_port = {port}\nnamesrv_addrs = [\"{ns_addr}\"]\nbroker_ip = \"127.0.0.1\"\nbroker_name = \"{root_name}\"\nshard_count = {shards}\nstore_root = \"{}\"\nregister_interval_ms = 1000\n\n[store]\nflush = \"{flush}\"\nsegment_bytes = {segment_bytes}\n",
                 store.display()
             ),
         )
@@ -386,8 +484,12 @@ impl ChildSetup {
         Ok(Self { bin, root, namesrv, ns_addr, port, config_path, store })
     }
 
-    fn spawn_broker(&self) -> Result<BrokerProcess, String> {
-        BrokerProcess::spawn(&self.bin, &self.config_path, &self.root.join("broker.log"))
+    pub(crate) fn log_path(&self) -> PathBuf {
+        self.root.join("broker.log")
+    }
+
+    pub(crate) fn spawn_broker(&self) -> Result<BrokerProcess, String> {
+        BrokerProcess::spawn(&self.bin, &self.config_path, &self.log_path())
     }
 }
 
@@ -398,7 +500,7 @@ pub fn run_cycles(args: &CyclesArgs) -> Result<CyclesReport, String> {
     let seed = args.seed.unwrap_or_else(|| now_epoch_us() | 1);
     eprintln!("verify: seed {seed} (replay with --seed {seed})");
     let mut rng = seed | 1;
-    let setup = ChildSetup::new(&args.broker_bin, &args.dir, &format!("ringmq-verify-{}-{seed}", std::process::id()), "sync", args.segment_mib * 1024 * 1024)?;
+    let setup = ChildSetup::new(&args.broker_bin, &args.dir, &format!("ringmq-verify-{}-{seed}", std::process::id()), "sync", args.segment_mib * 1024 * 1024, 1)?;
     let (root, store, port, ns_addr) = (setup.root.clone(), setup.store.clone(), setup.port, setup.ns_addr.clone());
     let topic = "VerifyTopic".to_string();
     let mut client = ClientConfig::new([ns_addr.clone()]);
@@ -416,8 +518,9 @@ pub fn run_cycles(args: &CyclesArgs) -> Result<CyclesReport, String> {
                 crate::workload_cmd::create_topics(&[ns_addr.clone()], std::slice::from_ref(&topic), 4)?;
             }
             let stop = Arc::new(AtomicBool::new(false));
+            let shape = SendShape { batch: 1, message_bytes: args.message_bytes };
             let threads: Vec<_> = (0..args.producers)
-                .map(|p| producer_thread(client.clone(), topic.clone(), p, next_seq[p as usize], args.message_bytes, stop.clone(), acks.clone()))
+                .map(|p| producer_thread(client.clone(), topic.clone(), p, vec![next_seq[p as usize]], shape, stop.clone(), acks.clone()))
                 .collect();
             let kill_after = args.kill_after_min_ms + next_rand(&mut rng) % (args.kill_after_max_ms - args.kill_after_min_ms + 1);
             std::thread::sleep(Duration::from_millis(kill_after));
@@ -426,7 +529,7 @@ pub fn run_cycles(args: &CyclesArgs) -> Result<CyclesReport, String> {
             std::thread::sleep(Duration::from_millis(200));
             stop.store(true, Ordering::SeqCst);
             for (p, t) in threads.into_iter().enumerate() {
-                next_seq[p] = t.join().map_err(|_| "producer panicked".to_string())??;
+                next_seq[p] = t.join().map_err(|_| "producer panicked".to_string())??[0];
             }
             let in_recovery = args.kill_in_recovery_every > 0 && (cycle + 1) % args.kill_in_recovery_every == 0;
             if in_recovery {
@@ -470,7 +573,7 @@ pub fn run_cycles(args: &CyclesArgs) -> Result<CyclesReport, String> {
     Ok(CyclesReport { seed, cycles, final_recovery_ms, final_store_bytes, verdict })
 }
 
-fn run_on_glommio<F, Fut, T>(f: F) -> Result<T, String>
+pub(crate) fn run_on_glommio<F, Fut, T>(f: F) -> Result<T, String>
 where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<T, String>> + 'static,
@@ -593,6 +696,13 @@ mod tests {
     }
 
     #[test]
+    fn lost_acks_are_named_by_index() {
+        let acks = [ack(0, 0, 1, 0), ack(0, 1, 1, 1), ack(1, 0, 2, 0), ack(1, 1, 2, 1)];
+        let (v, lost) = judge_detailed(&acks, &[found(1, 0, 0, 0), found(2, 0, 1, 0)]);
+        assert_eq!((v.lost, lost), (2, vec![1, 3]));
+    }
+
+    #[test]
     fn bodies_round_trip_and_detect_corruption() {
         let b = encode_body(7, 123_456, 512);
         assert_eq!(b.len(), 512);
@@ -663,7 +773,7 @@ pub fn run_slow_consumer(args: &SlowConsumerArgs) -> Result<SlowConsumerReport, 
     if !(args.consume_rate > 0.0 && args.produce_rate > args.consume_rate) {
         return Err("--produce-rate must exceed --consume-rate > 0".into());
     }
-    let setup = ChildSetup::new(&args.broker_bin, &args.dir, &format!("ringmq-slow-consumer-{}", std::process::id()), "async", 64 * 1024 * 1024)?;
+    let setup = ChildSetup::new(&args.broker_bin, &args.dir, &format!("ringmq-slow-consumer-{}", std::process::id()), "async", 64 * 1024 * 1024, 1)?;
     let (root, port, ns_addr) = (setup.root.clone(), setup.port, setup.ns_addr.clone());
     let started = Instant::now();
     let mut broker = setup.spawn_broker()?;

@@ -3,19 +3,11 @@
 //! recovery), restarted, and every acknowledged message must be there, intact and in
 //! order. `scripts/sigkill-cycles.sh` runs the long version.
 
+mod common;
+
+use common::broker_bin;
 use std::path::PathBuf;
 use std::process::Command;
-
-fn broker_bin(loadgen: &PathBuf) -> PathBuf {
-    let bin = loadgen.with_file_name("ringmq-broker");
-    if !bin.exists() {
-        // `cargo test -p ringmq-loadgen` alone does not build the broker's binary.
-        let status = Command::new(env!("CARGO")).args(["build", "-p", "ringmq-broker", "--bin", "ringmq-broker"]).status().expect("cargo runs");
-        assert!(status.success(), "building ringmq-broker failed");
-    }
-    assert!(bin.exists(), "{} missing", bin.display());
-    bin
-}
 
 #[test]
 fn acknowledged_messages_survive_sigkill_cycles() {
