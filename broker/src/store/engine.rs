@@ -143,6 +143,8 @@ pub struct RecoveryReport {
     pub truncated_bytes: u64,
     pub rebuilt_queues: usize,
     pub index_replayed: bool,
+    /// Wall-clock milliseconds of each phase of the open, in order (the log shows them).
+    pub phases_ms: Vec<(&'static str, i64)>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
