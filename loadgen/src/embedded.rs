@@ -38,6 +38,37 @@ pub struct EmbeddedSpec {
     /// `Some(role)`: the broker is that master (ASYNC_MASTER or SYNC_MASTER) and a slave
     /// runs beside it.
     pub replication: Option<BrokerRole>,
+    /// `[store] write_through`: O_DSYNC segments.
+    pub write_through: bool,
+    /// `spin_before_park_us` of the broker's shards.
+    pub spin_before_park_us: u64,
+}
+
+impl EmbeddedSpec {
+    /// The broker a workload's flags describe (256 MiB segments, Java's delay levels).
+    pub fn of(a: &crate::workload_cmd::WorkloadArgs, replication: Option<BrokerRole>) -> Self {
+        Self {
+            shards: a.shards,
+            flush: a.flush.mode(),
+            segment_mib: 256,
+            delay_levels: ringmq_broker::schedule::DEFAULT_DELAY_LEVELS.into(),
+            replication,
+            write_through: a.write_through,
+            spin_before_park_us: a.spin_before_park_us,
+        }
+    }
+
+    /// What sets this broker apart from the defaults, for result labels ("" if nothing).
+    pub fn label_suffix(&self) -> String {
+        let mut s = String::new();
+        if self.write_through {
+            s.push_str(", O_DSYNC");
+        }
+        if self.spin_before_park_us > 0 {
+            s.push_str(&format!(", spin {} µs", self.spin_before_park_us));
+        }
+        s
+    }
 }
 
 impl EmbeddedCluster {
@@ -61,6 +92,8 @@ impl EmbeddedCluster {
             FlushMode::Async => Preallocate::Fallocate,
         };
         config.store.segment_bytes = spec.segment_mib * 1024 * 1024;
+        config.store.write_through = spec.write_through;
+        config.spin_before_park_us = spec.spin_before_park_us;
         config.message_delay_level = spec.delay_levels.clone();
         let mut slave_config = None;
         if let Some(role) = spec.replication {

@@ -138,6 +138,8 @@ impl SizeDist {
 #[derive(Debug, Clone)]
 pub struct EngineSpec {
     pub role: Role,
+    /// Messages a consumer asks for per pull (1..=1024; the broker also caps by bytes).
+    pub pull_batch_size: i32,
     pub workload: Workload,
     pub sizes: SizeDist,
     pub namesrv_addrs: Vec<String>,
@@ -553,6 +555,9 @@ fn on_messages(acc: &SharedAcc, msgs: &[MessageExt], due_delay_us: u64, commit_t
     }
 }
 
+/// Pulls' worth of messages a consumer holds per queue before it stops pulling.
+const QUEUE_PULLS_BUFFERED: usize = 4;
+
 fn consumer_thread(
     index: usize,
     spec: Arc<EngineSpec>,
@@ -567,9 +572,11 @@ fn consumer_thread(
             .spawn(move || async move {
                 let mut config = PushConsumerConfig::new(client_config(&spec, format!("loadgen-c{index}-{}", std::process::id())), spec.group.clone());
                 config.consume_from = if spec.consume_from_first { ConsumeFrom::FirstOffset } else { ConsumeFrom::LastOffset };
-                config.pull_batch_size = 64;
+                config.pull_batch_size = spec.pull_batch_size;
                 config.consume_batch_max_size = 64;
-                config.queue_messages_max = 4096;
+                // Room for a few pulls per queue, so the next pull is in flight while the
+                // listener works through the last one.
+                config.queue_messages_max = (spec.pull_batch_size as usize * QUEUE_PULLS_BUFFERED).max(4096);
                 config.pull_suspend_ms = 1_000;
                 config.rebalance_interval_ms = 2_000;
                 let mut consumer = PushConsumer::new(config);

@@ -101,6 +101,17 @@ pub struct WorkloadArgs {
     /// (it labels the durability of the results).
     #[arg(long, value_enum, default_value = "async")]
     pub flush: FlushArg,
+    /// Messages per pull (RocketMQ's pullBatchSize; 1..=1024). Catch-up reads gain from
+    /// large batches: one round trip per pull.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(i32).range(1..=1024))]
+    pub pull_batch_size: i32,
+    /// Embedded broker: CommitLog segments opened O_DSYNC (`[store] write_through`): a
+    /// sync-flush group commit is one write, no fdatasync.
+    #[arg(long)]
+    pub write_through: bool,
+    /// Embedded broker: glommio spin before park, µs (`spin_before_park_us`).
+    #[arg(long, default_value_t = 0)]
+    pub spin_before_park_us: u64,
     /// Embedded broker: shards.
     #[arg(long, default_value_t = 1)]
     pub shards: usize,
@@ -262,6 +273,7 @@ pub fn engine_spec(role: Role, a: &WorkloadArgs, sizes: SizeDist, namesrv_addrs:
     let txn_suffix = if a.transactional { "-transactional" } else { "" };
     EngineSpec {
         role,
+        pull_batch_size: a.pull_batch_size,
         workload: workload(&format!("{}-{}{txn_suffix}", role.name(), a.message_bytes), a, &sizes, role),
         sizes,
         namesrv_addrs,
@@ -395,11 +407,11 @@ fn run_row(role: Role, a: &WorkloadArgs, sizes: &SizeDist, baseline: bool) -> Re
             if crate::report::fs_type(&parent).as_deref() == Some("tmpfs") {
                 return Err(format!("{} is on tmpfs; the broker's O_DIRECT store needs a real filesystem (pass --dir)", parent.display()));
             }
-            let spec = EmbeddedSpec { shards: a.shards, flush: a.flush.mode(), segment_mib: 256, delay_levels: a.delay_levels.clone(), replication: None };
+            let spec = EmbeddedSpec { delay_levels: a.delay_levels.clone(), ..EmbeddedSpec::of(a, None) };
             eprintln!("loadgen: starting an embedded NameServer and broker ({} shard(s), {:?} flush) under {}", a.shards, a.flush, parent.display());
             let cluster = EmbeddedCluster::start(&spec, &parent)?;
             let addrs = vec![cluster.namesrv_addr.clone()];
-            let label = format!("embedded, {} shard(s), {} flush", a.shards, if a.flush == FlushArg::Sync { "sync" } else { "async" });
+            let label = format!("embedded, {} shard(s), {} flush{}", a.shards, if a.flush == FlushArg::Sync { "sync" } else { "async" }, spec.label_suffix());
             (Some(cluster), addrs, a.flush.durability(), label, parent)
         }
     };
