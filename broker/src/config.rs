@@ -396,6 +396,7 @@ struct StoreSection {
     dirty_bytes_max: Option<u64>,
     checkpoint_lag_bytes_max: Option<u64>,
     write_through: Option<bool>,
+    read_ahead_windows_max: Option<usize>,
     tail_cache_bytes: Option<u64>,
     cq_entries_per_file: Option<u64>,
     file_reserved_hours: Option<u64>,
@@ -417,6 +418,7 @@ impl StoreSection {
             dirty_bytes_max,
             checkpoint_lag_bytes_max,
             write_through,
+            read_ahead_windows_max,
             tail_cache_bytes,
             cq_entries_per_file,
             file_reserved_hours,
@@ -442,6 +444,7 @@ impl StoreSection {
         set(&mut store.dirty_bytes_max, dirty_bytes_max);
         set(&mut store.checkpoint_lag_bytes_max, checkpoint_lag_bytes_max);
         set(&mut store.write_through, write_through);
+        set(&mut store.read_ahead_windows_max, read_ahead_windows_max);
         set(&mut store.tail_cache_bytes, tail_cache_bytes);
         set(&mut store.cq_entries_per_file, cq_entries_per_file);
         set(&mut store.file_reserved_hours, file_reserved_hours);

@@ -42,6 +42,8 @@ pub struct EmbeddedSpec {
     pub write_through: bool,
     /// `spin_before_park_us` of the broker's shards.
     pub spin_before_park_us: u64,
+    /// `[store] read_ahead_windows_max`.
+    pub read_ahead_windows: usize,
 }
 
 impl EmbeddedSpec {
@@ -55,6 +57,7 @@ impl EmbeddedSpec {
             replication,
             write_through: a.write_through,
             spin_before_park_us: a.spin_before_park_us,
+            read_ahead_windows: a.read_ahead_windows,
         }
     }
 
@@ -66,6 +69,9 @@ impl EmbeddedSpec {
         }
         if self.spin_before_park_us > 0 {
             s.push_str(&format!(", spin {} µs", self.spin_before_park_us));
+        }
+        if self.read_ahead_windows != ringmq_broker::store::config::StoreConfig::default().read_ahead_windows_max {
+            s.push_str(&format!(", {} read-ahead windows", self.read_ahead_windows));
         }
         s
     }
@@ -93,6 +99,7 @@ impl EmbeddedCluster {
         };
         config.store.segment_bytes = spec.segment_mib * 1024 * 1024;
         config.store.write_through = spec.write_through;
+        config.store.read_ahead_windows_max = spec.read_ahead_windows;
         config.spin_before_park_us = spec.spin_before_park_us;
         config.message_delay_level = spec.delay_levels.clone();
         let mut slave_config = None;

@@ -124,6 +124,7 @@ fn base_args(dir: &Path, duration_secs: u64, warmup_secs: u64) -> WorkloadArgs {
         write_through: false,
         spin_before_park_us: 0,
         pull_batch_size: 64,
+        read_ahead_windows: ringmq_broker::store::config::StoreConfig::default().read_ahead_windows_max,
         shards: 1,
         dir: Some(dir.to_path_buf()),
         out: None,

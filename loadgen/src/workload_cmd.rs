@@ -109,6 +109,10 @@ pub struct WorkloadArgs {
     /// sync-flush group commit is one write, no fdatasync.
     #[arg(long)]
     pub write_through: bool,
+    /// Embedded broker: cold-read windows kept per shard (`[store]
+    /// read_ahead_windows_max`, 2 MiB each; 0 = read exactly what each pull asks for).
+    #[arg(long, default_value_t = 16)]
+    pub read_ahead_windows: usize,
     /// Embedded broker: glommio spin before park, µs (`spin_before_park_us`).
     #[arg(long, default_value_t = 0)]
     pub spin_before_park_us: u64,

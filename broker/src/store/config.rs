@@ -12,6 +12,9 @@ pub const MIB: u64 = 1024 * KIB;
 pub const GIB: u64 = 1024 * MIB;
 
 /// How a CommitLog segment is made ready before data is written into it.
+/// Most read-ahead windows a shard may keep (2 MiB each: 1 GiB).
+pub const READ_AHEAD_WINDOWS_LIMIT: usize = 512;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preallocate {
     /// Write zeros over the whole segment and sync: data later overwrites written
@@ -50,6 +53,9 @@ pub struct StoreConfig {
     /// durable when it completes, instead of a write and then an fdatasync (two device
     /// round trips in sequence). For sync flush.
     pub write_through: bool,
+    /// Cold-read windows (`READ_AHEAD_WINDOW_BYTES`, 2 MiB each) kept per shard; 0 reads
+    /// exactly what each pull asks for.
+    pub read_ahead_windows_max: usize,
     /// Flushed CommitLog bytes kept in memory for tail reads.
     pub tail_cache_bytes: u64,
     /// Largest encoded record accepted.
@@ -80,6 +86,7 @@ impl Default for StoreConfig {
             dirty_bytes_max: 64 * MIB,
             checkpoint_lag_bytes_max: 512 * MIB,
             write_through: false,
+            read_ahead_windows_max: 16,
             tail_cache_bytes: 64 * MIB,
             record_bytes_max: 4 * MIB + 64 * KIB,
             cq_entries_per_file: 300 * 1024,
@@ -139,6 +146,9 @@ impl StoreConfig {
                 "checkpoint_lag_bytes_max {} must be at least twice dirty_bytes_max {}",
                 self.checkpoint_lag_bytes_max, self.dirty_bytes_max
             ));
+        }
+        if self.read_ahead_windows_max > READ_AHEAD_WINDOWS_LIMIT {
+            return fail(format!("read_ahead_windows_max {} is above {READ_AHEAD_WINDOWS_LIMIT}", self.read_ahead_windows_max));
         }
         if self.cq_entries_per_file == 0 || self.cq_entries_per_file % 1024 != 0 {
             return fail(format!("cq_entries_per_file {} must be a positive multiple of 1024", self.cq_entries_per_file));

@@ -170,6 +170,11 @@ pub(crate) type QueueMap<D> = HashMap<QueueKey, ConsumeQueue<D>, foldhash::fast:
 /// Index keys held while the index service is out for a flush or query (about 100
 /// bytes each): past this `put` answers `IndexBusy` and the producer retries.
 pub const INDEX_PENDING_KEYS_MAX: usize = 262_144;
+/// CommitLog bytes one cold read fetches at once (aligned): a pull of one queue's
+/// records, interleaved with the other queues', then finds the others' records in
+/// memory too, and one large O_DIRECT read replaces many small ones (issue 15).
+pub const READ_AHEAD_WINDOW_BYTES: u64 = 2 * 1024 * 1024;
+
 /// ConsumeQueue write + sync pairs in flight at once during a logics flush.
 pub const LOGICS_FLUSHES_IN_FLIGHT_MAX: usize = 64;
 
@@ -206,6 +211,9 @@ struct Inner<D: Disk> {
     records_appended: u64,
     /// Records below the CommitLog's durable end.
     records_flushed: u64,
+    /// Cold CommitLog windows (`READ_AHEAD_WINDOW_BYTES` each, oldest first, at most
+    /// `StoreConfig::read_ahead_windows_max`); emptied whenever the log's start moves.
+    read_ahead: std::collections::VecDeque<(u64, Rc<Vec<u8>>)>,
     /// `logics_phys` of the last checkpoint written: retention never deletes past it.
     checkpoint_logics_phys: u64,
     /// Queues of deleted topics whose files the next logics flush removes, after its
@@ -609,6 +617,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
         }
         inner.commitlog.reset_at(local, &[]);
         inner.commitlog_start = local;
+        inner.read_ahead.clear();
         Ok(())
     }
 
@@ -1031,6 +1040,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
                 let mut inner = self.inner.borrow_mut();
                 inner.commitlog.files.remove(&start);
                 inner.commitlog_start = inner.commitlog_start.max(start + self.config.segment_bytes);
+                inner.read_ahead.clear();
             }
             self.disk.remove(&path).await?;
             tracing::info!(shard = self.shard.0, file = %path.display(), expired, force, "deleted commitlog segment");
@@ -1201,7 +1211,58 @@ impl<D: Disk, C: Clock> Store<D, C> {
 
     /// Reads `len` CommitLog bytes at a physical offset of this shard.
     async fn read_commitlog(&self, phys: u64, len: usize) -> Result<Vec<u8>, StoreError> {
-        self.note_read(read_log(&*self.inner, &commitlog_of, local_of(phys), len).await)
+        let local = local_of(phys);
+        let cold = {
+            let inner = self.inner.borrow();
+            self.config.read_ahead_windows_max > 0 && local + len as u64 <= inner.commitlog.tail.base() && len as u64 <= READ_AHEAD_WINDOW_BYTES && len > 0
+        };
+        if !cold {
+            return self.note_read(read_log(&*self.inner, &commitlog_of, local, len).await);
+        }
+        // A cold read goes through the read-ahead windows: the range's one or two
+        // windows, each read whole (one large O_DIRECT read) if not held already.
+        let end = local + len as u64;
+        let mut out = Vec::with_capacity(len);
+        let mut at = local;
+        while at < end {
+            let start = align_down(at, READ_AHEAD_WINDOW_BYTES);
+            let window = self.read_ahead_window(start, end.min(start + READ_AHEAD_WINDOW_BYTES)).await;
+            let from = (at - start) as usize;
+            let to = (end.min(start + READ_AHEAD_WINDOW_BYTES) - start) as usize;
+            let Some(window) = window.ok().filter(|w| w.len() >= to) else {
+                // The window stops short (a segment missing inside it, the files' end) or
+                // its read failed: the plain read says exactly what is there, or names
+                // the failing record's own file and offset.
+                return self.note_read(read_log(&*self.inner, &commitlog_of, local, len).await);
+            };
+            out.extend_from_slice(&window[from..to]);
+            at = start + to as u64;
+        }
+        Ok(out)
+    }
+
+    /// The read-ahead window starting at `start` (aligned to `READ_AHEAD_WINDOW_BYTES`)
+    /// holding at least `[start, need_end)` where the log has it, from the cache or
+    /// read now. Only bytes below the durable end when it was read
+    /// are kept (bytes past it on disk may still change), so a cached window never
+    /// serves stale data; the log below the durable end never changes in place.
+    async fn read_ahead_window(&self, start: u64, need_end: u64) -> Result<Rc<Vec<u8>>, StoreError> {
+        // A window read while the durable end lay inside it is shorter: read it again
+        // when more of it is wanted now.
+        if let Some((_, hit)) = self.inner.borrow().read_ahead.iter().find(|(s, w)| *s == start && start + w.len() as u64 >= need_end) {
+            return Ok(hit.clone());
+        }
+        let durable_end = self.inner.borrow().commitlog.flushed_pos;
+        let mut bytes = read_log(&*self.inner, &commitlog_of, start, READ_AHEAD_WINDOW_BYTES as usize).await?;
+        bytes.truncate(durable_end.saturating_sub(start) as usize);
+        let window = (start, Rc::new(bytes));
+        let mut inner = self.inner.borrow_mut();
+        inner.read_ahead.retain(|(s, _)| *s != start);
+        if inner.read_ahead.len() >= self.config.read_ahead_windows_max {
+            inner.read_ahead.pop_front();
+        }
+        inner.read_ahead.push_back(window.clone());
+        Ok(window.1)
     }
 
     /// Where this log begins (local offset): 0, or the start of its oldest segment once

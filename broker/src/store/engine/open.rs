@@ -144,6 +144,7 @@ pub async fn open_store<D: Disk, C: Clock>(
         disk.sync_dir(&dir).await?;
     }
     let checkpoint = Checkpoint::load(&disk, &dir.join("checkpoint")).await?;
+    phase(&mut report, "abort_and_checkpoint", clock.now_ms());
     report.checkpoint_found = checkpoint.is_some();
 
     // CommitLog segments.
@@ -261,6 +262,7 @@ pub async fn open_store<D: Disk, C: Clock>(
             checkpoint_file: None,
             logics_flushing: false,
             logics_waker: None,
+            read_ahead: std::collections::VecDeque::new(),
             stats: StoreStats::default(),
             flusher_waker: None,
             append_wakers: Vec::new(),
