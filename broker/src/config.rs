@@ -397,6 +397,7 @@ struct StoreSection {
     checkpoint_lag_bytes_max: Option<u64>,
     write_through: Option<bool>,
     read_ahead_windows_max: Option<usize>,
+    scrub_bytes_per_sec: Option<u64>,
     tail_cache_bytes: Option<u64>,
     cq_entries_per_file: Option<u64>,
     file_reserved_hours: Option<u64>,
@@ -419,6 +420,7 @@ impl StoreSection {
             checkpoint_lag_bytes_max,
             write_through,
             read_ahead_windows_max,
+            scrub_bytes_per_sec,
             tail_cache_bytes,
             cq_entries_per_file,
             file_reserved_hours,
@@ -445,6 +447,7 @@ impl StoreSection {
         set(&mut store.checkpoint_lag_bytes_max, checkpoint_lag_bytes_max);
         set(&mut store.write_through, write_through);
         set(&mut store.read_ahead_windows_max, read_ahead_windows_max);
+        set(&mut store.scrub_bytes_per_sec, scrub_bytes_per_sec);
         set(&mut store.tail_cache_bytes, tail_cache_bytes);
         set(&mut store.cq_entries_per_file, cq_entries_per_file);
         set(&mut store.file_reserved_hours, file_reserved_hours);

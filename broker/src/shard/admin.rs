@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// Runtime-info counters that are summed over shards.
-const SUMMED_COUNTERS: [&str; 30] = [
+const SUMMED_COUNTERS: [&str; 33] = [
     "putMessageTimesTotal",
     "getMessageTransferedMsgCount",
     "requestsTotal",
@@ -61,6 +61,9 @@ const SUMMED_COUNTERS: [&str; 30] = [
     "putMessageSizeTotal",
     "remainHowManyDataToFlush",
     "sendLatencySumUs",
+    "scrubbedBytesTotal",
+    "scrubCorruptRecordsTotal",
+    "checkpointLagBytes",
 ];
 
 /// Runtime info "a b c" TPS texts, summed component by component over the shards.
@@ -597,6 +600,9 @@ impl<R: crate::rt::Runtime> Shard<R> {
         table.insert("suspendedPulls", self.waiters.suspended().to_string());
         table.insert("suspendedPullsRefusedTotal", self.waiters.refused_total().to_string());
         table.insert("readErrorsTotal", self.store.stats().read_errors.to_string());
+        table.insert("scrubbedBytesTotal", self.store.stats().scrubbed_bytes.to_string());
+        table.insert("scrubCorruptRecordsTotal", self.store.stats().scrub_corrupt_records.to_string());
+        table.insert("checkpointLagBytes", self.store.checkpoint_lag_bytes().to_string());
         let t = self.txn_counters();
         table.insert("transactionOpen", self.open_transactions().to_string());
         table.insert("transactionHalfTotal", t.halves.get().to_string());

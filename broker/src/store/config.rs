@@ -12,6 +12,9 @@ pub const MIB: u64 = 1024 * KIB;
 pub const GIB: u64 = 1024 * MIB;
 
 /// How a CommitLog segment is made ready before data is written into it.
+/// Fastest background scrub: a scrub is meant to trickle, never to compete with pulls.
+pub const SCRUB_BYTES_PER_SEC_MAX: u64 = GIB;
+
 /// Most read-ahead windows a shard may keep (2 MiB each: 1 GiB).
 pub const READ_AHEAD_WINDOWS_LIMIT: usize = 512;
 
@@ -56,6 +59,9 @@ pub struct StoreConfig {
     /// Cold-read windows (`READ_AHEAD_WINDOW_BYTES`, 2 MiB each) kept per shard; 0 reads
     /// exactly what each pull asks for.
     pub read_ahead_windows_max: usize,
+    /// Background scrub of sealed CommitLog segments (every record's CRC re-checked
+    /// from the device), bytes per second; 0 = off. At most `SCRUB_BYTES_PER_SEC_MAX`.
+    pub scrub_bytes_per_sec: u64,
     /// Flushed CommitLog bytes kept in memory for tail reads.
     pub tail_cache_bytes: u64,
     /// Largest encoded record accepted.
@@ -87,6 +93,7 @@ impl Default for StoreConfig {
             checkpoint_lag_bytes_max: 512 * MIB,
             write_through: false,
             read_ahead_windows_max: 16,
+            scrub_bytes_per_sec: 0,
             tail_cache_bytes: 64 * MIB,
             record_bytes_max: 4 * MIB + 64 * KIB,
             cq_entries_per_file: 300 * 1024,
@@ -146,6 +153,9 @@ impl StoreConfig {
                 "checkpoint_lag_bytes_max {} must be at least twice dirty_bytes_max {}",
                 self.checkpoint_lag_bytes_max, self.dirty_bytes_max
             ));
+        }
+        if self.scrub_bytes_per_sec > SCRUB_BYTES_PER_SEC_MAX {
+            return fail(format!("scrub_bytes_per_sec {} is above {SCRUB_BYTES_PER_SEC_MAX}", self.scrub_bytes_per_sec));
         }
         if self.read_ahead_windows_max > READ_AHEAD_WINDOWS_LIMIT {
             return fail(format!("read_ahead_windows_max {} is above {READ_AHEAD_WINDOWS_LIMIT}", self.read_ahead_windows_max));

@@ -158,6 +158,10 @@ pub struct StoreStats {
     pub flush_latency: crate::metrics::Buckets,
     /// Used fraction of the store's filesystem at the last `check_disk` (per mille).
     pub disk_used_permille: u64,
+    /// CommitLog bytes the background scrub re-read and checked.
+    pub scrubbed_bytes: u64,
+    /// Corrupt records the scrub found (each logged with file and offset).
+    pub scrub_corrupt_records: u64,
 }
 
 type QueueKey = (String, i32);
@@ -214,6 +218,8 @@ struct Inner<D: Disk> {
     /// Cold CommitLog windows (`READ_AHEAD_WINDOW_BYTES` each, oldest first, at most
     /// `StoreConfig::read_ahead_windows_max`); emptied whenever the log's start moves.
     read_ahead: std::collections::VecDeque<(u64, Rc<Vec<u8>>)>,
+    /// Where the background scrub goes on (local CommitLog position).
+    scrub_pos: u64,
     /// `logics_phys` of the last checkpoint written: retention never deletes past it.
     checkpoint_logics_phys: u64,
     /// Queues of deleted topics whose files the next logics flush removes, after its
@@ -1608,3 +1614,5 @@ impl<D: Disk> Future for DurableWait<D> {
 
 pub(crate) mod open;
 pub use open::open_store;
+pub(crate) mod scrub;
+pub use scrub::{ScrubFinding, ScrubStep};

@@ -1,7 +1,7 @@
 //! The driver of a shard's store on the shard's runtime (glommio in production, the
 //! simulator in tests): the group-commit loop, the
 //! segment pre-allocator, the logics (ConsumeQueue/index/checkpoint) flusher, the
-//! disk watcher and retention (`clean_expired` every `CLEAN_INTERVAL_MS`), each a task
+//! disk watcher, the optional scrub and retention (`clean_expired` every `CLEAN_INTERVAL_MS`), each a task
 //! on the shard's executor.
 //!
 //! Group commit: under sync flush the loop flushes as soon as anything is dirty; the
@@ -29,6 +29,8 @@ pub const SEGMENT_CHECK_INTERVAL_MS: u64 = 50;
 /// round above the force-clean watermark).
 pub const CLEAN_INTERVAL_MS: u64 = 10_000;
 pub const DISK_CHECK_INTERVAL_MS: u64 = 1000;
+/// How often the background scrub (`scrub_bytes_per_sec > 0`) reads its next slice.
+pub const SCRUB_INTERVAL_MS: u64 = 100;
 
 /// Starts the store's background tasks on the runtime's executor. They stop when
 /// `stop` is set (the caller then calls `Store::close`) or the store fails.
@@ -89,6 +91,22 @@ pub fn spawn_store_tasks<R: Runtime, C: Clock>(rt: R, store: Store<R::Disk, C>, 
             r.sleep(Duration::from_millis(SEGMENT_CHECK_INTERVAL_MS)).await;
         }
     });
+
+    let rate = store.config().scrub_bytes_per_sec;
+    if rate > 0 {
+        let s = store.clone();
+        let st = stop.clone();
+        let r = rt.clone();
+        rt.spawn(async move {
+            // A slice every `SCRUB_INTERVAL_MS` holds the rate; a read error is logged
+            // and counted by the store, and the next slice goes on.
+            let slice_bytes = (rate * SCRUB_INTERVAL_MS / 1000).max(1);
+            while !st.get() && s.failure().is_none() {
+                let _ = s.scrub_step(slice_bytes).await;
+                r.sleep(Duration::from_millis(SCRUB_INTERVAL_MS)).await;
+            }
+        });
+    }
 
     let s = store.clone();
     let st = stop.clone();

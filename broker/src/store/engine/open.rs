@@ -263,6 +263,7 @@ pub async fn open_store<D: Disk, C: Clock>(
             logics_flushing: false,
             logics_waker: None,
             read_ahead: std::collections::VecDeque::new(),
+            scrub_pos: 0,
             stats: StoreStats::default(),
             flusher_waker: None,
             append_wakers: Vec::new(),
