@@ -555,6 +555,8 @@ fn delta(a: StoreStats, b: StoreStats) -> StoreStats {
         flushed_bytes: b.flushed_bytes - a.flushed_bytes,
         records_put: b.records_put - a.records_put,
         read_errors: b.read_errors - a.read_errors,
+        scrubbed_bytes: b.scrubbed_bytes - a.scrubbed_bytes,
+        scrub_corrupt_records: b.scrub_corrupt_records - a.scrub_corrupt_records,
         // Not deltas: the run's latencies and the last disk reading.
         flush_latency: b.flush_latency,
         disk_used_permille: b.disk_used_permille,

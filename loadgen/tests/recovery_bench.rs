@@ -5,32 +5,16 @@
 
 mod common;
 
-use common::broker_bin;
-use std::path::PathBuf;
-use std::process::Command;
+use common::run_verify;
 
 #[test]
 fn restart_times_are_measured_and_nothing_acknowledged_is_lost() {
-    let loadgen = PathBuf::from(env!("CARGO_BIN_EXE_loadgen"));
-    let broker = broker_bin(&loadgen);
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
-    let out = dir.path().join("recovery.json");
     // 0.01 GiB is below what the first row leaves on disk: the clean row stops and
     // restarts at once, without a growth phase.
-    let output = Command::new(&loadgen)
-        .args(["verify", "recovery", "--load-secs", "2", "--clean-store-gib", "0.01", "--segment-mib", "8", "--producers", "2", "--in-flight", "2"])
-        .arg("--broker-bin")
-        .arg(&broker)
-        .arg("--dir")
-        .arg(dir.path())
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("loadgen runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).expect("report")).expect("json");
+    let (r, stdout) = run_verify(
+        &["recovery", "--load-secs", "2", "--clean-store-gib", "0.01", "--segment-mib", "8", "--producers", "2", "--in-flight", "2"],
+        "loadgen verify recovery failed",
+    );
     let rows = r["rows"].as_array().expect("rows");
     assert_eq!(rows.iter().map(|row| row["kind"].as_str().expect("kind")).collect::<Vec<_>>(), ["sigkill", "clean"], "{r}");
     for row in rows {
