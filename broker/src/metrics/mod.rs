@@ -182,6 +182,10 @@ pub struct Snapshot {
     pub group_count: u64,
     pub ha_slaves: u64,
     pub ha_behind_bytes: u64,
+    /// How far the checkpoint is behind the durable CommitLog (what a crash re-reads).
+    pub checkpoint_lag_bytes: u64,
+    pub scrubbed_bytes: u64,
+    pub scrub_corrupt_records: u64,
 }
 
 /// One slot per shard, written by that shard only, read by the exporter.
@@ -276,6 +280,9 @@ pub fn render(node: &Node, snaps: &[Arc<Snapshot>]) -> String {
     reg.register("ringmq_shard_suspended_pulls", "Long polls waiting, per shard", per_shard(MetricType::Gauge, |s| s.suspended_pulls as f64));
     reg.register("ringmq_shard_recovery_ms", "Store open and recovery time at start-up, per shard", per_shard(MetricType::Gauge, |s| s.recovery_ms as f64));
     reg.register("ringmq_shard_ha_slaves", "Slaves attached, per shard", per_shard(MetricType::Gauge, |s| s.ha_slaves as f64));
+    reg.register("ringmq_shard_checkpoint_lag_bytes", "CommitLog bytes past the last checkpoint (what recovery after a crash re-reads), per shard", per_shard(MetricType::Gauge, |s| s.checkpoint_lag_bytes as f64));
+    reg.register("ringmq_shard_scrubbed_bytes", "CommitLog bytes the background scrub re-read and checked, per shard", per_shard(MetricType::Counter, |s| s.scrubbed_bytes as f64));
+    reg.register("ringmq_shard_scrub_corrupt_records", "Corrupt records the background scrub found, per shard", per_shard(MetricType::Counter, |s| s.scrub_corrupt_records as f64));
     reg.register("ringmq_shard_ha_behind_bytes", "Replication bytes not yet confirmed by a slave (master) or not yet received (slave), per shard", per_shard(MetricType::Gauge, |s| s.ha_behind_bytes as f64));
     metrics_export::encode(&reg)
 }

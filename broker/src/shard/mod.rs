@@ -397,6 +397,9 @@ impl<R: Runtime> Shard<R> {
             group_count: if self.meta.is_some() { self.groups.borrow().len() as u64 } else { 0 },
             ha_slaves: slaves.len() as u64,
             ha_behind_bytes: ha_behind,
+            checkpoint_lag_bytes: self.store.checkpoint_lag_bytes(),
+            scrubbed_bytes: stats.scrubbed_bytes,
+            scrub_corrupt_records: stats.scrub_corrupt_records,
         }
     }
 
