@@ -638,7 +638,7 @@ pub fn run_recovery(args: &RecoveryArgs) -> Result<RecoveryReport, String> {
     // Refuse before anything runs; checked again before the growth itself.
     check_disk(&parent, 0, target_bytes)?;
     let machine = crate::report::MachineInfo::collect(&parent, crate::report::command_line());
-    let setup = ChildSetup::new(&args.broker_bin, &Some(parent), &format!("ringmq-recovery-{}", std::process::id()), "async", args.segment_mib * MIB_BYTES, args.shards)?;
+    let setup = ChildSetup::new(&args.broker_bin, &Some(parent), &format!("ringmq-recovery-{}", std::process::id()), "async", args.segment_mib * MIB_BYTES, args.shards, "")?;
     let result = run_rows(args, &setup, target_bytes);
     setup.namesrv.stop();
     let root = setup.root.display().to_string();

@@ -307,6 +307,10 @@ pub struct CyclesArgs {
     /// JSON results (verdict, recovery times against store size).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// The broker's CommitLog segments O_DSYNC (`[store] write_through`): each group
+    /// commit is one write, durable when it completes.
+    #[arg(long)]
+    pub write_through: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -322,6 +326,8 @@ pub struct CycleRecord {
 #[derive(Debug, Clone, Serialize)]
 pub struct CyclesReport {
     pub seed: u64,
+    /// The broker ran with O_DSYNC segments.
+    pub write_through: bool,
     pub cycles: Vec<CycleRecord>,
     pub final_recovery_ms: u64,
     pub final_store_bytes: u64,
@@ -459,7 +465,9 @@ pub(crate) struct ChildSetup {
 }
 
 impl ChildSetup {
-    pub(crate) fn new(broker_bin: &Option<PathBuf>, dir: &Option<PathBuf>, root_name: &str, flush: &str, segment_bytes: u64, shards: usize) -> Result<Self, String> {
+    /// `extra_store_toml`: more `[store]` lines (each ending in a newline), e.g.
+    /// `write_through = true\n`.
+    pub(crate) fn new(broker_bin: &Option<PathBuf>, dir: &Option<PathBuf>, root_name: &str, flush: &str, segment_bytes: u64, shards: usize, extra_store_toml: &str) -> Result<Self, String> {
         let bin = match broker_bin {
             Some(b) => b.clone(),
             None => default_broker_bin()?,
@@ -480,7 +488,7 @@ impl ChildSetup {
         std::fs::write(
             &config_path,
             format!(
-                "listen_port = {port}\nnamesrv_addrs = [\"{ns_addr}\"]\nbroker_ip = \"127.0.0.1\"\nbroker_name = \"{root_name}\"\nshard_count = {shards}\nstore_root = \"{}\"\nregister_interval_ms = 1000\n\n[store]\nflush = \"{flush}\"\nsegment_bytes = {segment_bytes}\npreallocate = \"{preallocate}\"\n{BENCH_DISK_WATERMARKS_TOML}",
+                "listen_port = {port}\nnamesrv_addrs = [\"{ns_addr}\"]\nbroker_ip = \"127.0.0.1\"\nbroker_name = \"{root_name}\"\nshard_count = {shards}\nstore_root = \"{}\"\nregister_interval_ms = 1000\n\n[store]\nflush = \"{flush}\"\nsegment_bytes = {segment_bytes}\npreallocate = \"{preallocate}\"\n{BENCH_DISK_WATERMARKS_TOML}{extra_store_toml}",
                 store.display(),
                 // As the tuning profiles and the suite's embedded broker: zeroed segments
                 // for sync flush, fallocated ones for async.
@@ -507,7 +515,8 @@ pub fn run_cycles(args: &CyclesArgs) -> Result<CyclesReport, String> {
     let seed = args.seed.unwrap_or_else(|| now_epoch_us() | 1);
     eprintln!("verify: seed {seed} (replay with --seed {seed})");
     let mut rng = seed | 1;
-    let setup = ChildSetup::new(&args.broker_bin, &args.dir, &format!("ringmq-verify-{}-{seed}", std::process::id()), "sync", args.segment_mib * 1024 * 1024, 1)?;
+    let extra = if args.write_through { "write_through = true\n" } else { "" };
+    let setup = ChildSetup::new(&args.broker_bin, &args.dir, &format!("ringmq-verify-{}-{seed}", std::process::id()), "sync", args.segment_mib * 1024 * 1024, 1, extra)?;
     let (root, store, port, ns_addr) = (setup.root.clone(), setup.store.clone(), setup.port, setup.ns_addr.clone());
     let topic = "VerifyTopic".to_string();
     let mut client = ClientConfig::new([ns_addr.clone()]);
@@ -577,7 +586,7 @@ pub fn run_cycles(args: &CyclesArgs) -> Result<CyclesReport, String> {
     } else {
         eprintln!("verify: store and broker log kept in {}", root.display());
     }
-    Ok(CyclesReport { seed, cycles, final_recovery_ms, final_store_bytes, verdict })
+    Ok(CyclesReport { seed, write_through: args.write_through, cycles, final_recovery_ms, final_store_bytes, verdict })
 }
 
 pub(crate) fn run_on_glommio<F, Fut, T>(f: F) -> Result<T, String>
@@ -780,7 +789,7 @@ pub fn run_slow_consumer(args: &SlowConsumerArgs) -> Result<SlowConsumerReport, 
     if !(args.consume_rate > 0.0 && args.produce_rate > args.consume_rate) {
         return Err("--produce-rate must exceed --consume-rate > 0".into());
     }
-    let setup = ChildSetup::new(&args.broker_bin, &args.dir, &format!("ringmq-slow-consumer-{}", std::process::id()), "async", 64 * 1024 * 1024, 1)?;
+    let setup = ChildSetup::new(&args.broker_bin, &args.dir, &format!("ringmq-slow-consumer-{}", std::process::id()), "async", 64 * 1024 * 1024, 1, "")?;
     let (root, port, ns_addr) = (setup.root.clone(), setup.port, setup.ns_addr.clone());
     let started = Instant::now();
     let mut broker = setup.spawn_broker()?;

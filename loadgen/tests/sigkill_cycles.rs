@@ -10,10 +10,15 @@ use common::run_verify;
 #[test]
 fn acknowledged_messages_survive_sigkill_cycles() {
     let seed = std::env::var("RINGMQ_SEED").unwrap_or_else(|_| format!("{}", std::process::id() as u64 * 7919 + 1));
-    let (report, stdout) = run_verify(
-        &["cycles", "--cycles", "3", "--producers", "2", "--kill-after-min-ms", "200", "--kill-after-max-ms", "900", "--kill-in-recovery-every", "2", "--segment-mib", "8", "--seed", &seed],
-        &format!("seed {seed} (replay with RINGMQ_SEED={seed})"),
-    );
+    // Both ways of making a group commit durable: write + fdatasync, and O_DSYNC
+    // writes (the durable profile's), chosen by the seed.
+    let write_through = seed.parse::<u64>().unwrap_or(0) % 2 == 1;
+    let mut args = vec!["cycles", "--cycles", "3", "--producers", "2", "--kill-after-min-ms", "200", "--kill-after-max-ms", "900", "--kill-in-recovery-every", "2", "--segment-mib", "8", "--seed", &seed];
+    if write_through {
+        args.push("--write-through");
+    }
+    let (report, stdout) = run_verify(&args, &format!("seed {seed}, write_through {write_through} (replay with RINGMQ_SEED={seed})"));
+    assert_eq!(report["write_through"], write_through, "{report}");
     let v = &report["verdict"];
     assert_eq!(v["lost"], 0, "{report}");
     assert_eq!(v["corrupted"], 0, "{report}");
