@@ -1358,7 +1358,10 @@ fn the_scrub_finds_a_flipped_bit_in_a_sealed_segment_by_file_and_offset() {
             let mut findings = Vec::new();
             let mut scanned = 0;
             for _ in 0..10_000 {
-                let step = block_on(store.scrub_step(16 * 1024 + seed * 1000)).unwrap();
+                let budget = 16 * 1024 + seed * 1000;
+                let step = block_on(store.scrub_step(budget)).unwrap();
+                // The rate holds: a step reads its budget, plus at most one record.
+                assert!(step.scanned_bytes <= budget + config.record_bytes_max, "step read {} bytes for a budget of {budget}", step.scanned_bytes);
                 scanned += step.scanned_bytes;
                 findings.extend(step.findings);
                 if step.pass_ended {

@@ -1216,7 +1216,17 @@ impl<D: Disk, C: Clock> Store<D, C> {
     }
 
     /// Reads `len` CommitLog bytes at a physical offset of this shard.
+    /// Exactly `[phys, phys + len)`: point reads (a record by offset, a key query's
+    /// hits, a time search's probes) and the replica's own large sequential reads.
     async fn read_commitlog(&self, phys: u64, len: usize) -> Result<Vec<u8>, StoreError> {
+        self.note_read(read_log(&*self.inner, &commitlog_of, local_of(phys), len).await)
+    }
+
+    /// `read_commitlog` for a queue's pull: a cold range comes through the read-ahead
+    /// windows, since consumers read queues forward and the queues' records lie
+    /// interleaved in the log. Point reads do not use them: a time search's probes would
+    /// each pull in 2 MiB for one record.
+    async fn read_commitlog_ahead(&self, phys: u64, len: usize) -> Result<Vec<u8>, StoreError> {
         let local = local_of(phys);
         let cold = {
             let inner = self.inner.borrow();
@@ -1393,7 +1403,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
                 taken.push(e);
                 j += 1;
             }
-            let span = self.read_commitlog(span_start, (span_end - span_start) as usize).await?;
+            let span = self.read_commitlog_ahead(span_start, (span_end - span_start) as usize).await?;
             for e in &taken {
                 let at = (e.phys_offset - span_start) as usize;
                 let Some(bytes) = span.get(at..at + e.size as usize) else {

@@ -58,8 +58,17 @@ impl<D: Disk, C: Clock> Store<D, C> {
         while pos < sealed_end && pos < budget_end {
             let seg = align_down(pos, segment_bytes);
             let seg_end = seg + segment_bytes;
-            let want = SCRUB_READ_BYTES.max(self.config.record_bytes_max).min(seg_end - pos);
-            let bytes = self.note_read(read_segment_bytes(&self.inner, pos, want as usize).await)?;
+            // What is left of the budget (the rate is the caller's promise), but at least
+            // the whole record that starts here, so that every step advances.
+            let mut want = SCRUB_READ_BYTES.min(budget_end - pos).max(BLANK_LEN_MIN_BYTES as u64).min(seg_end - pos);
+            let mut bytes = self.note_read(read_segment_bytes(&self.inner, pos, want as usize).await)?;
+            if let RecordHead::Message(n) = record_head(&bytes) {
+                let n = (n as u64).min(self.config.record_bytes_max).min(seg_end - pos);
+                if n > want {
+                    want = n;
+                    bytes = self.note_read(read_segment_bytes(&self.inner, pos, want as usize).await)?;
+                }
+            }
             step.scanned_bytes += bytes.len() as u64;
             let mut at = 0usize;
             let mut next = None;
