@@ -102,14 +102,19 @@ pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
     };
     config.shard_count = shard_count;
     let picked_port = config.listen_port == 0;
+    // Held until every shard has bound its listeners (`net::ports`): released earlier,
+    // another broker could pick the same port and share it through SO_REUSEPORT.
+    let mut reservations = Vec::new();
     if picked_port {
-        // Every shard binds the same port: pick it once.
-        let probe = std::net::TcpListener::bind(("0.0.0.0", 0)).map_err(StartError::Port)?;
-        config.listen_port = probe.local_addr().map_err(StartError::Port)?.port();
+        let run = crate::net::ports::reserve_run(1).map_err(StartError::Port)?;
+        config.listen_port = run.first;
+        reservations.push(run);
     }
     if config.role.is_master() && config.ha_listen_port == 0 && picked_port {
         // Tests: one free replication port per shard, consecutive.
-        config.ha_listen_port = free_port_run(shard_count).map_err(StartError::Port)?;
+        let run = crate::net::ports::reserve_run(shard_count).map_err(StartError::Port)?;
+        config.ha_listen_port = run.first;
+        reservations.push(run);
     }
     let ip: IpAddr = config.advertised_ip().into();
     let addr = SocketAddr::new(ip, config.listen_port);
@@ -159,6 +164,8 @@ pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
             return Err(StartError::Thread { shard: usize::MAX, reason: "a shard did not become ready".into() });
         }
     }
+    // Every listener is bound (a shard is ready only after its binds).
+    drop(reservations);
     // The first registration round is bounded by one call timeout per NameServer; a
     // NameServer that is down delays the start by that much and is retried later.
     let round_bound_ms = crate::namesrv_client::NAMESRV_CALL_TIMEOUT_MS * (config.namesrv_addrs.len() as u64 + 1);
@@ -272,21 +279,6 @@ async fn accept_until_stop(listener: &glommio::net::TcpListener, stop: &AtomicBo
         None
     })
     .await
-}
-
-/// `count` consecutive free TCP ports (the first is returned).
-fn free_port_run(count: usize) -> std::io::Result<u16> {
-    for _ in 0..64 {
-        let first = std::net::TcpListener::bind(("0.0.0.0", 0))?.local_addr()?.port();
-        if (first as usize) + count > u16::MAX as usize {
-            continue;
-        }
-        let all: Result<Vec<_>, _> = (0..count as u16).map(|i| std::net::TcpListener::bind(("0.0.0.0", first + i))).collect();
-        if all.is_ok() {
-            return Ok(first);
-        }
-    }
-    Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, "no run of free ports for replication"))
 }
 
 /// A master shard listens for its slaves on `ha_port_base + id`; a slave shard keeps a
