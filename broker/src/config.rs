@@ -38,6 +38,7 @@ pub const MAX_MESSAGE_BYTES_LIMIT: u64 = FRAME_LEN_MAX_BYTES as u64 - RECORD_OVE
 /// The `broker.conf` keys RingMQ reads (RocketMQ names); any other key is an error.
 pub const BROKER_CONF_KEYS: &[&str] = &[
     "listenPort",
+    "routeMode",
     "metricsExporterType",
     "metricsPromExporterHost",
     "metricsPromExporterPort",
@@ -194,6 +195,21 @@ pub enum MetricsExporter {
     Prom,
 }
 
+/// How clients reach a shard (DESIGN.md §2, ARCHITECTURE.md "Route modes").
+///
+/// `Host`: one broker identity per process; every shard accepts on `listen_port`
+/// (SO_REUSEPORT) and forwards a request for another shard's queue over the mesh.
+/// `Shard`: shard i registers with the NameServers as a broker of its own, named
+/// `routing::shard_broker_name(broker_name, i)` and listening on `listen_port + i`,
+/// holding only the queues it owns; clients reach the owning core directly.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteMode {
+    #[default]
+    Host,
+    Shard,
+}
+
 /// RocketMQ 5's default Prometheus exporter port (`metricsPromExporterPort`).
 pub const METRICS_PROM_PORT_DEFAULT: u16 = 5557;
 
@@ -256,6 +272,8 @@ pub struct BrokerConfig {
     pub store_root: PathBuf,
     /// Shards (pinned executors); 0 means one per available CPU.
     pub shard_count: usize,
+    /// Host or shard route mode (`RouteMode`; broker.conf `routeMode = host|shard`).
+    pub route_mode: RouteMode,
     /// Pins shard i to CPU `cpu_list[i]`.
     pub cpu_list: Option<Vec<usize>>,
     pub auto_create_topic: bool,
@@ -338,6 +356,7 @@ impl Default for BrokerConfig {
             role: BrokerRole::AsyncMaster,
             store_root: expand_home("~/ringmq/store"),
             shard_count: 0,
+            route_mode: RouteMode::default(),
             cpu_list: None,
             auto_create_topic: false,
             default_topic_queue_nums: 8,
@@ -530,6 +549,10 @@ pub struct BrokerArgs {
     /// Shards (pinned cores); 0 = one per available CPU.
     #[arg(long, value_name = "N")]
     pub shards: Option<usize>,
+    /// `host` (one address, requests forwarded between cores) or `shard` (each shard a
+    /// broker of its own on listen_port + i).
+    #[arg(long, value_enum)]
+    pub route_mode: Option<RouteMode>,
     #[arg(long)]
     pub broker_name: Option<String>,
     #[arg(long)]
@@ -577,6 +600,13 @@ fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) -> Result<C
     let store = &mut config.store;
     match key {
         "listenPort" => config.listen_port = parse_number(value)?,
+        "routeMode" => {
+            config.route_mode = match value {
+                "host" | "HOST" => RouteMode::Host,
+                "shard" | "SHARD" => RouteMode::Shard,
+                _ => return Err("expected host or shard".into()),
+            }
+        }
         "namesrvAddr" => config.namesrv_addrs = split_addrs(value),
         "brokerClusterName" => config.cluster_name = value.to_string(),
         "brokerName" => config.broker_name = value.to_string(),
@@ -748,6 +778,7 @@ impl BrokerConfig {
             ("transactionCheckMax", self.transaction_check_max.to_string()),
             ("rejectTransactionMessage", self.reject_transaction_message.to_string()),
             ("haListenPort", self.ha_listen_port.to_string()),
+            ("routeMode", if self.route_mode == RouteMode::Shard { "shard" } else { "host" }.to_string()),
             ("syncFlushTimeout", self.sync_flush_timeout_ms.to_string()),
             ("slaveReadEnable", self.slave_read_enable.to_string()),
             ("brokerPermission", self.broker_permission.to_string()),
@@ -808,6 +839,7 @@ impl BrokerConfig {
             namesrv_addr,
             store_root,
             shards,
+            route_mode,
             broker_name,
             cluster_name,
             broker_id,
@@ -828,6 +860,9 @@ impl BrokerConfig {
         }
         if let Some(count) = shards {
             config.shard_count = count;
+        }
+        if let Some(mode) = route_mode {
+            config.route_mode = mode;
         }
         if let Some(name) = broker_name {
             config.broker_name = name;
@@ -883,12 +918,25 @@ impl BrokerConfig {
     }
 
     /// The address the broker listens on: every interface, as RocketMQ's broker does.
-    /// The first replication port (shard i listens on it + i).
+    /// The first replication port (shard i listens on it + i). Unset, it is RocketMQ's
+    /// `listen_port + 1`; in shard mode the client ports `listen_port + i` come first,
+    /// so it is `listen_port + shard_count`.
     pub fn ha_port_base(&self) -> u16 {
         if self.ha_listen_port != 0 {
             self.ha_listen_port
+        } else if self.route_mode == RouteMode::Shard {
+            self.listen_port.saturating_add(self.effective_shard_count().min(u16::MAX as usize) as u16)
         } else {
             self.listen_port.saturating_add(1)
+        }
+    }
+
+    /// The port shard `shard` accepts clients on: `listen_port` for every shard in host
+    /// mode, `listen_port + shard` in shard mode.
+    pub fn shard_listen_port(&self, shard: usize) -> u16 {
+        match self.route_mode {
+            RouteMode::Host => self.listen_port,
+            RouteMode::Shard => self.listen_port.saturating_add(shard.min(u16::MAX as usize) as u16),
         }
     }
 
@@ -898,6 +946,12 @@ impl BrokerConfig {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         let fail = |message: String| Err(ConfigError::Invalid(message));
+        if self.route_mode == RouteMode::Shard && self.listen_port != 0 {
+            let last = self.listen_port as usize + self.effective_shard_count() - 1;
+            if last > u16::MAX as usize {
+                return fail(format!("route_mode shard: shard ports listen_port + i run to {last}, past 65535 (lower listen_port)"));
+            }
+        }
         if let Some(ip) = &self.broker_ip {
             if ip.parse::<Ipv4Addr>().is_err() {
                 return fail(format!("broker_ip {ip:?} is not an IPv4 address (offsetMsgIds carry 4 bytes)"));
@@ -1493,6 +1547,8 @@ mod tests {
         let cases: Vec<(BrokerConfig, Option<&str>)> = vec![
             (BrokerConfig::default(), None),
             (with(|c| c.listen_port = 0), None), // a free port, picked at start
+            (with(|c| (c.route_mode, c.shard_count, c.listen_port) = (RouteMode::Shard, 4, 65532)), None),
+            (with(|c| (c.route_mode, c.shard_count, c.listen_port) = (RouteMode::Shard, 4, 65533)), Some("past 65535")),
             (with(|c| c.broker_ip = Some("::1".into())), Some("IPv4")),
             (with(|c| c.broker_ip = Some("10.1.2.3".into())), None),
             (with(|c| c.namesrv_addrs = vec!["host".into()]), Some("host:port")),

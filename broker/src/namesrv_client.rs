@@ -1,6 +1,8 @@
 //! Registration with every configured NameServer (DESIGN.md §5): REGISTER_BROKER with
 //! the topic config every `register_interval_ms`, UNREGISTER_BROKER on a clean stop.
-//! Runs on the metadata owner shard, which holds the authoritative topic table.
+//! Host route mode: runs on the metadata owner shard, which holds the authoritative
+//! topic table. Shard route mode: runs on every shard, each registering itself as
+//! `<brokerName>-s<i>` at its own port with its own queues (`Shard::topic_config_wrapper`).
 //!
 //! Invariant: a NameServer that is down or slow costs at most `NAMESRV_CALL_TIMEOUT_MS`
 //! per round and never blocks request handling (its own task).
@@ -49,7 +51,7 @@ pub fn register_request<R: Runtime>(shard: &Shard<R>) -> RemotingCommand {
     let crc = (crc32fast::hash(&body) & 0x7FFF_FFFF) as i32;
     let c = shard.config();
     let header = RegisterBrokerRequestHeader {
-        broker_name: c.broker_name.clone(),
+        broker_name: shard.client_broker_name(),
         broker_addr: broker_addr(shard),
         cluster_name: c.cluster_name.clone(),
         ha_server_addr: format!("{}:{}", shard.store_host().ip(), c.ha_port_base()),
@@ -117,7 +119,7 @@ pub async fn register_all<R: Runtime>(shard: &Rc<Shard<R>>, log_success: bool) {
 pub async fn unregister_all<R: Runtime>(shard: &Rc<Shard<R>>) {
     for addr in shard.config().namesrv_addrs.clone() {
         let cmd = RemotingCommand::request(rq::UNREGISTER_BROKER)
-            .with_ext("brokerName", shard.config().broker_name.clone())
+            .with_ext("brokerName", shard.client_broker_name())
             .with_ext("brokerAddr", broker_addr(shard))
             .with_ext("clusterName", shard.config().cluster_name.clone())
             .with_ext("brokerId", shard.config().broker_id.to_string());

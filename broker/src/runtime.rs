@@ -47,7 +47,11 @@ pub enum StartError {
 }
 
 pub struct BrokerHandle {
+    /// Shard 0's address: the broker's in host mode.
     pub addr: SocketAddr,
+    /// Each shard's address (all equal to `addr` in host mode; `listen_port + i` in
+    /// shard route mode).
+    pub shard_addrs: Vec<SocketAddr>,
     pub shard_count: usize,
     stop: Arc<AtomicBool>,
     threads: Vec<glommio::ExecutorJoinHandle<()>>,
@@ -106,7 +110,9 @@ pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
     // another broker could pick the same port and share it through SO_REUSEPORT.
     let mut reservations = Vec::new();
     if picked_port {
-        let run = crate::net::ports::reserve_run(1).map_err(StartError::Port)?;
+        // Shard route mode: one port per shard, `listen_port + i`.
+        let ports = if config.route_mode == crate::config::RouteMode::Shard { shard_count } else { 1 };
+        let run = crate::net::ports::reserve_run(ports).map_err(StartError::Port)?;
         config.listen_port = run.first;
         reservations.push(run);
     }
@@ -152,8 +158,9 @@ pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
         if config.spin_before_park_us > 0 {
             builder = builder.spin_before_park(Duration::from_micros(config.spin_before_park_us));
         }
+        let shard_addr = SocketAddr::new(ip, config.shard_listen_port(shard));
         let handle = builder
-            .spawn(move || async move { run_shard(shard, shard_count, config, mesh, stop, addr, ready, registered, published).await })
+            .spawn(move || async move { run_shard(shard, shard_count, config, mesh, stop, shard_addr, ready, registered, published).await })
             .map_err(|e| StartError::Thread { shard, reason: e.to_string() })?;
         threads.push(handle);
     }
@@ -169,11 +176,18 @@ pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
     // The first registration round is bounded by one call timeout per NameServer; a
     // NameServer that is down delays the start by that much and is retried later.
     let round_bound_ms = crate::namesrv_client::NAMESRV_CALL_TIMEOUT_MS * (config.namesrv_addrs.len() as u64 + 1);
-    if registered_rx.recv_timeout(Duration::from_millis(round_bound_ms)).is_err() {
-        tracing::warn!(bound_ms = round_bound_ms, "first NameServer registration round did not end in time: serving anyway");
+    // Host mode registers from the metadata owner; shard mode from every shard.
+    let registering = if config.route_mode == crate::config::RouteMode::Shard { shard_count } else { 1 };
+    let round_deadline = std::time::Instant::now() + Duration::from_millis(round_bound_ms);
+    for _ in 0..registering {
+        if registered_rx.recv_timeout(round_deadline.saturating_duration_since(std::time::Instant::now())).is_err() {
+            tracing::warn!(bound_ms = round_bound_ms, "first NameServer registration round did not end in time: serving anyway");
+            break;
+        }
     }
-    tracing::info!(%addr, shards = shard_count, store = %config.store_root.display(), flush = ?config.store.flush_mode, role = ?config.role, ha_port = config.ha_port_base(), "broker started");
-    Ok(BrokerHandle { addr, shard_count, stop, threads, _lock: lock })
+    tracing::info!(%addr, shards = shard_count, route_mode = ?config.route_mode, store = %config.store_root.display(), flush = ?config.store.flush_mode, role = ?config.role, ha_port = config.ha_port_base(), "broker started");
+    let shard_addrs = (0..shard_count).map(|i| SocketAddr::new(ip, config.shard_listen_port(i))).collect();
+    Ok(BrokerHandle { addr, shard_addrs, shard_count, stop, threads, _lock: lock })
 }
 
 #[allow(clippy::too_many_arguments)] // one call site (start), each argument a distinct piece of the shard's wiring
@@ -218,11 +232,14 @@ async fn run_shard(
         })
         .detach();
     }
-    let listener = match glommio::net::TcpListener::bind(SocketAddr::new(config.listen_ip(), config.listen_port)) {
+    let port = config.shard_listen_port(id);
+    let listener = match glommio::net::TcpListener::bind(SocketAddr::new(config.listen_ip(), port)) {
         Ok(l) => l,
-        Err(e) => fatal(&format!("shard {id}: cannot listen on port {}: {e}", config.listen_port)),
+        Err(e) => fatal(&format!("shard {id}: cannot listen on port {port}: {e}")),
     };
-    if id == crate::routing::META_OWNER_SHARD {
+    // Shard route mode: every shard is a broker of its own and registers itself.
+    let registers = id == crate::routing::META_OWNER_SHARD || config.route_mode == crate::config::RouteMode::Shard;
+    if registers {
         // After the bind: the NameServer hands out this address only once it accepts.
         crate::namesrv_client::spawn_registration(shard.clone(), stop.clone(), registered);
     }
@@ -260,7 +277,7 @@ async fn run_shard(
     }
     // Clean stop: no new connections; persist offsets; flush and checkpoint the store.
     drop(listener);
-    if id == crate::routing::META_OWNER_SHARD {
+    if registers {
         crate::namesrv_client::unregister_all(&shard).await;
     }
     if let Err(e) = shard.close().await {

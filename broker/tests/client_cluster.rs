@@ -97,6 +97,24 @@ impl Cluster {
         Self { namesrvs, brokers, root }
     }
 
+    /// One broker `name` with `shards` shards in shard route mode: its shard-brokers
+    /// `<name>-s<i>` are what the NameServers list.
+    fn start_shard_mode(namesrv_count: usize, name: &str, shards: usize) -> Self {
+        init_logging();
+        let namesrvs: Vec<_> = (0..namesrv_count).map(|_| Some(start_namesrv())).collect();
+        let addrs: Vec<String> = namesrvs.iter().map(|n| n.as_ref().expect("namesrv").local_addr().to_string()).collect();
+        let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+        let mut config = broker_config(name, &addrs, &root.path().join(name));
+        config.shard_count = shards;
+        config.route_mode = ringmq_broker::config::RouteMode::Shard;
+        let broker = runtime::start(config).expect("broker starts");
+        let names: Vec<String> = (0..shards).map(|i| ringmq_broker::routing::shard_broker_name(name, i)).collect();
+        for ns in &addrs {
+            wait_registered(ns, &names.iter().map(String::as_str).collect::<Vec<_>>());
+        }
+        Self { namesrvs, brokers: vec![broker], root }
+    }
+
     fn namesrv_addrs(&self) -> Vec<String> {
         self.namesrvs.iter().flatten().map(|n| n.local_addr().to_string()).collect()
     }
@@ -152,6 +170,56 @@ async fn create_topic(config: &ClientConfig, topic: &str, queues_per_broker: i32
     masters
 }
 
+/// Queries as mqadmin makes them: by id at the store host the offsetMsgId names (in
+/// shard route mode, the shard's own port), and by key at every broker of the cluster
+/// (each message found exactly once over all of them).
+async fn query_by_id_and_key(client: &ClientConfig, sent: &[(String, String)]) {
+    use ringmq_client::net::Connection;
+    use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
+    use ringmq_client::remoting::command::RemotingCommand;
+    use ringmq_client::remoting::frame::SerializeType;
+    let call = |addr: String, cmd: RemotingCommand| async move {
+        let conn = Connection::connect(&addr, WAIT, SerializeType::Json, None).await.expect("connect");
+        let r = conn.request(cmd, WAIT).await.expect("answer");
+        conn.close();
+        r
+    };
+    for (msg_id, offset_id) in sent.iter().take(6) {
+        let (host, offset) = ringmq_client::msgid::decode_offset_msg_id(offset_id).expect("offsetMsgId decodes");
+        let r = call(host.to_string(), RemotingCommand::request(rq::VIEW_MESSAGE_BY_ID).with_ext("offset", offset.to_string())).await;
+        assert_eq!(r.code, rs::SUCCESS, "view {offset_id} at {host}: {:?}", r.remark);
+        let found = ringmq_client::message::decode_messages(&r.body, "").expect("record decodes");
+        assert_eq!(found.len(), 1);
+        assert_eq!(&found[0].msg_id, msg_id, "the message {offset_id} names");
+    }
+    let instance = ClientInstance::start(client.clone()).expect("admin instance");
+    let info = admin::cluster_info(&instance).await.expect("cluster info");
+    instance.shutdown().await;
+    let masters: Vec<String> = info.broker_addr_table.values().filter_map(|b| b.broker_addrs.get(&0).cloned()).collect();
+    for (key, want) in [("key-3", 1usize), ("all", sent.len())] {
+        let mut ids = Vec::new();
+        for addr in &masters {
+            let r = call(
+                addr.clone(),
+                RemotingCommand::request(rq::QUERY_MESSAGE)
+                    .with_ext("topic", "KINDS")
+                    .with_ext("key", key)
+                    .with_ext("maxNum", "64")
+                    .with_ext("beginTimestamp", "0")
+                    .with_ext("endTimestamp", i64::MAX.to_string()),
+            )
+            .await;
+            if r.code == rs::SUCCESS {
+                ids.extend(ringmq_client::message::decode_messages(&r.body, "").expect("records").into_iter().map(|m| m.msg_id));
+            }
+        }
+        ids.sort();
+        let unique = ids.len();
+        ids.dedup();
+        assert_eq!((unique, ids.len()), (want, want), "key {key}: each message once over {masters:?}");
+    }
+}
+
 fn push_config(client: &ClientConfig, group: &str) -> PushConsumerConfig {
     let mut c = PushConsumerConfig::new(client.clone(), group);
     c.consume_from = ConsumeFrom::FirstOffset;
@@ -172,7 +240,19 @@ fn text(m: &MessageExt) -> String {
 #[test]
 fn every_send_kind_reads_back_intact() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let cluster = Cluster::start(1, &["broker-a", "broker-b"]);
+    every_send_kind(Cluster::start(1, &["broker-a", "broker-b"]));
+}
+
+/// The same with one 2-shard broker in shard route mode: two shard-brokers
+/// (`broker-a-s0`, `broker-a-s1`), each reached directly; nothing is forwarded.
+#[test]
+fn shard_mode_every_send_kind_reads_back_intact() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = Cluster::start_shard_mode(1, "broker-a", 2);
+    every_send_kind(cluster);
+}
+
+fn every_send_kind(cluster: Cluster) {
     let client = cluster.client_config();
     on_executor(move || async move {
         let masters = create_topic(&client, "KINDS", 4).await;
@@ -180,6 +260,7 @@ fn every_send_kind_reads_back_intact() {
         let producer = Producer::start(ProducerConfig::new(client.clone(), "pg-kinds")).await.expect("producer");
         let mut expected: BTreeMap<String, (String, Option<String>, Vec<String>)> = BTreeMap::new();
         let mut brokers_used = BTreeSet::new();
+        let mut offset_ids: Vec<(String, String)> = Vec::new();
         // Sync sends with tags, keys and a user property.
         for i in 0..20 {
             let msg = Message::new("KINDS", format!("sync-{i}"))
@@ -192,6 +273,7 @@ fn every_send_kind_reads_back_intact() {
             let (ip, _) = ringmq_client::msgid::decode_v4(&r.msg_id, ringmq_client::msgid::now_ms()).expect("id decodes");
             assert_eq!(ip.to_string(), "127.0.0.1");
             brokers_used.insert(r.queue.broker_name.clone());
+            offset_ids.push((r.msg_id.clone(), r.offset_msg_id.clone()));
             expected.insert(format!("sync-{i}"), (r.msg_id, Some(if i % 2 == 0 { "TagA" } else { "TagB" }.into()), vec![format!("key-{i}"), "all".into()]));
         }
         assert_eq!(brokers_used.len(), 2, "round-robin reaches both brokers");
@@ -283,6 +365,7 @@ fn every_send_kind_reads_back_intact() {
             replay.extend(again.poll(Duration::from_secs(2)).await.expect("poll").into_iter().map(|m| text(&m)).filter(|b| b.starts_with("ordered")));
         }
         assert_eq!(replay, (0..10).map(|i| format!("ordered-{i}")).collect::<Vec<_>>());
+        query_by_id_and_key(&client, &offset_ids).await;
         producer.shutdown().await;
         consumer.shutdown().await;
         again.shutdown().await;
@@ -292,7 +375,17 @@ fn every_send_kind_reads_back_intact() {
 #[test]
 fn ordered_messages_keep_their_order_while_a_consumer_joins() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let cluster = Cluster::start(1, &["broker-a", "broker-b"]);
+    ordered_while_a_consumer_joins(Cluster::start(1, &["broker-a", "broker-b"]));
+}
+
+/// The same in shard route mode (queue locks taken through each shard-broker).
+#[test]
+fn shard_mode_ordered_messages_keep_their_order_while_a_consumer_joins() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    ordered_while_a_consumer_joins(Cluster::start_shard_mode(1, "broker-a", 2));
+}
+
+fn ordered_while_a_consumer_joins(cluster: Cluster) {
     let client = cluster.client_config();
     on_executor(move || async move {
         create_topic(&client, "ORDERED", 4).await;

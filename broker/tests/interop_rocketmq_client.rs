@@ -21,7 +21,7 @@ mod common_interop;
 
 use common_interop::{
     bounded, broker_config, client_runtime, init_logging, label_of, property, push_consumer, raw_call, serialize_code,
-    start_lite_pull_from_start, start_namesrv, start_producer, start_pull_consumer, test_both_encodings, BrokerPath, Cluster, BROKER_NAME,
+    start_lite_pull_from_start, start_namesrv, start_producer, start_pull_consumer, test_both_encodings, BrokerPath, Cluster,
     QUEUES,
 };
 use ringmq_broker::runtime;
@@ -33,6 +33,7 @@ use rocketmq_model::common::message::message_queue::MessageQueue;
 use rocketmq_model::common::message::message_single::Message;
 use rocketmq_model::common::message::MessageTrait;
 use rocketmq_protocol::protocol::SerializeType;
+use ringmq_broker::config::RouteMode;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -46,9 +47,9 @@ const WAIT: Duration = Duration::from_secs(20);
 
 impl Cluster {
     /// The offset the broker holds for (group, topic, queue), read with a raw request.
-    fn broker_offset(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
+    fn broker_offset(&self, group: &str, topic: &str, broker: &str, queue_id: i32) -> Option<i64> {
         let r = raw_call(
-            self.broker_addr(),
+            self.addr_of(broker),
             RemotingCommand::request(rq::QUERY_CONSUMER_OFFSET)
                 .with_ext("consumerGroup", group)
                 .with_ext("topic", topic)
@@ -113,15 +114,22 @@ fn check_message(msg: &MessageExt, topic: &str, sent: &HashMap<String, Expected>
 /// Producer (sync, async, oneway, batch) then lite-pull (assign mode) read-back with
 /// offsets committed and queried, then a classic pull with a broker-side tag filter.
 async fn produce_and_pull(serialize_type: SerializeType) {
+    produce_and_pull_in(serialize_type, RouteMode::Host).await;
+}
+
+/// Every send kind, lite and classic pull, offsets — through a 2-shard broker in
+/// `route_mode` (shard mode: two shard-brokers, each queue reached on its own shard).
+async fn produce_and_pull_in(serialize_type: SerializeType, route_mode: RouteMode) {
     let label = label_of(serialize_type);
-    let cluster = Cluster::start(BrokerPath::Direct, |_| {});
+    let cluster = Cluster::start(BrokerPath::Direct, |c| c.route_mode = route_mode);
+    let brokers = cluster.broker_names();
     let topic = format!("InteropPull{label}");
     cluster.create_routed_topic(&topic, QUEUES);
 
     let mut producer = start_producer(&cluster, serialize_type, "producer", format!("PG-{label}"), &topic).await;
 
     let mut sent: HashMap<String, Expected> = HashMap::new();
-    let mut next_offset: HashMap<i32, u64> = HashMap::new();
+    let mut next_offset: HashMap<(String, i32), u64> = HashMap::new();
     let mut i = 0usize;
 
     // Sync sends: status, ids and per-queue offsets.
@@ -138,8 +146,8 @@ async fn produce_and_pull(serialize_type: SerializeType) {
         assert!(offset_id.len() == 32 && offset_id.starts_with("7F000001"), "offsetMsgId {offset_id}");
         let mq = r.message_queue.clone().expect("message queue");
         assert_eq!(mq.topic().as_str(), topic);
-        assert_eq!(mq.broker_name().as_str(), BROKER_NAME);
-        let next = next_offset.entry(mq.queue_id()).or_default();
+        assert!(brokers.contains(&mq.broker_name().to_string()), "broker {} of {brokers:?}", mq.broker_name());
+        let next = next_offset.entry((mq.broker_name().to_string(), mq.queue_id())).or_default();
         assert_eq!(r.queue_offset, *next, "queue offset on queue {}", mq.queue_id());
         *next += 1;
         sent.insert(body, want);
@@ -204,8 +212,8 @@ async fn produce_and_pull(serialize_type: SerializeType) {
     // Lite pull, assign mode: every message back, intact.
     let group = format!("CG-{label}");
     let (consumer, queues) = start_lite_pull_from_start(cluster.namesrv_addr(), serialize_type, "lite-pull", &group, &topic).await;
-    assert_eq!(queues.len(), QUEUES as usize);
-    let mut got: HashMap<String, (i32, i64)> = HashMap::new();
+    assert_eq!(queues.len(), QUEUES as usize * brokers.len());
+    let mut got: HashMap<String, ((String, i32), i64)> = HashMap::new();
     let deadline = Instant::now() + WAIT;
     while got.len() < sent.len() {
         assert!(Instant::now() < deadline, "read back {} of {} messages: missing {:?}", got.len(), sent.len(), {
@@ -215,26 +223,26 @@ async fn produce_and_pull(serialize_type: SerializeType) {
         });
         for msg in consumer.poll_with_timeout(500).await {
             let body = check_message(&msg, &topic, &sent);
-            assert!(got.insert(body.clone(), (msg.queue_id(), msg.queue_offset())).is_none(), "{body} delivered twice");
+            assert!(got.insert(body.clone(), ((msg.broker_name().to_string(), msg.queue_id()), msg.queue_offset())).is_none(), "{body} delivered twice");
         }
     }
     // Per queue, offsets 0..n with no gap.
-    let mut per_queue: HashMap<i32, Vec<i64>> = HashMap::new();
+    let mut per_queue: HashMap<(String, i32), Vec<i64>> = HashMap::new();
     for (q, offset) in got.values() {
-        per_queue.entry(*q).or_default().push(*offset);
+        per_queue.entry(q.clone()).or_default().push(*offset);
     }
     for (q, offsets) in &mut per_queue {
         offsets.sort_unstable();
-        assert_eq!(*offsets, (0..offsets.len() as i64).collect::<Vec<_>>(), "offsets of queue {q}");
+        assert_eq!(*offsets, (0..offsets.len() as i64).collect::<Vec<_>>(), "offsets of queue {q:?}");
     }
 
     // Commit the next offset of every queue; the broker holds it, the client reads it back.
     let commit: HashMap<MessageQueue, i64> =
-        queues.iter().map(|q| (q.clone(), per_queue.get(&q.queue_id()).map_or(0, |o| o.len() as i64))).collect();
+        queues.iter().map(|q| (q.clone(), per_queue.get(&(q.broker_name().to_string(), q.queue_id())).map_or(0, |o| o.len() as i64))).collect();
     consumer.commit_sync_with_map(commit.clone(), true).await;
     for (q, offset) in &commit {
         let deadline = Instant::now() + WAIT;
-        while cluster.broker_offset(&group, &topic, q.queue_id()) != Some(*offset) {
+        while cluster.broker_offset(&group, &topic, q.broker_name(), q.queue_id()) != Some(*offset) {
             assert!(Instant::now() < deadline, "broker offset of queue {} not {offset}", q.queue_id());
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -266,8 +274,13 @@ async fn produce_and_pull(serialize_type: SerializeType) {
 
 /// A clustering push consumer subscribed to `TagA || TagB` gets exactly those.
 async fn push_with_tag_subscription(serialize_type: SerializeType) {
+    push_with_tag_subscription_in(serialize_type, RouteMode::Host).await;
+}
+
+async fn push_with_tag_subscription_in(serialize_type: SerializeType, route_mode: RouteMode) {
     let label = label_of(serialize_type);
-    let cluster = Cluster::start(BrokerPath::Direct, |_| {});
+    let cluster = Cluster::start(BrokerPath::Direct, |c| c.route_mode = route_mode);
+    let brokers = cluster.broker_names();
     let topic = format!("InteropPush{label}");
     cluster.create_routed_topic(&topic, QUEUES);
     let group = format!("PushCG-{label}");
@@ -317,7 +330,8 @@ async fn push_with_tag_subscription(serialize_type: SerializeType) {
     // at a queue's end is passed once an empty pull answers with the next offset.
     let deadline = Instant::now() + WAIT;
     loop {
-        let total: i64 = (0..QUEUES).map(|q| cluster.broker_offset(&group, &topic, q).unwrap_or(0)).sum();
+        let total: i64 =
+            brokers.iter().flat_map(|b| (0..QUEUES).map(move |q| (b, q))).map(|(b, q)| cluster.broker_offset(&group, &topic, b, q).unwrap_or(0)).sum();
         if total == 12 {
             break;
         }
@@ -330,6 +344,18 @@ async fn push_with_tag_subscription(serialize_type: SerializeType) {
 }
 
 test_both_encodings!(json_headers_produce_and_pull, binary_headers_produce_and_pull, produce_and_pull);
+// Shard route mode: the unmodified client against a 2-shard broker registered as two
+// shard-brokers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_mode_binary_headers_produce_and_pull() {
+    produce_and_pull_in(SerializeType::ROCKETMQ, RouteMode::Shard).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_mode_json_headers_push_consumer_tag_subscription() {
+    push_with_tag_subscription_in(SerializeType::JSON, RouteMode::Shard).await;
+}
+
 test_both_encodings!(
     json_headers_push_consumer_tag_subscription,
     binary_headers_push_consumer_tag_subscription,

@@ -255,7 +255,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         // answering, so a client that created the topic can route to it at once rather
         // than after the next periodic registration. Bounded per NameServer by
         // `NAMESRV_CALL_TIMEOUT_MS`; a failure is logged, the periodic round retries.
-        crate::namesrv_client::register_all(self, false).await;
+        self.register_now().await;
         cmd.create_response(rs::SUCCESS, None)
     }
 
@@ -467,9 +467,15 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let table = self.topics.borrow();
         let mut topic_config_table = BTreeMap::new();
         for t in table.topics.values() {
+            // Shard route mode: this shard-broker's queues; a topic it has none of is
+            // not its to announce.
+            let (read, write) = (self.client_queue_count(&t.name, t.read_queue_nums), self.client_queue_count(&t.name, t.write_queue_nums));
+            if self.route_mode() == crate::config::RouteMode::Shard && read == 0 && write == 0 {
+                continue;
+            }
             let mut c = route::TopicConfig::new(&t.name);
-            c.read_queue_nums = t.read_queue_nums as i32;
-            c.write_queue_nums = t.write_queue_nums as i32;
+            c.read_queue_nums = read as i32;
+            c.write_queue_nums = write as i32;
             c.perm = t.perm as i32;
             c.order = t.order;
             c.topic_sys_flag = t.topic_sys_flag as i32;

@@ -17,7 +17,6 @@
 use super::{error_response, ConnCtx, Shard};
 use crate::routing::queue_owner;
 use ringmq_client::remoting::admin::{ConsumeStats, GroupList, OffsetWrapper, TopicOffset, TopicStatsTable};
-use ringmq_client::remoting::bodies::MessageQueue;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::heartbeat::{tags, MessageModel};
@@ -136,7 +135,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let all = others.iter().filter_map(|v| v.as_array()).flatten().chain(rows.iter());
         for row in all {
             let n = |i: usize| row[i].as_i64().unwrap_or(0);
-            let mq = MessageQueue { broker_name: self.config().broker_name.clone(), queue_id: n(0) as i32, topic: topic.to_string() };
+            let mq = self.client_queue(topic, n(0) as i32);
             table.offset_table.insert(mq, TopicOffset { min_offset: n(1), max_offset: n(2), last_update_timestamp: n(3) });
         }
         json_response(cmd, table.encode())
@@ -206,7 +205,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let mut stats = ConsumeStats::default();
         for row in rows {
             let n = |i: usize| row[i].as_i64().unwrap_or(0);
-            let mq = MessageQueue { broker_name: self.config().broker_name.clone(), queue_id: n(1) as i32, topic: row[0].as_str().unwrap_or_default().to_string() };
+            let mq = self.client_queue(row[0].as_str().unwrap_or_default(), n(1) as i32);
             let w = OffsetWrapper { broker_offset: n(2), consumer_offset: n(3), last_timestamp: n(4), pull_offset: n(3) };
             stats.offset_table.insert(mq, w);
         }
@@ -307,6 +306,10 @@ impl<R: crate::rt::Runtime> Shard<R> {
             tracing::debug!(topic, client = ?ctx.remote, "GET_TOPIC_CONFIG: no such topic");
             return error_response(cmd, rs::TOPIC_NOT_EXIST, format!("No topic in this broker. topic: {topic}"));
         };
+        // Shard route mode: this shard-broker's queues of the topic.
+        let mut config = config;
+        config.read_queue_nums = self.client_queue_count(topic, config.read_queue_nums);
+        config.write_queue_nums = self.client_queue_count(topic, config.write_queue_nums);
         json_response(cmd, topic_config_json(&config))
     }
 
@@ -422,7 +425,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 return error_response(cmd, code, e);
             }
             let shard = self.clone();
-            self.rt.spawn(async move { crate::namesrv_client::register_all(&shard, false).await });
+            self.rt.spawn(async move { shard.register_now().await });
         }
         cmd.create_response(rs::SUCCESS, None)
     }

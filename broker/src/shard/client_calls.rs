@@ -23,7 +23,6 @@ use super::{error_response, ConnCtx, Shard};
 use crate::routing::queue_owner;
 use crate::rt::chan;
 use ringmq_client::remoting::admin::ResetOffsetBody;
-use ringmq_client::remoting::bodies::MessageQueue;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
 use std::collections::HashMap;
@@ -185,7 +184,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         }
         let mut request = RemotingCommand::request(rq::CONSUME_MESSAGE_DIRECTLY);
         request.ext_fields = cmd.ext_fields.clone();
-        request.ext_fields.insert("brokerName".into(), self.config().broker_name.clone());
+        request.ext_fields.insert("brokerName".into(), self.client_broker_name());
         if let Some(t) = cmd.ext("topic").and_then(|t| self.topic(t)) {
             request.ext_fields.insert("topicSysFlag".into(), t.topic_sys_flag.to_string());
         }
@@ -244,7 +243,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             if row[2].as_bool() == Some(false) {
                 return error_response(cmd, rs::SYSTEM_ERROR, format!("THe consumer group <{group}> not exist"));
             }
-            body.offset_table.insert(MessageQueue { broker_name: self.config().broker_name.clone(), queue_id: queue_id as i32, topic: topic.to_string() }, offset);
+            body.offset_table.insert(self.client_queue(topic, queue_id as i32), offset);
         }
         let clients: Vec<(String, crate::shard::consumers::ClientInfo)> = {
             let consumers = self.consumers.borrow();

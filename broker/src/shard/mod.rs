@@ -19,6 +19,7 @@ pub mod longpoll;
 pub mod mesh;
 mod admin;
 mod admin_tools;
+mod edge;
 pub mod client_calls;
 mod broker_stats;
 mod pull;
@@ -516,13 +517,20 @@ impl<R: Runtime> Shard<R> {
         let oneway = cmd.is_oneway();
         let code = cmd.code;
         let started_us = self.rt.monotonic_us();
-        let response = match self.route(&cmd) {
+        // Shard route mode: the request in host terms from here on (`edge.rs`).
+        let reply = match self.edge_in(&mut cmd) {
+            Ok(reply) => reply,
+            Err(refusal) => return (!oneway).then_some(refusal),
+        };
+        let send_topic = if reply == edge::EdgeReply::SendQueue { self.edge_topic(&cmd) } else { None };
+        let mut response = match self.route(&cmd) {
             Some(owner) if owner != self.id => {
                 self.counters.forwarded_out.set(self.counters.forwarded_out.get() + 1);
                 self.mesh.call(owner, cmd).await
             }
             _ => self.handle_here(cmd, ctx).await,
         };
+        self.edge_out(reply, send_topic.as_deref(), &mut response);
         self.metrics.borrow_mut().on_request(code, self.rt.monotonic_us().saturating_sub(started_us));
         if response.code != rs::SUCCESS {
             tracing::debug!(request = code, response = response.code, remark = ?response.remark, "request not successful");
@@ -622,6 +630,12 @@ impl<R: Runtime> Shard<R> {
             rq::GET_CONSUMER_RUNNING_INFO | rq::CONSUME_MESSAGE_DIRECTLY => self.handle_call_consumer(&cmd, ctx).await,
             rq::INVOKE_BROKER_TO_RESET_OFFSET => self.handle_reset_offset(&cmd, ctx).await,
             rq::VIEW_BROKER_STATS_DATA => self.handle_view_stats(&cmd).await,
+            // From another shard only (a client's request never arrives as FORWARDED
+            // with a code `route` does not forward).
+            edge::REGISTER_NOW_INTERNAL if ctx.conn_id == ConnCtx::FORWARDED.conn_id && ctx.remote.is_none() => {
+                crate::namesrv_client::register_all(self, false).await;
+                cmd.create_response(rs::SUCCESS, None)
+            }
             code => error_response(&cmd, rs::REQUEST_CODE_NOT_SUPPORTED, format!("request code {code} not supported")),
         }
     }

@@ -44,7 +44,8 @@ impl<R: crate::rt::Runtime> Shard<R> {
         if !self.config().auto_create_topic {
             return Err((rs::TOPIC_NOT_EXIST, format!("topic[{name}] not exist, apply first please!")));
         }
-        self.ensure_topic(name, self.config().default_topic_queue_nums).await?;
+        // Shard route mode: the default count on every shard-broker.
+        self.ensure_topic(name, self.host_queue_count_for_client(self.config().default_topic_queue_nums)).await?;
         self.topic(name).ok_or((rs::SYSTEM_ERROR, format!("topic {name} created but not visible")))
     }
 

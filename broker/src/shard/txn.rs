@@ -509,7 +509,7 @@ impl<R: Runtime> Shard<R> {
             msg_id: uniq.clone(),
             transaction_id: uniq,
             offset_msg_id: Some(super::send::offset_msg_id(&self.store_host, view.physical_offset() as u64)),
-            broker_name: Some(self.config().broker_name.clone()),
+            broker_name: Some(self.client_broker_name()),
         };
         Some(RemotingCommand::request(rq::CHECK_TRANSACTION_STATE).with_header(&header).with_body(message.encode()).oneway())
     }

@@ -382,6 +382,26 @@ impl Cluster {
         SocketAddr::from(([127, 0, 0, 1], self.broker.as_ref().expect("broker").addr.port()))
     }
 
+    /// The broker names clients see: `broker-a`, or in shard route mode one per shard
+    /// (`broker-a-s<i>`).
+    #[allow(dead_code)] // not every test binary runs in shard mode
+    pub fn broker_names(&self) -> Vec<String> {
+        let broker = self.broker.as_ref().expect("broker");
+        if broker.shard_addrs.iter().all(|a| a.port() == broker.addr.port()) {
+            vec![BROKER_NAME.to_string()]
+        } else {
+            (0..broker.shard_count).map(|i| ringmq_broker::routing::shard_broker_name(BROKER_NAME, i)).collect()
+        }
+    }
+
+    /// The address clients reach broker `name` at (one of `broker_names`).
+    #[allow(dead_code)]
+    pub fn addr_of(&self, name: &str) -> SocketAddr {
+        let broker = self.broker.as_ref().expect("broker");
+        let i = self.broker_names().iter().position(|n| n == name).unwrap_or_else(|| panic!("no broker {name}"));
+        SocketAddr::from(([127, 0, 0, 1], broker.shard_addrs[i].port()))
+    }
+
     /// Every client ↔ broker frame (`BrokerPath::Proxied` only).
     pub fn broker_proxy(&self) -> &RecordingProxy {
         self.broker_proxy.as_ref().expect("a cluster started with BrokerPath::Proxied")
@@ -498,18 +518,23 @@ pub async fn start_producer(
         .send_msg_timeout(5_000)
         .build();
     bounded("producer start", producer.start()).await.expect("producer starts");
-    await_route(&mut producer, topic).await;
+    await_route_of(&mut producer, topic, QUEUES as usize * cluster.broker_names().len()).await;
     producer
 }
 
 /// Waits until the NameServer serves `topic`'s route with all its queues: the
 /// producer's first send then finds them.
 pub async fn await_route(producer: &mut DefaultMQProducer, topic: &str) -> Vec<MessageQueue> {
+    await_route_of(producer, topic, QUEUES as usize).await
+}
+
+/// Waits until the NameServer serves `topic`'s route with `queues_expected` queues.
+pub async fn await_route_of(producer: &mut DefaultMQProducer, topic: &str, queues_expected: usize) -> Vec<MessageQueue> {
     let deadline = Instant::now() + WAIT;
     loop {
         let last = producer.fetch_publish_message_queues(topic).await;
         if let Ok(queues) = &last {
-            if queues.len() == QUEUES as usize {
+            if queues.len() == queues_expected {
                 return queues.clone();
             }
         }

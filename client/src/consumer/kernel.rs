@@ -117,6 +117,11 @@ pub async fn pull(instance: &Rc<ClientInstance>, req: &PullRequest<'_>) -> Resul
     if status == PullStatus::Found {
         messages = decode_messages(&r.body, &req.queue.broker_name).map_err(|e| ClientError::Protocol(format!("pull body from {addr}: {e}")))?;
         messages.retain(|m| req.subscription.matches(m.tags()));
+        // The queue as this client knows it, as Java's `processPullResult` sets it: a
+        // broker in shard route mode stores records under its host queue id.
+        for m in &mut messages {
+            m.queue_id = req.queue.queue_id;
+        }
     }
     Ok(PullResult { status, next_begin_offset: h.next_begin_offset, min_offset: h.min_offset, max_offset: h.max_offset, messages })
 }
