@@ -22,6 +22,8 @@ pub struct EmbeddedCluster {
     broker: Option<BrokerHandle>,
     slave: Option<BrokerHandle>,
     namesrv: Option<namesrv::server::ServerHandle>,
+    /// `shard_threads_cpu_ms()` right after the broker started.
+    shard_cpu_ms_at_start: u64,
 }
 
 /// How long `start` waits for every shard of the slave to attach.
@@ -44,6 +46,8 @@ pub struct EmbeddedSpec {
     pub spin_before_park_us: u64,
     /// `[store] read_ahead_windows_max`.
     pub read_ahead_windows: usize,
+    /// Host or shard route mode.
+    pub route_mode: ringmq_broker::config::RouteMode,
 }
 
 impl EmbeddedSpec {
@@ -58,12 +62,16 @@ impl EmbeddedSpec {
             write_through: a.write_through,
             spin_before_park_us: a.spin_before_park_us,
             read_ahead_windows: a.read_ahead_windows,
+            route_mode: a.route_mode,
         }
     }
 
     /// What sets this broker apart from the defaults, for result labels ("" if nothing).
     pub fn label_suffix(&self) -> String {
         let mut s = String::new();
+        if self.route_mode == ringmq_broker::config::RouteMode::Shard {
+            s.push_str(", shard route mode");
+        }
         if self.write_through {
             s.push_str(", O_DSYNC");
         }
@@ -89,6 +97,7 @@ impl EmbeddedCluster {
         config.store_root = store_root.clone();
         config.listen_port = 0;
         config.shard_count = spec.shards;
+        config.route_mode = spec.route_mode;
         config.broker_ip = Some("127.0.0.1".into());
         config.namesrv_addrs = vec![namesrv_addr.clone()];
         config.register_interval_ms = 5_000;
@@ -114,8 +123,18 @@ impl EmbeddedCluster {
             config.store_root = store_root.join("master");
         }
         let broker = runtime::start(config).map_err(|e| format!("embedded broker did not start: {e}"))?;
+        let shard_cpu_ms_at_start = shard_threads_cpu_ms();
         let broker_addr = broker.addr.to_string();
-        let mut cluster = Self { namesrv_addr, store_root, broker_addr, slave_addr: None, broker: Some(broker), slave: None, namesrv: Some(namesrv) };
+        let mut cluster = Self {
+            namesrv_addr,
+            store_root,
+            broker_addr,
+            slave_addr: None,
+            broker: Some(broker),
+            slave: None,
+            namesrv: Some(namesrv),
+            shard_cpu_ms_at_start,
+        };
         if let Some(s) = slave_config {
             let slave = runtime::start(s).map_err(|e| format!("embedded slave did not start: {e}"))?;
             cluster.slave_addr = Some(slave.addr.to_string());
@@ -153,4 +172,40 @@ impl Drop for EmbeddedCluster {
         }
         let _ = std::fs::remove_dir_all(&self.store_root);
     }
+}
+
+/// CPU time (user + system, ms) of this process's broker shard threads
+/// (`ringmq-shard-<i>`), read from /proc; the embedded broker runs in this process.
+pub fn shard_threads_cpu_ms() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks_per_sec = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    let mut ticks = 0u64;
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with("ringmq-shard") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // Fields after the parenthesised name: state is field 3, utime 14, stime 15.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        ticks += field(14) + field(15);
+    }
+    ticks * 1000 / ticks_per_sec
+}
+
+/// What the broker spent on the run so far, for the result label: requests forwarded
+/// between shards (share of all requests) and shard-thread CPU per message put.
+pub fn broker_cost_note(cluster: &EmbeddedCluster) -> Option<String> {
+    let info = crate::replication::runtime_info(&cluster.broker_addr).ok()?;
+    let num = |k: &str| info.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    // Both summed over the shards.
+    let requests = num("requestsTotal");
+    let forwarded = num("forwardedOut");
+    let put = num("putMessageTimesTotal").max(1);
+    let cpu_ms = shard_threads_cpu_ms().saturating_sub(cluster.shard_cpu_ms_at_start);
+    let share = if requests > 0 { format!("{:.1} % of {requests} requests", forwarded as f64 * 100.0 / requests as f64) } else { format!("{forwarded} requests") };
+    Some(format!(", forwarded {share}, {:.1} broker CPU-µs/msg", cpu_ms as f64 * 1000.0 / put as f64))
 }

@@ -20,6 +20,7 @@
 //! Invariant: a peer that cannot run (not installed, failed to start) becomes a row
 //! saying why, never a silent omission and never a fake number.
 
+use ringmq_broker::config::RouteMode;
 use crate::embedded::{EmbeddedCluster, EmbeddedSpec};
 use crate::replication::LagSampler;
 use ringmq_broker::config::BrokerRole;
@@ -38,10 +39,15 @@ pub const W2_E2E_P99_LIMIT_MS: f64 = 10.0;
 pub const W2_REPLICATION_LAG_P99_BOUND_MS: u64 = 1_000;
 /// Offered rates tried in W2, as fractions of the unthrottled maximum.
 pub const W2_RATE_STEPS: [f64; 4] = [0.9, 0.75, 0.5, 0.25];
+/// `scaling`: producers and sends in flight per producer (the shape: async, 64).
+pub const SCALING_PRODUCERS: usize = 2;
+pub const SCALING_IN_FLIGHT: usize = 64;
+/// `scaling`: the fixed rate (msg/s) at which broker CPU per message is compared.
+pub const SCALING_FIXED_RATE: f64 = 20_000.0;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SuiteArgs {
-    /// Workloads to run: w1, w2, w3, recovery (not default: `--workloads w1,w2,w3,recovery`).
+    /// Workloads to run: w1, w2, w3; not by default: recovery, scaling (`--workloads w1,w2,w3,recovery,scaling`).
     #[arg(long, value_delimiter = ',', default_value = "w1,w2,w3")]
     pub workloads: Vec<String>,
     /// Peers to compare with: `redis`, `rocketmq`, `redis-memory` (W2 only: Redis
@@ -69,6 +75,10 @@ pub struct SuiteArgs {
     /// slave's lag (bytes, messages, ms) in the notes.
     #[arg(long, value_delimiter = ',', default_value = "none")]
     pub replication: Vec<String>,
+    /// W2 also with this many shards (host and shard route mode side by side), and the
+    /// shard count of the `scaling` workload's multi-shard rows; 1 skips the extra W2 rows.
+    #[arg(long, default_value_t = 1)]
+    pub w2_shards: usize,
     /// recovery: seconds of W2-shaped load before the SIGKILL.
     #[arg(long, default_value_t = crate::recovery::LOAD_SECS_DEFAULT)]
     pub recovery_load_secs: u64,
@@ -126,6 +136,7 @@ fn base_args(dir: &Path, duration_secs: u64, warmup_secs: u64) -> WorkloadArgs {
         pull_batch_size: 64,
         read_ahead_windows: ringmq_broker::store::config::StoreConfig::default().read_ahead_windows_max,
         shards: 1,
+        route_mode: ringmq_broker::config::RouteMode::Host,
         dir: Some(dir.to_path_buf()),
         out: None,
         quiet: true,
@@ -184,7 +195,11 @@ fn ringmq_run(a: &WorkloadArgs, role: Role, rate: Option<f64>) -> Result<RunReco
     spec.workload.target_rate_per_sec = rate;
     spec.progress = false;
     let label = format!("{} flush, {} shard{}", if a.flush == FlushArg::Sync { "sync" } else { "async" }, a.shards, embedded.label_suffix());
-    let r = engine::run(&spec, "RingMQ", &label, a.flush.durability());
+    let mut r = engine::run(&spec, "RingMQ", &label, a.flush.durability());
+    // Forwarded share and broker CPU per message, in the row's label.
+    if let (Ok(run), Some(note)) = (&mut r, crate::embedded::broker_cost_note(&cluster)) {
+        run.config.push_str(&note);
+    }
     drop(cluster);
     r
 }
@@ -392,6 +407,17 @@ pub fn run(args: SuiteArgs) -> Result<(), String> {
                 eprintln!("suite: W2");
                 let r = w2_search(&|rate| ringmq_run(&a, Role::E2e, rate), &mut notes, "RingMQ");
                 push(&mut step, "RingMQ", "async flush", r);
+                // Every shard of the host: host route mode, then shard route mode.
+                if args.w2_shards > 1 {
+                    for mode in [RouteMode::Host, RouteMode::Shard] {
+                        let mut m = a.clone();
+                        m.shards = args.w2_shards;
+                        m.route_mode = mode;
+                        eprintln!("suite: W2, {} shards, {mode:?} route mode", m.shards);
+                        let r = w2_search(&|rate| ringmq_run(&m, Role::E2e, rate), &mut notes, "RingMQ");
+                        push(&mut step, "RingMQ", "async flush", r);
+                    }
+                }
                 for mode in args.replication.iter().filter(|m| m.as_str() != "none") {
                     let master = match mode.as_str() {
                         "async" => BrokerRole::AsyncMaster,
@@ -441,6 +467,29 @@ pub fn run(args: SuiteArgs) -> Result<(), String> {
                 eprintln!("suite: W3 cold read");
                 let r = w3_cold_read(&a, args.backlog_mib, &mut step.notes);
                 push(&mut step, "RingMQ", "cold catch-up read", r);
+            }
+            "scaling" => {
+                step.title = format!(
+                    "Scaling: 1 KiB async sends, {SCALING_PRODUCERS} producers × {SCALING_IN_FLIGHT} in flight, async flush; 1 shard, then {} shards in host and in shard route mode; then each at {SCALING_FIXED_RATE} msg/s for broker CPU-µs per message",
+                    args.w2_shards.max(2)
+                );
+                let mut a = base_args(&dir, args.duration_secs, args.warmup_secs);
+                a.producers = SCALING_PRODUCERS;
+                a.in_flight = SCALING_IN_FLIGHT;
+                a.send_mode = SendModeArg::Async;
+                a.flush = FlushArg::Async;
+                a.consumers = 0;
+                let shards = args.w2_shards.max(2);
+                let shapes = [(1, RouteMode::Host), (shards, RouteMode::Host), (shards, RouteMode::Shard)];
+                for rate in [None, Some(SCALING_FIXED_RATE)] {
+                    for (n, mode) in shapes {
+                        let mut m = a.clone();
+                        m.shards = n;
+                        m.route_mode = mode;
+                        eprintln!("suite: scaling, {n} shard(s), {mode:?} route mode, rate {rate:?}");
+                        push(&mut step, "RingMQ", "async flush", ringmq_run(&m, Role::Produce, rate));
+                    }
+                }
             }
             "recovery" => {
                 step.title = "Recovery".into();
@@ -585,6 +634,12 @@ fn summary_md(steps: &[Step], limits: &[String], fio_mib: Option<f64>, fio_commi
         }
         out.push('\n');
         match s.name.as_str() {
+            "scaling" => {
+                let one = s.runs.iter().find(|r| r.config.contains(", 1 shard") && r.workload.target_rate_per_sec.is_none());
+                for r in s.runs.iter().filter(|r| !r.config.contains(", 1 shard") && r.workload.target_rate_per_sec.is_none()) {
+                    ratio_line(&mut out, &format!("RingMQ ({}) / 1 shard", r.config), Some(r), one, if r.config.contains("shard route mode") { Some(1.0) } else { None });
+                }
+            }
             "w1" => {
                 for n in [1usize, 32] {
                     let redis = find(&s.runs, "Redis", "appendfsync always", Some(n));

@@ -119,6 +119,10 @@ pub struct WorkloadArgs {
     /// Embedded broker: shards.
     #[arg(long, default_value_t = 1)]
     pub shards: usize,
+    /// Embedded broker: route mode (`host`: one address, cross-shard requests forwarded;
+    /// `shard`: each shard a broker of its own).
+    #[arg(long, value_enum, default_value = "host")]
+    pub route_mode: ringmq_broker::config::RouteMode,
     /// Embedded broker: store directory's parent (a real filesystem; default under $TMPDIR).
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -445,6 +449,13 @@ fn run_row(role: Role, a: &WorkloadArgs, sizes: &SizeDist, baseline: bool) -> Re
         let spec = engine_spec(role, a, sizes.clone(), namesrv_addrs.clone(), embedded.is_some());
         engine::run(&spec, "RingMQ", &config_label, durability)?
     };
+    let mut record = record;
+    if let Some(cluster) = &embedded {
+        if let Some(note) = crate::embedded::broker_cost_note(cluster) {
+            eprintln!("loadgen: broker{note}");
+            record.config.push_str(&note);
+        }
+    }
     drop(embedded);
     Ok((record, store_dir))
 }
