@@ -22,7 +22,7 @@
 //! `scripts/sim-long.sh` runs many in release mode. A failure prints its seed.
 
 use bytes::{Bytes, BytesMut};
-use ringmq_broker::config::BrokerConfig;
+use ringmq_broker::config::{BrokerConfig, RouteMode};
 use ringmq_broker::shard::longpoll::{WAITERS_PER_QUEUE_MAX, WAITERS_PER_SHARD_MAX};
 use ringmq_broker::sim::{RequestError, SimBroker, SimClient, SimExecutor};
 use ringmq_broker::store::config::{FlushMode, StoreConfig};
@@ -63,6 +63,10 @@ struct SimPlan {
     /// Read EIO per million reads while the workload runs (off for crash, restart and
     /// verification): a read error must be answered, never crash the broker.
     read_eio_per_million: u32,
+    /// Shard route mode: every queue request goes to its owner shard with that shard's
+    /// queue id (as a RocketMQ client of shard-brokers sends it), translated here from
+    /// the model's host queue ids and back (`World::call`).
+    shard_mode: bool,
 }
 
 impl SimPlan {
@@ -78,6 +82,7 @@ impl SimPlan {
             crashes: ex.random(0..3) as usize,
             idle_flood: if ex.chance(100_000) { [500, 4300][ex.random(0..2) as usize] } else { 0 },
             read_eio_per_million: if ex.chance(200_000) { 200_000 } else { 0 },
+            shard_mode: ex.chance(400_000),
         }
     }
 }
@@ -154,12 +159,33 @@ impl World {
         }
     }
 
-    /// One request; a timeout on a connection that stayed up is a violation.
+    /// One request; a timeout on a connection that stayed up is a violation. In shard
+    /// route mode a queue request goes to its queue's shard-broker instead (a connection
+    /// of its own), in that shard-broker's queue ids.
     async fn call(&self, client: &SimClient, cmd: RemotingCommand, extra_ms: u64) -> Result<RemotingCommand, RequestError> {
         let epoch = self.epoch.get();
         let code = cmd.code;
         self.model.borrow_mut().requests += 1;
-        let r = client.request(cmd, Duration::from_millis(REQUEST_DEADLINE_MS + extra_ms)).await;
+        let timeout = Duration::from_millis(REQUEST_DEADLINE_MS + extra_ms);
+        let r = match self.to_shard_broker(cmd) {
+            Ok(cmd) => client.request(cmd, timeout).await,
+            Err((shard, topic, cmd)) => match self.broker.connect(shard) {
+                Some(end) => {
+                    let direct = SimClient::new(self.ex.clone(), end);
+                    let r = direct.request(cmd, timeout).await.map(|mut r| {
+                        // A send's answer names the shard-broker's queue: back to the host's.
+                        if let Some(local) = r.ext("queueId").and_then(|q| q.parse::<i32>().ok()) {
+                            let host = ringmq_broker::routing::shard_queue_to_host(&topic, local, shard, self.plan.shards);
+                            r.ext_fields.insert("queueId".into(), host.to_string());
+                        }
+                        r
+                    });
+                    self.model.borrow_mut().violations.extend(direct.violations.borrow().iter().cloned());
+                    r
+                }
+                None => Err(RequestError::Lost),
+            },
+        };
         match &r {
             Ok(resp) => self.trace(format!("req {code} -> {}", resp.code)),
             Err(RequestError::Timeout) if self.epoch.get() == epoch => {
@@ -168,6 +194,47 @@ impl World {
             Err(e) => self.trace(format!("req {code} -> {e:?}")),
         }
         r
+    }
+
+    /// A oneway request (never answered), to its queue's shard-broker in shard mode.
+    async fn oneway(&self, client: &SimClient, cmd: RemotingCommand) {
+        match self.to_shard_broker(cmd) {
+            Ok(cmd) => client.oneway(cmd).await,
+            Err((shard, _, cmd)) => {
+                if let Some(end) = self.broker.connect(shard) {
+                    SimClient::new(self.ex.clone(), end).oneway(cmd).await;
+                }
+            }
+        }
+    }
+
+    /// Shard route mode: `Err((owner shard, topic, the request in its terms))` for a
+    /// request naming a topic's queue; topic creation asks for a per-shard-broker count
+    /// (at least the model's count in all); anything else goes as it is (`Ok`).
+    fn to_shard_broker(&self, mut cmd: RemotingCommand) -> Result<RemotingCommand, (usize, String, RemotingCommand)> {
+        if !self.plan.shard_mode {
+            return Ok(cmd);
+        }
+        let n = self.plan.shards;
+        if cmd.code == rq::UPDATE_AND_CREATE_TOPIC {
+            for field in ["readQueueNums", "writeQueueNums"] {
+                if let Some(q) = cmd.ext(field).and_then(|v| v.parse::<u32>().ok()) {
+                    cmd.ext_fields.insert(field.into(), q.div_ceil(n as u32).to_string());
+                }
+            }
+            return Ok(cmd);
+        }
+        let (topic_field, queue_field) = match cmd.code {
+            rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => ("b", "e"),
+            rq::PULL_MESSAGE | rq::UPDATE_CONSUMER_OFFSET | rq::GET_MIN_OFFSET => ("topic", "queueId"),
+            _ => return Ok(cmd),
+        };
+        let (Some(topic), Some(host)) = (cmd.ext(topic_field).map(str::to_string), cmd.ext(queue_field).and_then(|q| q.parse::<i32>().ok())) else {
+            return Ok(cmd);
+        };
+        let (owner, local) = ringmq_broker::routing::host_queue_to_shard(&topic, host, n);
+        cmd.ext_fields.insert(queue_field.into(), local.to_string());
+        Err((owner, topic, cmd))
     }
 
     fn new_body(&self, actor: usize) -> Vec<u8> {
@@ -315,7 +382,7 @@ async fn producer(w: Rc<World>, actor: usize) {
         }
         if kind == 9 {
             // Oneway: never answered, may be stored.
-            client.oneway(cmd.oneway()).await;
+            w.oneway(&client, cmd.oneway()).await;
             w.model.borrow_mut().maybe.extend(messages.into_iter().map(|(b, _)| b));
             continue;
         }
@@ -812,8 +879,19 @@ async fn verify_after_crash(w: &World, final_check: bool) {
         }
     }
     // Acknowledged creates survive.
-    if let Ok(r) = w.call(&client, RemotingCommand::request(rq::GET_ALL_TOPIC_CONFIG), 0).await {
-        let text = String::from_utf8_lossy(&r.body).to_string();
+    // In shard route mode each shard-broker lists the topics it has queues of: ask each.
+    let mut topic_configs = Vec::new();
+    if w.plan.shard_mode {
+        for shard in 0..w.plan.shards {
+            if let Some(end) = w.broker.connect(shard) {
+                topic_configs.push(w.call(&SimClient::new(w.ex.clone(), end), RemotingCommand::request(rq::GET_ALL_TOPIC_CONFIG), 0).await);
+            }
+        }
+    } else {
+        topic_configs.push(w.call(&client, RemotingCommand::request(rq::GET_ALL_TOPIC_CONFIG), 0).await);
+    }
+    if topic_configs.iter().all(Result::is_ok) {
+        let text: String = topic_configs.into_iter().flatten().map(|r| String::from_utf8_lossy(&r.body).to_string()).collect();
         for topic in topics.keys() {
             if !text.contains(&format!("\"{topic}\"")) {
                 w.violation(format!("acknowledged topic {topic} missing after a crash"));
@@ -837,6 +915,7 @@ fn config(plan: &SimPlan) -> BrokerConfig {
         shard_count: plan.shards,
         auto_create_topic: plan.auto_create,
         max_message_bytes: 4096,
+        route_mode: if plan.shard_mode { RouteMode::Shard } else { RouteMode::Host },
         ..BrokerConfig::default()
     };
     config.store = StoreConfig::for_tests();
