@@ -1314,6 +1314,7 @@ mod tests {
 
     const EVERY_CONF_KEY: &str = "
         # RocketMQ broker.conf
+        routeMode = shard
         brokerClusterName = C
         brokerName=broker-b
         brokerId = 1
@@ -1387,6 +1388,7 @@ mod tests {
             c.broker_permission = 4;
             c.broker_topic_enable = false;
             c.cluster_topic_enable = false;
+            c.route_mode = RouteMode::Shard;
         });
         expected.validate().unwrap();
         check(Conf(EVERY_CONF_KEY), Ok(expected));
