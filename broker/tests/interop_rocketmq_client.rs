@@ -344,6 +344,73 @@ async fn push_with_tag_subscription_in(serialize_type: SerializeType, route_mode
 }
 
 test_both_encodings!(json_headers_produce_and_pull, binary_headers_produce_and_pull, produce_and_pull);
+/// Ordered messages: a selector keeps each key on one queue, an orderly push consumer
+/// (queue locks taken through each broker of the route) sees every key's messages in
+/// send order.
+async fn ordered_in(serialize_type: SerializeType, route_mode: RouteMode) {
+    let label = label_of(serialize_type);
+    let cluster = Cluster::start(BrokerPath::Direct, |c| c.route_mode = route_mode);
+    let topic = format!("InteropOrdered{label}");
+    cluster.create_routed_topic(&topic, QUEUES);
+    let group = format!("OrderCG-{label}");
+    let mut producer = start_producer(&cluster, serialize_type, "ordered-producer", format!("OrderPG-{label}"), &topic).await;
+
+    const KEYS: usize = 6;
+    const PER_KEY: usize = 10;
+    let seen: Arc<Mutex<Vec<(usize, usize)>>> = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let mut consumer = push_consumer(&cluster, serialize_type, "ordered-push", &group).build();
+    consumer.subscribe(topic.as_str(), "*").await.expect("subscribe");
+    consumer.register_message_listener_orderly(move |msgs: &[&MessageExt], _: &mut rocketmq_client_rust::ConsumeOrderlyContext| {
+        let mut sink = sink.lock().expect("sink");
+        for msg in msgs {
+            let body = String::from_utf8_lossy(msg.body().as_deref().unwrap_or_default()).to_string();
+            let (key, seq) = body.split_once(':').expect("key:seq");
+            sink.push((key.parse().expect("key"), seq.parse().expect("seq")));
+        }
+        Ok(rocketmq_client_rust::ConsumeOrderlyStatus::Success)
+    });
+    bounded("orderly consumer start", consumer.start()).await.expect("orderly consumer starts");
+
+    let mut queue_of_key: HashMap<usize, (String, i32)> = HashMap::new();
+    for seq in 0..PER_KEY {
+        for key in 0..KEYS {
+            let msg = Message::builder().topic(topic.as_str()).body_slice(format!("{key}:{seq}").as_bytes()).build().expect("message");
+            let selector = |queues: &[MessageQueue], _: &Message, key: &usize| queues.get(key % queues.len()).cloned();
+            let r = bounded("ordered send", producer.send_with_selector_timeout(msg, selector, key, 5_000)).await.expect("send").expect("result");
+            assert_eq!(r.send_status, SendStatus::SendOk);
+            let mq = r.message_queue.clone().expect("queue");
+            let q = (mq.broker_name().to_string(), mq.queue_id());
+            assert_eq!(queue_of_key.entry(key).or_insert_with(|| q.clone()), &q, "key {key} stays on one queue");
+        }
+    }
+    producer.shutdown().await;
+    let brokers: std::collections::HashSet<&String> = queue_of_key.values().map(|(b, _)| b).collect();
+    assert_eq!(brokers.len(), cluster.broker_names().len(), "keys spread over every broker: {queue_of_key:?}");
+
+    let deadline = Instant::now() + WAIT;
+    while seen.lock().expect("sink").len() < KEYS * PER_KEY {
+        assert!(Instant::now() < deadline, "orderly consumer got {} of {}", seen.lock().expect("sink").len(), KEYS * PER_KEY);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bounded("orderly consumer shutdown", consumer.shutdown()).await;
+    let seen = seen.lock().expect("sink").clone();
+    for key in 0..KEYS {
+        let order: Vec<usize> = seen.iter().filter(|(k, _)| *k == key).map(|(_, s)| *s).collect();
+        assert_eq!(order, (0..PER_KEY).collect::<Vec<_>>(), "key {key} consumed in send order, once each");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_mode_binary_headers_ordered() {
+    ordered_in(SerializeType::ROCKETMQ, RouteMode::Shard).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_headers_ordered() {
+    ordered_in(SerializeType::JSON, RouteMode::Host).await;
+}
+
 // Shard route mode: the unmodified client against a 2-shard broker registered as two
 // shard-brokers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
