@@ -23,7 +23,7 @@
 
 
 mod common_sim;
-use ringmq_broker::config::BrokerConfig;
+use ringmq_broker::config::{BrokerConfig, RouteMode};
 use ringmq_broker::sim::{RequestError, SimBroker, SimClient, SimExecutor};
 use ringmq_broker::store::config::{FlushMode, StoreConfig};
 use ringmq_broker::store::io::sim::SimDisk;
@@ -53,6 +53,9 @@ struct Plan {
     producers: usize,
     txns_per_producer: usize,
     crashes: usize,
+    /// Shard route mode: half sends and pulls go to their queue's shard-broker in its
+    /// queue ids (translated in `World::call`).
+    shard_mode: bool,
 }
 
 /// One transaction as the test knows it.
@@ -105,10 +108,25 @@ impl World {
 
     /// One request; a timeout on a connection that stayed up is a violation. The
     /// incarnation it was answered in comes back with the answer.
-    async fn call(&self, client: &SimClient, cmd: RemotingCommand) -> Option<(RemotingCommand, u64)> {
+    async fn call(&self, client: &SimClient, mut cmd: RemotingCommand) -> Option<(RemotingCommand, u64)> {
         let epoch = self.epoch.get();
         let code = cmd.code;
-        match client.request(cmd, Duration::from_millis(REQUEST_DEADLINE_MS)).await {
+        let timeout = Duration::from_millis(REQUEST_DEADLINE_MS);
+        let answer = match self.shard_broker_of(&mut cmd) {
+            None => client.request(cmd, timeout).await,
+            // Shard route mode: the queue's own shard-broker, over a connection of its own.
+            Some((shard, topic)) => match self.broker.connect(shard) {
+                Some(end) => SimClient::new(self.ex.clone(), end).request(cmd, timeout).await.map(|mut r| {
+                    if let Some(local) = r.ext("queueId").and_then(|q| q.parse::<i32>().ok()) {
+                        let host = ringmq_broker::routing::shard_queue_to_host(&topic, local, shard, self.plan.shards);
+                        r.ext_fields.insert("queueId".into(), host.to_string());
+                    }
+                    r
+                }),
+                None => Err(RequestError::Lost),
+            },
+        };
+        match answer {
             Ok(r) => (self.epoch.get() == epoch).then_some((r, epoch)),
             Err(RequestError::Timeout) if self.epoch.get() == epoch => {
                 self.violation(format!("request code {code} never answered on a live connection"));
@@ -116,6 +134,36 @@ impl World {
             }
             Err(_) => None,
         }
+    }
+}
+
+impl World {
+    /// Shard route mode: rewrites a queue request (a send, a pull) into its owner
+    /// shard-broker's queue id and names that shard; a topic creation asks for a
+    /// per-shard-broker count. `None`: send it as it is.
+    fn shard_broker_of(&self, cmd: &mut RemotingCommand) -> Option<(usize, String)> {
+        if !self.plan.shard_mode {
+            return None;
+        }
+        let n = self.plan.shards;
+        if cmd.code == rq::UPDATE_AND_CREATE_TOPIC {
+            for field in ["readQueueNums", "writeQueueNums"] {
+                if let Some(q) = cmd.ext(field).and_then(|v| v.parse::<u32>().ok()) {
+                    cmd.ext_fields.insert(field.into(), q.div_ceil(n as u32).to_string());
+                }
+            }
+            return None;
+        }
+        let (topic_field, queue_field) = match cmd.code {
+            rq::SEND_MESSAGE_V2 => ("b", "e"),
+            rq::PULL_MESSAGE => ("topic", "queueId"),
+            _ => return None,
+        };
+        let topic = cmd.ext(topic_field)?.to_string();
+        let host: i32 = cmd.ext(queue_field)?.parse().ok()?;
+        let (owner, local) = ringmq_broker::routing::host_queue_to_shard(&topic, host, n);
+        cmd.ext_fields.insert(queue_field.into(), local.to_string());
+        Some((owner, topic))
     }
 }
 
@@ -410,7 +458,13 @@ async fn drain(w: &World) -> BTreeMap<String, Vec<(i64, i32, i32)>> {
 }
 
 fn config(plan: &Plan) -> BrokerConfig {
-    let mut config = BrokerConfig { store_root: "/sim".into(), shard_count: plan.shards, max_message_bytes: 4096, ..BrokerConfig::default() };
+    let mut config = BrokerConfig {
+        store_root: "/sim".into(),
+        shard_count: plan.shards,
+        max_message_bytes: 4096,
+        route_mode: if plan.shard_mode { RouteMode::Shard } else { RouteMode::Host },
+        ..BrokerConfig::default()
+    };
     config.store = StoreConfig::for_tests();
     config.store.flush_mode = if plan.sync_flush { FlushMode::Sync } else { FlushMode::Async };
     config.store.flush_interval_ms = 20;
@@ -429,6 +483,7 @@ fn run_seed(seed: u64) -> (Vec<String>, String) {
         producers: 1 + ex.random(0..3) as usize,
         txns_per_producer: 10 + ex.random(0..60) as usize,
         crashes: ex.random(0..3) as usize,
+        shard_mode: ex.chance(400_000),
     };
     let broker = SimBroker::new(ex.clone(), SimDisk::new(seed), config(&plan));
     let w = Rc::new(World {

@@ -478,7 +478,6 @@ pub fn run(args: SuiteArgs) -> Result<(), String> {
                 a.in_flight = SCALING_IN_FLIGHT;
                 a.send_mode = SendModeArg::Async;
                 a.flush = FlushArg::Async;
-                a.consumers = 0;
                 let shards = args.w2_shards.max(2);
                 let shapes = [(1, RouteMode::Host), (shards, RouteMode::Host), (shards, RouteMode::Shard)];
                 for rate in [None, Some(SCALING_FIXED_RATE)] {
