@@ -3,6 +3,7 @@
 
 pub mod conf_keys;
 pub mod config;
+pub mod copy_probe;
 pub mod fatal;
 pub mod ha;
 pub mod meta;

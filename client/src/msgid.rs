@@ -117,17 +117,39 @@ pub fn decode_v4(id: &str, reference_ms: i64) -> Option<(std::net::Ipv4Addr, i64
 /// RocketMQ's offsetMsgId: uppercase hex of store IP (4 or 16 bytes), port (i32) and
 /// physical offset (i64).
 pub fn offset_msg_id(store_host: &SocketAddr, phys_offset: u64) -> String {
-    let mut bytes = Vec::with_capacity(28);
-    match store_host.ip() {
-        IpAddr::V4(ip) => bytes.extend_from_slice(&ip.octets()),
-        IpAddr::V6(ip) => bytes.extend_from_slice(&ip.octets()),
+    OffsetMsgId(*store_host, phys_offset).to_string()
+}
+
+/// `offset_msg_id` as a `Display`: formats into whatever it is written to (the broker
+/// writes it into a response header's buffer, no `String` per send).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetMsgId(pub SocketAddr, pub u64);
+
+impl std::fmt::Display for OffsetMsgId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const HEX: &[u8; 16] = b"0123456789ABCDEF";
+        // IPv6 (16) + port (4) + offset (8).
+        let mut bytes = [0u8; 28];
+        let ip_len = match self.0.ip() {
+            IpAddr::V4(ip) => {
+                bytes[..4].copy_from_slice(&ip.octets());
+                4
+            }
+            IpAddr::V6(ip) => {
+                bytes[..16].copy_from_slice(&ip.octets());
+                16
+            }
+        };
+        bytes[ip_len..ip_len + 4].copy_from_slice(&(self.0.port() as i32).to_be_bytes());
+        bytes[ip_len + 4..ip_len + 12].copy_from_slice(&self.1.to_be_bytes());
+        let n = ip_len + 12;
+        let mut hex = [0u8; 56];
+        for (i, b) in bytes[..n].iter().enumerate() {
+            hex[2 * i] = HEX[(b >> 4) as usize];
+            hex[2 * i + 1] = HEX[(b & 0xF) as usize];
+        }
+        f.write_str(std::str::from_utf8(&hex[..2 * n]).map_err(|_| std::fmt::Error)?)
     }
-    bytes.extend_from_slice(&(store_host.port() as i32).to_be_bytes());
-    bytes.extend_from_slice(&phys_offset.to_be_bytes());
-    // On every send and every received message: no per-byte formatting.
-    let mut id = String::with_capacity(bytes.len() * 2);
-    hex_upper(&bytes, &mut id);
-    id
 }
 
 /// Decodes an offsetMsgId into (store host, physical offset).

@@ -128,7 +128,10 @@ pub async fn serve<R: Runtime, S: AsyncRead + AsyncWrite + Unpin + 'static>(shar
         let read = crate::rt::timeout(&rt, idle, reader.read(&mut chunk)).await;
         match read {
             Some(Ok(0)) | Some(Err(_)) => break,
-            Some(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+            Some(Ok(n)) => {
+                buf.extend_from_slice(&chunk[..n]);
+                crate::copy_probe::record(crate::copy_probe::Site::NetRead, n);
+            }
             None => {
                 tracing::info!(conn_id, ?remote, idle_ms = idle.as_millis() as u64, "closing idle connection");
                 break;

@@ -73,7 +73,8 @@ pub struct HeartbeatOrigin {
     pub conn_shard: usize,
     pub conn_id: u64,
     pub remote: Option<std::net::SocketAddr>,
-    pub language: String,
+    /// As the request carried it (`RemotingCommand::language`).
+    pub language: std::borrow::Cow<'static, str>,
     pub version: i32,
     pub at_ms: i64,
 }
@@ -125,7 +126,7 @@ impl ConsumerManager {
             conn_id: origin.conn_id,
             groups: now_groups,
             remote: origin.remote,
-            language: origin.language.clone(),
+            language: origin.language.to_string(),
             version: origin.version,
         };
         self.clients.insert(client_id.to_string(), info);
@@ -158,7 +159,7 @@ impl ConsumerManager {
                 conn_shard: origin.conn_shard,
                 conn_id: origin.conn_id,
                 remote: origin.remote,
-                language: origin.language.clone(),
+                language: origin.language.to_string(),
                 version: origin.version,
                 last_heartbeat_ms: origin.at_ms,
             };

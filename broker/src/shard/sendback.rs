@@ -206,7 +206,7 @@ impl<R: Runtime> Shard<R> {
             }
         }
         for key in ["i", "properties"] {
-            if let Some(p) = redirected.ext_fields.get(key).cloned() {
+            if let Some(p) = redirected.ext_fields.get(key).map(str::to_string) {
                 let mut props = Properties::decode_str(&p);
                 props.remove(keys::DELAY);
                 redirected.ext_fields.insert(key.into(), props.encode());

@@ -427,7 +427,9 @@ impl<D: Disk, C: Clock> Store<D, C> {
         inner.scratch.clear();
         encode_record(&record, msg, &mut inner.scratch);
         debug_assert_eq!(inner.scratch.len() as u64, size);
+        crate::copy_probe::record(crate::copy_probe::Site::RecordScratch, inner.scratch.len());
         inner.commitlog.append(&inner.scratch);
+        crate::copy_probe::record(crate::copy_probe::Site::TailAppend, inner.scratch.len());
         let tag_hash = tag_hash_of(msg.properties);
         cq.append(CqEntry { phys_offset: self.shard.phys(local), size: size as u32, tag_hash });
         for k in index_keys(msg.topic, msg.properties) {
@@ -796,6 +798,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
                     inner.records_flushed = records_before;
                     inner.stats.flushes += 1;
                     inner.stats.flushed_bytes += done.to - done.from;
+                    crate::copy_probe::record(crate::copy_probe::Site::FlushStage, done.written_bytes as usize);
                 }
                 let flushed = inner.commitlog.flushed_pos;
                 if flushed.saturating_sub(inner.checkpoint_logics_phys) >= self.config.checkpoint_lag_bytes_max / 2 {

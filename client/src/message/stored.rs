@@ -15,6 +15,7 @@
 //! `parse(encode(m)) == m`; `encoded_len` is exactly the number of bytes `encode_into`
 //! writes.
 
+use bytes::BufMut;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use thiserror::Error;
 
@@ -148,29 +149,8 @@ impl StoredMessage {
     /// Appends the record to `out`. The caller has called `validate`.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         let start = out.len();
-        let total = self.encoded_len();
-        let sys_flag = sys_flag_for_hosts(self.sys_flag, &self.born_host, &self.store_host);
-        out.extend_from_slice(&(total as i32).to_be_bytes());
-        out.extend_from_slice(&MAGIC_MESSAGE.to_be_bytes());
-        out.extend_from_slice(&body_crc(&self.body).to_be_bytes());
-        out.extend_from_slice(&self.queue_id.to_be_bytes());
-        out.extend_from_slice(&self.flag.to_be_bytes());
-        out.extend_from_slice(&self.queue_offset.to_be_bytes());
-        out.extend_from_slice(&self.physical_offset.to_be_bytes());
-        out.extend_from_slice(&sys_flag.to_be_bytes());
-        out.extend_from_slice(&self.born_timestamp_ms.to_be_bytes());
-        put_host(out, &self.born_host);
-        out.extend_from_slice(&self.store_timestamp_ms.to_be_bytes());
-        put_host(out, &self.store_host);
-        out.extend_from_slice(&self.reconsume_times.to_be_bytes());
-        out.extend_from_slice(&self.prepared_transaction_offset.to_be_bytes());
-        out.extend_from_slice(&(self.body.len() as i32).to_be_bytes());
-        out.extend_from_slice(&self.body);
-        out.push(self.topic.len() as u8);
-        out.extend_from_slice(self.topic.as_bytes());
-        out.extend_from_slice(&(self.properties.len() as i16).to_be_bytes());
-        out.extend_from_slice(self.properties.as_bytes());
-        debug_assert_eq!(out.len() - start, total);
+        encode_parts(self, &self.body, &self.topic, &self.properties, out);
+        debug_assert_eq!(out.len() - start, self.encoded_len());
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -180,12 +160,41 @@ impl StoredMessage {
     }
 }
 
-fn put_host(out: &mut Vec<u8>, addr: &SocketAddr) {
+/// Writes a record whose fixed fields are `fixed`'s and whose body, topic and
+/// properties are given apart (`fixed`'s own are ignored), so that a store encodes a
+/// message it holds by reference straight into its log, with no owned copy first.
+/// `out` must have room for `encoded_len` bytes (a `&mut [u8]` panics otherwise).
+pub fn encode_parts<B: BufMut>(fixed: &StoredMessage, body: &[u8], topic: &str, properties: &str, out: &mut B) {
+    let total = encoded_len(topic.len(), body.len(), properties.len(), &fixed.born_host, &fixed.store_host);
+    let sys_flag = sys_flag_for_hosts(fixed.sys_flag, &fixed.born_host, &fixed.store_host);
+    out.put_i32(total as i32);
+    out.put_u32(MAGIC_MESSAGE);
+    out.put_u32(body_crc(body));
+    out.put_i32(fixed.queue_id);
+    out.put_i32(fixed.flag);
+    out.put_i64(fixed.queue_offset);
+    out.put_i64(fixed.physical_offset);
+    out.put_i32(sys_flag);
+    out.put_i64(fixed.born_timestamp_ms);
+    put_host(out, &fixed.born_host);
+    out.put_i64(fixed.store_timestamp_ms);
+    put_host(out, &fixed.store_host);
+    out.put_i32(fixed.reconsume_times);
+    out.put_i64(fixed.prepared_transaction_offset);
+    out.put_i32(body.len() as i32);
+    out.put_slice(body);
+    out.put_u8(topic.len() as u8);
+    out.put_slice(topic.as_bytes());
+    out.put_i16(properties.len() as i16);
+    out.put_slice(properties.as_bytes());
+}
+
+fn put_host<B: BufMut>(out: &mut B, addr: &SocketAddr) {
     match addr.ip() {
-        IpAddr::V4(ip) => out.extend_from_slice(&ip.octets()),
-        IpAddr::V6(ip) => out.extend_from_slice(&ip.octets()),
+        IpAddr::V4(ip) => out.put_slice(&ip.octets()),
+        IpAddr::V6(ip) => out.put_slice(&ip.octets()),
     }
-    out.extend_from_slice(&(addr.port() as i32).to_be_bytes());
+    out.put_i32(addr.port() as i32);
 }
 
 /// Writes a blank (end-of-segment) record of `len` bytes into `out`.

@@ -6,30 +6,36 @@
 //! `i16 code | i8 language | i16 version | i32 opaque | i32 flag | i32 remark_len + remark |
 //!  i32 ext_len + (i16 key_len + key, i32 val_len + val)*`.
 //!
+//! Decoding a frame borrows: ext fields are spans of the frame's header bytes (see
+//! `ext.rs`), a known language is a `&'static str`; a request with string ext values
+//! and no remark decodes without a heap allocation. Encoding writes the header straight
+//! into the output buffer after a placeholder prefix, patched once the length is known.
+//!
 //! Invariants:
 //! - decoding is lenient the way fastjson is (missing fields default, ext values may be
-//!   JSON numbers or booleans, unknown keys ignored); encoding is strict (ext values are
-//!   strings, fields out of a binary field's range are refused, not truncated);
+//!   JSON numbers or booleans, unknown keys ignored, a repeated top-level field refused);
+//!   encoding is strict (ext values are strings, fields out of a binary field's range
+//!   are refused, not truncated);
 //! - every length in a binary header is checked against what remains before it is used;
 //! - at most `EXT_FIELDS_COUNT_MAX` ext fields are accepted, which bounds the map's
 //!   overhead independently of how the header's bytes are spread;
 //! - `decode(encode(c)) == c` for commands whose remark is `None` or non-empty (the
-//!   binary form cannot tell an empty remark from none, as in Java).
+//!   binary form cannot tell an empty remark from none, as in Java);
+//! - a failed `encode` leaves the output buffer as it found it.
 
-use super::codes::{language_code, language_name};
-use super::frame::{self, Frame, FrameError, FrameLimits, SerializeType};
+use super::codes::{language_code, language_name, LANGUAGE_NAMES};
+use super::ext::Piece;
+pub use super::ext::ExtFields;
+use super::frame::{self, Frame, FrameError, FrameLimits, SerializeType, FRAME_LEN_MAX_BYTES, HEADER_LEN_MAX_BYTES, LENGTH_FIELD_BYTES, PREFIX_BYTES};
 use super::headers::{CommandHeader, HeaderError};
-use super::json::de::{i32_lenient, opt_string_lenient, ScalarString};
+use super::json::de::{i32_lenient, opt_string_lenient};
 use super::wire::Reader;
-use bytes::{Bytes, BytesMut};
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 use std::fmt;
 use thiserror::Error;
-
-/// Custom header fields. Ordered so that encoding is deterministic.
-pub type ExtFields = BTreeMap<String, String>;
 
 /// Java headers have a few dozen fields at most; this bounds a hostile header's map.
 pub const EXT_FIELDS_COUNT_MAX: usize = 1024;
@@ -85,7 +91,8 @@ impl CommandError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemotingCommand {
     pub code: i32,
-    pub language: String,
+    /// A known language's name is borrowed from `codes::LANGUAGE_NAMES`.
+    pub language: Cow<'static, str>,
     pub version: i32,
     /// Pairs a response with its request.
     pub opaque: i32,
@@ -101,7 +108,7 @@ impl Default for RemotingCommand {
     fn default() -> Self {
         Self {
             code: 0,
-            language: LANGUAGE_REQUEST.to_string(),
+            language: Cow::Borrowed(LANGUAGE_REQUEST),
             version: VERSION_DEFAULT,
             opaque: 0,
             flag: 0,
@@ -123,14 +130,15 @@ impl RemotingCommand {
         self
     }
 
-    pub fn with_ext(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.ext_fields.insert(key.into(), value.into());
+    pub fn with_ext(mut self, key: impl AsRef<str>, value: impl AsRef<str>) -> Self {
+        self.ext_fields.set_str(key.as_ref(), value.as_ref());
         self
     }
 
     /// Adds a typed header's fields to the ext fields.
     pub fn with_header<H: CommandHeader>(mut self, header: &H) -> Self {
-        self.ext_fields.extend(header.to_ext());
+        let ext = header.to_ext();
+        self.ext_fields.extend(ext.iter());
         self
     }
 
@@ -158,7 +166,7 @@ impl RemotingCommand {
     }
 
     pub fn ext(&self, key: &str) -> Option<&str> {
-        self.ext_fields.get(key).map(String::as_str)
+        self.ext_fields.get(key)
     }
 
     /// Reads a typed header from the ext fields.
@@ -170,7 +178,7 @@ impl RemotingCommand {
     pub fn create_response(&self, code: i32, remark: Option<&str>) -> Self {
         Self {
             code,
-            language: LANGUAGE_RESPONSE.to_string(),
+            language: Cow::Borrowed(LANGUAGE_RESPONSE),
             version: VERSION_DEFAULT,
             opaque: self.opaque,
             flag: FLAG_RESPONSE,
@@ -181,27 +189,61 @@ impl RemotingCommand {
         }
     }
 
-    pub fn encode_header(&self) -> Result<Vec<u8>, CommandError> {
+    fn check_ext_count(&self) -> Result<(), CommandError> {
         if self.ext_fields.len() > EXT_FIELDS_COUNT_MAX {
             return Err(CommandError::TooManyExtFields { count: self.ext_fields.len(), max: EXT_FIELDS_COUNT_MAX });
         }
+        Ok(())
+    }
+
+    pub fn encode_header(&self) -> Result<Vec<u8>, CommandError> {
+        self.check_ext_count()?;
         match self.serialize_type {
             SerializeType::Json => Ok(encode_json_header(self)),
             SerializeType::RocketMq => encode_binary_header(self),
         }
     }
 
-    /// Appends the whole frame to `out`.
+    /// Appends the whole frame to `out`: the header is written in place (no header
+    /// buffer), then the body. On error `out` is left as it was.
     pub fn encode(&self, out: &mut BytesMut) -> Result<(), CommandError> {
-        let header = self.encode_header()?;
-        frame::encode(self.serialize_type, &header, &self.body, out)?;
+        self.check_ext_count()?;
+        let start = out.len();
+        out.reserve(PREFIX_BYTES + 256 + self.body.len());
+        // Patched below, once the header's length is known.
+        out.put_u64(0);
+        let written = match self.serialize_type {
+            SerializeType::Json => write_json_header(self, (&mut *out).writer()).map_err(CommandError::JsonHeader),
+            SerializeType::RocketMq => write_binary_header(self, out),
+        };
+        let header_len = out.len() - start - PREFIX_BYTES;
+        let frame_len = PREFIX_BYTES.saturating_add(header_len).saturating_add(self.body.len());
+        let checked = written.and_then(|()| {
+            if header_len > HEADER_LEN_MAX_BYTES {
+                return Err(FrameError::HeaderTooLong { header_len, available: HEADER_LEN_MAX_BYTES }.into());
+            }
+            if frame_len > FRAME_LEN_MAX_BYTES {
+                return Err(FrameError::FrameTooLong { len: frame_len, max: FRAME_LEN_MAX_BYTES }.into());
+            }
+            Ok(())
+        });
+        if let Err(e) = checked {
+            out.truncate(start);
+            return Err(e);
+        }
+        out.extend_from_slice(&self.body);
+        // Both casts are exact: frame_len <= 16 MiB and header_len < 2^24.
+        let length = ((frame_len - LENGTH_FIELD_BYTES) as i32).to_be_bytes();
+        let type_and_len = ((u32::from(self.serialize_type.code()) << 24) | header_len as u32).to_be_bytes();
+        out[start..start + 4].copy_from_slice(&length);
+        out[start + 4..start + 8].copy_from_slice(&type_and_len);
         Ok(())
     }
 
     pub fn from_frame(frame: Frame) -> Result<Self, CommandError> {
         let mut cmd = match frame.serialize_type {
-            SerializeType::Json => decode_json_header(&frame.header)?,
-            SerializeType::RocketMq => decode_binary_header(&frame.header)?,
+            SerializeType::Json => decode_json_header_bytes(&frame.header)?,
+            SerializeType::RocketMq => decode_binary_header_bytes(&frame.header)?,
         };
         cmd.serialize_type = frame.serialize_type;
         cmd.body = frame.body;
@@ -214,6 +256,14 @@ impl RemotingCommand {
             Some(f) => Self::from_frame(f).map(Some),
             None => Ok(None),
         }
+    }
+}
+
+/// A language name as the static entry of `LANGUAGE_NAMES` when it is one.
+fn language_of(name: Cow<'_, str>) -> Cow<'static, str> {
+    match LANGUAGE_NAMES.iter().find(|n| **n == name) {
+        Some(known) => Cow::Borrowed(known),
+        None => Cow::Owned(name.into_owned()),
     }
 }
 
@@ -234,84 +284,262 @@ struct JsonHeaderOut<'a> {
     version: i32,
 }
 
-#[derive(Deserialize)]
-struct JsonHeaderIn {
-    #[serde(default, deserialize_with = "i32_lenient")]
-    code: i32,
-    #[serde(default, deserialize_with = "language_lenient")]
-    language: Option<String>,
-    #[serde(default, deserialize_with = "i32_lenient")]
-    version: i32,
-    #[serde(default, deserialize_with = "i32_lenient")]
-    opaque: i32,
-    #[serde(default, deserialize_with = "i32_lenient")]
-    flag: i32,
-    #[serde(default, deserialize_with = "opt_string_lenient")]
-    remark: Option<String>,
-    #[serde(default, rename = "extFields", deserialize_with = "ext_fields_lenient")]
-    ext_fields: ExtFields,
-}
+/// A scalar as text, borrowed from the input when it is an unescaped string: numbers
+/// and booleans keep their JSON spelling (`3` -> "3", `false` -> "false"), `null` is
+/// absent, arrays and objects are refused (as `json::de::ScalarString`).
+struct ScalarCow<'de>(Option<Cow<'de, str>>);
 
-/// A language as a name (kept as sent) or as an ordinal (mapped to its name).
-fn language_lenient<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    let raw = ScalarString::deserialize(d)?.0;
-    Ok(raw.map(|s| match s.trim().parse::<i64>() {
-        Ok(n) => language_name(n).unwrap_or("OTHER").to_string(),
-        Err(_) => s,
-    }))
-}
-
-fn ext_fields_lenient<'de, D: Deserializer<'de>>(d: D) -> Result<ExtFields, D::Error> {
-    struct ExtVisitor;
-
-    impl<'de> Visitor<'de> for ExtVisitor {
-        type Value = ExtFields;
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("an object of scalar values")
-        }
-
-        fn visit_unit<E: de::Error>(self) -> Result<ExtFields, E> {
-            Ok(ExtFields::new())
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ExtFields, A::Error> {
-            let mut out = ExtFields::new();
-            while let Some((key, value)) = map.next_entry::<String, ScalarString>()? {
-                let Some(value) = value.0 else { continue };
-                if out.len() >= EXT_FIELDS_COUNT_MAX && !out.contains_key(&key) {
-                    return Err(de::Error::custom(format_args!("more than {EXT_FIELDS_COUNT_MAX} ext fields")));
-                }
-                out.insert(key, value);
+impl<'de> Deserialize<'de> for ScalarCow<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ScalarCow<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string, number, boolean or null")
             }
-            Ok(out)
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(ScalarCow(Some(Cow::Borrowed(v))))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(ScalarCow(Some(Cow::Owned(v.to_owned()))))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(ScalarCow(Some(Cow::Owned(v))))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(ScalarCow(Some(Cow::Owned(v.to_string()))))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(ScalarCow(Some(Cow::Owned(v.to_string()))))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                Ok(ScalarCow(Some(Cow::Owned(v.to_string()))))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(ScalarCow(Some(Cow::Owned(v.to_string()))))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(ScalarCow(None))
+            }
         }
+        d.deserialize_any(V)
+    }
+}
+
+/// An object key, borrowed from the input when it has no escapes.
+struct KeyCow<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for KeyCow<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = KeyCow<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(KeyCow(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(KeyCow(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(KeyCow(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+fn piece<'a>(text: &'a Cow<'_, str>) -> Piece<'a> {
+    match text {
+        Cow::Borrowed(s) => Piece::Src(s),
+        Cow::Owned(s) => Piece::Copy(s),
+    }
+}
+
+struct I32Lenient(i32);
+
+impl<'de> Deserialize<'de> for I32Lenient {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        i32_lenient(d).map(I32Lenient)
+    }
+}
+
+struct OptStringLenient(Option<String>);
+
+impl<'de> Deserialize<'de> for OptStringLenient {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        opt_string_lenient(d).map(OptStringLenient)
+    }
+}
+
+/// Reads `extFields` (an object of scalars, or `null`) into `ExtFields` spans.
+struct ExtSeed<'x>(&'x mut ExtFields);
+
+impl<'de> DeserializeSeed<'de> for ExtSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ExtSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object of scalar values")
     }
 
-    d.deserialize_any(ExtVisitor)
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let too_many = || de::Error::custom(format_args!("more than {EXT_FIELDS_COUNT_MAX} ext fields"));
+        while let Some(KeyCow(key)) = map.next_key()? {
+            // Read raw (borrowed, validated JSON), then: an unescaped string is a span
+            // of the header, an escaped one is unescaped into the command's buffer
+            // (serde_json would unescape into a scratch `Vec` grown per header, then a
+            // `String`); anything else takes the general path.
+            let raw: &'de serde_json::value::RawValue = map.next_value()?;
+            let text = raw.get();
+            let value = match json_string_contents(text) {
+                Some(inner) if !inner.contains('\\') => ScalarCow(Some(Cow::Borrowed(inner))),
+                Some(inner) if json_escapes_are_simple(inner) => {
+                    let count = self.0.push_decoded_json_escaped(piece(&key), inner);
+                    if count > 2 * EXT_FIELDS_COUNT_MAX && self.0.finish_decoding() > EXT_FIELDS_COUNT_MAX {
+                        return Err(too_many());
+                    }
+                    continue;
+                }
+                _ => serde_json::from_str::<ScalarCow<'_>>(text).map_err(de::Error::custom)?,
+            };
+            let ScalarCow(Some(value)) = value else { continue };
+            // Duplicates are folded only now and then: a map of at most twice the
+            // bound, whatever the header repeats.
+            if self.0.push_decoded(piece(&key), piece(&value)) > 2 * EXT_FIELDS_COUNT_MAX && self.0.finish_decoding() > EXT_FIELDS_COUNT_MAX {
+                return Err(too_many());
+            }
+        }
+        if self.0.finish_decoding() > EXT_FIELDS_COUNT_MAX {
+            return Err(too_many());
+        }
+        Ok(())
+    }
+}
+
+/// The text between the quotes of a raw JSON string value, `None` if it is not one.
+fn json_string_contents(raw: &str) -> Option<&str> {
+    raw.strip_prefix('"')?.strip_suffix('"')
+}
+
+/// Whether every escape in a (valid) JSON string's contents is one `ext::unescape_json`
+/// decodes: all but `\uD800`-`\uDFFF` (surrogates, left to serde_json).
+fn json_escapes_are_simple(inner: &str) -> bool {
+    let b = inner.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        if b.get(i + 1) == Some(&b'u') {
+            let Some(hex) = inner.get(i + 2..i + 6) else { return false };
+            match u32::from_str_radix(hex, 16) {
+                Ok(unit) if !(0xD800..=0xDFFF).contains(&unit) => i += 6,
+                _ => return false,
+            }
+        } else {
+            i += 2;
+        }
+    }
+    true
+}
+
+/// The top-level header object; fields as serde's derive reads them (absent ones take
+/// their default, a repeated one is an error, unknown ones are skipped).
+struct HeaderSeed<'x>(&'x mut RemotingCommand);
+
+impl<'de> DeserializeSeed<'de> for HeaderSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for HeaderSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a remoting command header")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        const FIELDS: [&str; 7] = ["code", "language", "version", "opaque", "flag", "remark", "extFields"];
+        let cmd = self.0;
+        let mut seen = [false; FIELDS.len()];
+        while let Some(KeyCow(key)) = map.next_key()? {
+            let Some(i) = FIELDS.iter().position(|f| *f == key) else {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            };
+            if std::mem::replace(&mut seen[i], true) {
+                return Err(de::Error::duplicate_field(FIELDS[i]));
+            }
+            match i {
+                0 => cmd.code = map.next_value::<I32Lenient>()?.0,
+                1 => {
+                    // A name is kept as sent; an ordinal is mapped to its name.
+                    if let ScalarCow(Some(raw)) = map.next_value()? {
+                        cmd.language = match raw.trim().parse::<i64>() {
+                            Ok(n) => Cow::Borrowed(language_name(n).unwrap_or("OTHER")),
+                            Err(_) => language_of(raw),
+                        };
+                    }
+                }
+                2 => cmd.version = map.next_value::<I32Lenient>()?.0,
+                3 => cmd.opaque = map.next_value::<I32Lenient>()?.0,
+                4 => cmd.flag = map.next_value::<I32Lenient>()?.0,
+                5 => cmd.remark = map.next_value::<OptStringLenient>()?.0,
+                _ => map.next_value_seed(ExtSeed(&mut cmd.ext_fields))?,
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Parses a JSON header; the body and serialize type are left at their defaults.
 pub fn decode_json_header(bytes: &[u8]) -> Result<RemotingCommand, CommandError> {
-    if !super::json::starts_with_object(bytes) {
-        return Err(CommandError::JsonHeaderNotAnObject);
-    }
-    let h: JsonHeaderIn = serde_json::from_slice(bytes).map_err(CommandError::JsonHeader)?;
-    Ok(RemotingCommand {
-        code: h.code,
-        language: h.language.unwrap_or_else(|| LANGUAGE_DEFAULT.to_string()),
-        version: h.version,
-        opaque: h.opaque,
-        flag: h.flag,
-        remark: h.remark,
-        ext_fields: h.ext_fields,
-        body: Bytes::new(),
-        serialize_type: SerializeType::Json,
-    })
+    decode_json_header_bytes(&Bytes::copy_from_slice(bytes))
 }
 
-pub fn encode_json_header(cmd: &RemotingCommand) -> Vec<u8> {
-    super::json::to_json(&JsonHeaderOut {
+/// Parses a JSON header whose ext fields stay spans of `src`.
+fn decode_json_header_bytes(src: &Bytes) -> Result<RemotingCommand, CommandError> {
+    if !super::json::starts_with_object(src) {
+        return Err(CommandError::JsonHeaderNotAnObject);
+    }
+    let mut cmd = RemotingCommand {
+        code: 0,
+        language: Cow::Borrowed(LANGUAGE_DEFAULT),
+        version: 0,
+        opaque: 0,
+        flag: 0,
+        remark: None,
+        ext_fields: ExtFields::decoding(src.clone()),
+        body: Bytes::new(),
+        serialize_type: SerializeType::Json,
+    };
+    let mut de = serde_json::Deserializer::from_slice(src);
+    HeaderSeed(&mut cmd).deserialize(&mut de).map_err(CommandError::JsonHeader)?;
+    de.end().map_err(CommandError::JsonHeader)?;
+    Ok(cmd)
+}
+
+fn json_header_out(cmd: &RemotingCommand) -> JsonHeaderOut<'_> {
+    JsonHeaderOut {
         code: cmd.code,
         ext_fields: &cmd.ext_fields,
         flag: cmd.flag,
@@ -320,7 +548,15 @@ pub fn encode_json_header(cmd: &RemotingCommand) -> Vec<u8> {
         remark: cmd.remark.as_deref(),
         serialize_type: "JSON",
         version: cmd.version,
-    })
+    }
+}
+
+pub fn encode_json_header(cmd: &RemotingCommand) -> Vec<u8> {
+    super::json::to_json(&json_header_out(cmd))
+}
+
+fn write_json_header<W: std::io::Write>(cmd: &RemotingCommand, w: W) -> Result<(), serde_json::Error> {
+    serde_json::to_writer(w, &json_header_out(cmd))
 }
 
 // ---- ROCKETMQ binary header ----
@@ -345,7 +581,12 @@ fn read_bytes<'a>(r: &mut Reader<'a>, field: &'static str, len: usize) -> Result
 /// Parses a ROCKETMQ binary header. Bytes after the ext fields are ignored, as Java does.
 /// Text is decoded like Java's `new String(bytes, UTF_8)`: invalid sequences become U+FFFD.
 pub fn decode_binary_header(bytes: &[u8]) -> Result<RemotingCommand, BinaryHeaderError> {
-    let mut r = Reader::new(bytes);
+    decode_binary_header_bytes(&Bytes::copy_from_slice(bytes))
+}
+
+/// Parses a ROCKETMQ binary header whose (valid UTF-8) ext fields stay spans of `src`.
+fn decode_binary_header_bytes(src: &Bytes) -> Result<RemotingCommand, BinaryHeaderError> {
+    let mut r = Reader::new(src);
     let code = r.i16().ok_or_else(|| truncated("code", 2, &r))?;
     let language = r.i8().ok_or_else(|| truncated("language", 1, &r))?;
     let version = r.i16().ok_or_else(|| truncated("version", 2, &r))?;
@@ -358,21 +599,25 @@ pub fn decode_binary_header(bytes: &[u8]) -> Result<RemotingCommand, BinaryHeade
     };
     let ext_len = read_len(&mut r, "extFields length", true)?;
     let mut ext = Reader::new(read_bytes(&mut r, "extFields", ext_len)?);
-    let mut ext_fields = ExtFields::new();
+    let mut ext_fields = ExtFields::decoding(src.clone());
+    let too_many = BinaryHeaderError::TooManyExtFields { max: EXT_FIELDS_COUNT_MAX };
     while ext.remaining() > 0 {
         let key_len = read_len(&mut ext, "ext key length", false)?;
         let key = read_bytes(&mut ext, "ext key", key_len)?;
         let val_len = read_len(&mut ext, "ext value length", true)?;
         let val = read_bytes(&mut ext, "ext value", val_len)?;
-        let key = String::from_utf8_lossy(key).into_owned();
-        if ext_fields.len() >= EXT_FIELDS_COUNT_MAX && !ext_fields.contains_key(&key) {
-            return Err(BinaryHeaderError::TooManyExtFields { max: EXT_FIELDS_COUNT_MAX });
+        let (key, val) = (String::from_utf8_lossy(key), String::from_utf8_lossy(val));
+        // See `ExtSeed::visit_map` for the folding of duplicates.
+        if ext_fields.push_decoded(piece(&key), piece(&val)) > 2 * EXT_FIELDS_COUNT_MAX && ext_fields.finish_decoding() > EXT_FIELDS_COUNT_MAX {
+            return Err(too_many);
         }
-        ext_fields.insert(key, String::from_utf8_lossy(val).into_owned());
+    }
+    if ext_fields.finish_decoding() > EXT_FIELDS_COUNT_MAX {
+        return Err(too_many);
     }
     Ok(RemotingCommand {
         code: i32::from(code),
-        language: language_name(i64::from(language)).unwrap_or("OTHER").to_string(),
+        language: Cow::Borrowed(language_name(i64::from(language)).unwrap_or("OTHER")),
         version: i32::from(version),
         opaque,
         flag,
@@ -392,28 +637,41 @@ fn len_i32(field: &'static str, len: usize) -> Result<i32, CommandError> {
 }
 
 pub fn encode_binary_header(cmd: &RemotingCommand) -> Result<Vec<u8>, CommandError> {
+    let mut out = Vec::new();
+    write_binary_header(cmd, &mut out)?;
+    Ok(out)
+}
+
+/// Appends the binary header to `out`; on error what it appended is garbage (callers
+/// truncate).
+fn write_binary_header<B: BufMut>(cmd: &RemotingCommand, out: &mut B) -> Result<(), CommandError> {
     let code: i16 = narrow("code", i64::from(cmd.code), 16)?;
     let version: i16 = narrow("version", i64::from(cmd.version), 16)?;
     let remark = cmd.remark.as_deref().unwrap_or("").as_bytes();
-    let mut ext = Vec::new();
-    for (k, v) in &cmd.ext_fields {
-        let key_len: i16 = narrow("ext key length", i64::try_from(k.len()).unwrap_or(i64::MAX), 16)?;
-        ext.extend_from_slice(&key_len.to_be_bytes());
-        ext.extend_from_slice(k.as_bytes());
-        ext.extend_from_slice(&len_i32("ext value length", v.len())?.to_be_bytes());
-        ext.extend_from_slice(v.as_bytes());
+    let mut ext_len = 0usize;
+    for (k, v) in cmd.ext_fields.iter() {
+        narrow::<i16>("ext key length", i64::try_from(k.len()).unwrap_or(i64::MAX), 16)?;
+        len_i32("ext value length", v.len())?;
+        ext_len = ext_len.saturating_add(2 + k.len() + 4 + v.len());
     }
-    let mut out = Vec::with_capacity(21 + remark.len() + ext.len());
-    out.extend_from_slice(&code.to_be_bytes());
-    out.push(language_code(&cmd.language));
-    out.extend_from_slice(&version.to_be_bytes());
-    out.extend_from_slice(&cmd.opaque.to_be_bytes());
-    out.extend_from_slice(&cmd.flag.to_be_bytes());
-    out.extend_from_slice(&len_i32("remark length", remark.len())?.to_be_bytes());
-    out.extend_from_slice(remark);
-    out.extend_from_slice(&len_i32("extFields length", ext.len())?.to_be_bytes());
-    out.extend_from_slice(&ext);
-    Ok(out)
+    let ext_len = len_i32("extFields length", ext_len)?;
+    let remark_len = len_i32("remark length", remark.len())?;
+    out.put_i16(code);
+    out.put_u8(language_code(&cmd.language));
+    out.put_i16(version);
+    out.put_i32(cmd.opaque);
+    out.put_i32(cmd.flag);
+    out.put_i32(remark_len);
+    out.put_slice(remark);
+    out.put_i32(ext_len);
+    for (k, v) in cmd.ext_fields.iter() {
+        // Both lengths were checked above.
+        out.put_i16(k.len() as i16);
+        out.put_slice(k.as_bytes());
+        out.put_i32(v.len() as i32);
+        out.put_slice(v.as_bytes());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -465,6 +723,13 @@ mod tests {
             Ok(RemotingCommand { remark: Some("boom".into()), ..cmd(0, 0, 1, &[]) }),
         );
         check(r#"{}"#, Ok(cmd(0, 0, 0, &[])));
+        // Escaped values (unescaped in place), a surrogate pair (serde_json's path), an
+        // escaped key, and a repeated key (the last one wins).
+        check(
+            r#"{"extFields":{"i":"a\u0001b\u0002\"\\\/\n\t\u00e9","s":"\ud83d\ude00!","k\u0041":"v","d":"1","d":"2"}}"#,
+            Ok(cmd(0, 0, 0, &[("i", "a\u{1}b\u{2}\"\\/\n\t\u{e9}"), ("s", "\u{1F600}!"), ("kA", "v"), ("d", "2")])),
+        );
+        check(r#"{"code":1,"code":2}"#, Err("duplicate field"));
         check(r#"{"code":4294967296}"#, Err("bad JSON header"));
         check(r#"{"extFields":{"a":[1]}}"#, Err("bad JSON header"));
         check(r#"{"extFields":[]}"#, Err("bad JSON header"));
@@ -616,12 +881,12 @@ mod tests {
             .prop_map(move |((code, language, version, opaque, flag), remark, ext_fields, body)| {
                 RemotingCommand {
                     code: i32::from(code),
-                    language: language.to_string(),
+                    language: Cow::Borrowed(language),
                     version: i32::from(version),
                     opaque,
                     flag,
                     remark,
-                    ext_fields,
+                    ext_fields: ext_fields.into_iter().collect(),
                     body: Bytes::from(body),
                     serialize_type: if binary { SerializeType::RocketMq } else { SerializeType::Json },
                 }

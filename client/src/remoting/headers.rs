@@ -95,7 +95,7 @@ macro_rules! ext_field {
                 }
             }
             fn write(&self, ext: &mut ExtFields, field: &'static str) {
-                ext.insert(field.to_string(), self.to_ext_string());
+                ext.set(field, &self.to_ext_string());
             }
         }
 
@@ -109,7 +109,7 @@ macro_rules! ext_field {
             }
             fn write(&self, ext: &mut ExtFields, field: &'static str) {
                 if let Some(v) = self {
-                    ext.insert(field.to_string(), v.to_ext_string());
+                    ext.set(field, &v.to_ext_string());
                 }
             }
         }
@@ -268,6 +268,108 @@ impl SendMessageRequestHeader {
             Self::from_ext(ext)
         } else {
             SendMessageRequestHeaderV2::from_ext(ext).map(Self::from)
+        }
+    }
+}
+
+/// A send header read in place: text fields borrow the command's ext fields (no
+/// `String` per field), for the broker's send path. Same rules and errors as
+/// `SendMessageRequestHeader::from_ext_any` (property-tested against it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendMessageHeaderRef<'a> {
+    pub producer_group: &'a str,
+    pub topic: &'a str,
+    pub default_topic: &'a str,
+    pub default_topic_queue_nums: i32,
+    pub queue_id: i32,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub flag: i32,
+    pub properties: Option<&'a str>,
+    pub reconsume_times: Option<i32>,
+    pub unit_mode: bool,
+    pub max_reconsume_times: Option<i32>,
+    pub batch: bool,
+    pub broker_name: Option<&'a str>,
+}
+
+/// The ext keys of a send header, long (SEND_MESSAGE) then short (V2) names, in
+/// `SendMessageHeaderRef`'s field order.
+const SEND_KEYS: [[&str; 14]; 2] = [
+    [
+        "producerGroup",
+        "topic",
+        "defaultTopic",
+        "defaultTopicQueueNums",
+        "queueId",
+        "sysFlag",
+        "bornTimestamp",
+        "flag",
+        "properties",
+        "reconsumeTimes",
+        "unitMode",
+        "maxReconsumeTimes",
+        "batch",
+        "brokerName",
+    ],
+    ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n"],
+];
+
+impl<'a> SendMessageHeaderRef<'a> {
+    /// Reads either form; the keys decide, as in `SendMessageRequestHeader::from_ext_any`.
+    pub fn from_ext_any(ext: &'a ExtFields) -> Result<Self, HeaderError> {
+        let keys = if ext.contains_key("producerGroup") || !ext.contains_key("a") { &SEND_KEYS[0] } else { &SEND_KEYS[1] };
+        let text = |i: usize| ext.get(keys[i]).ok_or(HeaderError::Missing { field: keys[i] });
+        let opt_text = |i: usize| ext.get(keys[i]);
+        fn num<T: ExtValue>(ext: &ExtFields, key: &'static str) -> Result<T, HeaderError> {
+            match ext.get(key) {
+                Some(raw) => T::parse_ext(key, raw),
+                None => Err(HeaderError::Missing { field: key }),
+            }
+        }
+        fn opt_num<T: ExtValue>(ext: &ExtFields, key: &'static str) -> Result<Option<T>, HeaderError> {
+            match ext.get(key) {
+                Some(raw) if raw.trim().is_empty() => Ok(None),
+                Some(raw) => T::parse_ext(key, raw).map(Some),
+                None => Ok(None),
+            }
+        }
+        let flag_or_false = |i: usize| ext.get(keys[i]).map_or(false, parse_bool);
+        // Fields in declaration order, so the first missing one is the one reported.
+        Ok(Self {
+            producer_group: text(0)?,
+            topic: text(1)?,
+            default_topic: text(2)?,
+            default_topic_queue_nums: num(ext, keys[3])?,
+            queue_id: num(ext, keys[4])?,
+            sys_flag: num(ext, keys[5])?,
+            born_timestamp: num(ext, keys[6])?,
+            flag: num(ext, keys[7])?,
+            properties: opt_text(8),
+            reconsume_times: opt_num(ext, keys[9])?,
+            unit_mode: flag_or_false(10),
+            max_reconsume_times: opt_num(ext, keys[11])?,
+            batch: flag_or_false(12),
+            broker_name: opt_text(13),
+        })
+    }
+
+    pub fn to_owned(&self) -> SendMessageRequestHeader {
+        SendMessageRequestHeader {
+            producer_group: self.producer_group.to_string(),
+            topic: self.topic.to_string(),
+            default_topic: self.default_topic.to_string(),
+            default_topic_queue_nums: self.default_topic_queue_nums,
+            queue_id: self.queue_id,
+            sys_flag: self.sys_flag,
+            born_timestamp: self.born_timestamp,
+            flag: self.flag,
+            properties: self.properties.map(str::to_string),
+            reconsume_times: self.reconsume_times,
+            unit_mode: self.unit_mode,
+            max_reconsume_times: self.max_reconsume_times,
+            batch: self.batch,
+            broker_name: self.broker_name.map(str::to_string),
         }
     }
 }
@@ -651,6 +753,18 @@ mod tests {
             &with(&[("reconsumeTimes", "99999999999")]),
             Err(HeaderError::Invalid { field: "reconsumeTimes", value: "99999999999".into(), expected: "i32" }),
         );
+        // The borrowed view reads every case the same, errors included.
+        let cases = [
+            with(&[("unitMode", "TRUE"), ("batch", "yes"), ("reconsumeTimes", " 2 "), ("maxReconsumeTimes", "")]),
+            V1_FIELDS[1..].to_vec(),
+            with(&[("queueId", "x")]),
+            with(&[("bornTimestamp", "")]),
+            vec![("a", "PG"), ("b", "T"), ("c", "TBW102"), ("d", "4"), ("e", "3"), ("f", "0"), ("h", "0"), ("k", "1")],
+        ];
+        for case in cases {
+            let e = ext(&case);
+            assert_eq!(SendMessageHeaderRef::from_ext_any(&e).map(|r| r.to_owned()), SendMessageRequestHeader::from_ext_any(&e), "{case:?}");
+        }
     }
 
     #[test]
@@ -843,7 +957,10 @@ mod tests {
             prop_assert_eq!(SendMessageRequestHeader::from_ext(&h.to_ext()), Ok(h.clone()));
             let v2 = SendMessageRequestHeaderV2::from(h.clone());
             prop_assert_eq!(SendMessageRequestHeaderV2::from_ext(&v2.to_ext()), Ok(v2.clone()));
-            prop_assert_eq!(SendMessageRequestHeader::from_ext_any(&v2.to_ext()), Ok(h));
+            prop_assert_eq!(SendMessageRequestHeader::from_ext_any(&v2.to_ext()), Ok(h.clone()));
+            for ext in [h.to_ext(), v2.to_ext()] {
+                prop_assert_eq!(SendMessageHeaderRef::from_ext_any(&ext).map(|r| r.to_owned()), SendMessageRequestHeader::from_ext_any(&ext));
+            }
         }
 
         #[test]

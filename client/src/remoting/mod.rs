@@ -6,6 +6,7 @@
 //! - `frame`: length-prefixed frames, incremental decoding with limits checked from the
 //!   8-byte prefix before anything else is buffered.
 //! - `command`: `RemotingCommand` and its two header serializations.
+//! - `ext`: `ExtFields`, the custom header fields, spans of the frame they came in.
 //! - `codes`: request, response and language codes.
 //! - `headers`: typed views over `extFields` (`from_ext` / `to_ext`).
 //! - `json`: the lenient JSON reader / legacy JSON writer every body shares.
@@ -22,6 +23,7 @@ pub mod batch;
 pub mod bodies;
 pub mod codes;
 pub mod command;
+pub mod ext;
 pub mod frame;
 pub mod ha;
 pub mod headers;
