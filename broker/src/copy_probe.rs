@@ -15,8 +15,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// A place on the send path where message bytes are copied in user space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Site {
-    /// Socket bytes copied into the connection's frame buffer after the read
-    /// (`net/conn.rs`); zero when the socket reads straight into the buffer.
+    /// Received bytes copied within the connection's frame buffer (`net/conn.rs`): the
+    /// socket reads straight into the buffer, so only the start of a frame still
+    /// arriving is moved when the buffer is renewed.
     NetRead = 0,
     /// A record encoded into a scratch buffer before it reaches the CommitLog's tail.
     RecordScratch = 1,

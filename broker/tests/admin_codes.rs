@@ -142,7 +142,7 @@ fn admin_codes_answer_as_apache_rocketmq() {
     let v: serde_json::Value = serde_json::from_slice(&body).expect("ConsumerConnection is JSON");
     let conn = &v["connectionSet"][0];
     assert_eq!(v["connectionSet"].as_array().map(Vec::len), Some(1), "{v}");
-    assert_eq!((conn["clientId"].as_str(), conn["language"].as_str(), conn["version"].as_i64()), (Some("10.0.0.9@admin"), Some(language.as_str()), Some(version as i64)), "{v}");
+    assert_eq!((conn["clientId"].as_str(), conn["language"].as_str(), conn["version"].as_i64()), (Some("10.0.0.9@admin"), Some(language.as_ref()), Some(version as i64)), "{v}");
     assert!(conn["clientAddr"].as_str().unwrap_or("").starts_with("127.0.0.1:"), "{v}");
     assert_eq!((v["consumeType"].as_str(), v["messageModel"].as_str(), v["consumeFromWhere"].as_str()), (Some("CONSUME_ACTIVELY"), Some("CLUSTERING"), Some("CONSUME_FROM_FIRST_OFFSET")), "{v}");
     let sub = &v["subscriptionTable"]["AT"];

@@ -1,6 +1,9 @@
-//! One client connection on one shard: reads frames, runs each request as its own
-//! task (so a sync send waiting for its flush or a suspended pull does not block the
-//! requests behind it), and writes responses from a single writer task.
+//! One client connection on one shard: reads frames, runs each request in a task of its
+//! own (so a sync send waiting for its flush or a suspended pull does not block the
+//! requests behind it), and writes responses from a single writer task. Request tasks
+//! are reused: a finished one waits for the next request (at most
+//! `REQUEST_TASKS_IDLE_MAX` wait), so a request costs no spawn. The socket reads into
+//! the frame buffer itself, and responses are encoded straight into the write buffer.
 //!
 //! Invariants:
 //! - a frame is refused from its 8-byte prefix before it is buffered (length < 4,
@@ -11,7 +14,9 @@
 //! - at most `REQUESTS_IN_FLIGHT_MAX` requests run per connection and at most
 //!   `WRITE_QUEUE_MAX` responses wait to be written: a client that sends faster than it
 //!   reads is slowed down, never buffered without bound;
-//! - a connection silent for `idle_connection_timeout_ms` is closed.
+//! - a connection silent for `idle_connection_timeout_ms` is closed;
+//! - when the connection ends, every idle request task ends (they hold senders of the
+//!   write queue, whose end ends the writer); a busy one ends when its request is done.
 //!
 //! Generic over the byte stream (a glommio `TcpStream` in production, an in-memory
 //! pipe in the simulator) and the runtime.
@@ -24,15 +29,19 @@ use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::frame::FrameLimits;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 pub const REQUESTS_IN_FLIGHT_MAX: usize = 1024;
 pub const WRITE_QUEUE_MAX: usize = 1024;
 /// Bytes read from the socket per read call.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// The frame buffer's first capacity: several reads' worth, so that it is reused in place
+/// (frames consumed, the rest moved to its start) rather than renewed per read.
+pub const READ_BUFFER_BYTES: usize = 4 * READ_CHUNK_BYTES;
 /// Frame overhead allowed on top of the body limit (headers, batch framing).
 pub const FRAME_SLACK_BYTES: usize = 64 * 1024;
 
@@ -78,8 +87,8 @@ pub async fn serve<R: Runtime, S: AsyncRead + AsyncWrite + Unpin + 'static>(shar
     let (permits, permits_back) = chan::bounded::<()>(REQUESTS_IN_FLIGHT_MAX);
     let permits_back = Rc::new(permits_back);
     let clients: Rc<RefCell<Vec<String>>> = Rc::new(RefCell::new(Vec::new()));
-    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
-    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    let pool = Rc::new(WorkerPool::default());
+    let mut buf = BytesMut::with_capacity(READ_BUFFER_BYTES);
     'conn: loop {
         loop {
             match RemotingCommand::decode(&mut buf, &limits) {
@@ -99,15 +108,31 @@ pub async fn serve<R: Runtime, S: AsyncRead + AsyncWrite + Unpin + 'static>(shar
                             }
                         }
                     }
-                    let shard = shard.clone();
-                    let tx = tx.clone();
-                    let permits_back = permits_back.clone();
-                    rt.spawn(async move {
-                        if let Some(response) = shard.handle(cmd, ctx).await {
-                            let _ = tx.send(response).await;
+                    // An idle request task takes it; a new one only when every task is
+                    // busy with a request that has started (a sync send waiting for its
+                    // flush, a suspended pull). Tasks handed a request but not yet run
+                    // are let run first: they are usually done at once (and idle again),
+                    // and a spawned task runs at once (glommio) while a woken one waits
+                    // its turn, so this also keeps requests handled in arrival order.
+                    let free = loop {
+                        if let Some(worker) = pool.idle.borrow_mut().pop() {
+                            break Some(worker);
                         }
-                        permits_back.try_recv();
-                    });
+                        if pool.handed.get() == 0 {
+                            break None;
+                        }
+                        futures_lite::future::yield_now().await;
+                    };
+                    match free {
+                        Some(worker) => {
+                            pool.handed.set(pool.handed.get() + 1);
+                            worker.give(cmd);
+                        }
+                        None => {
+                            let worker = Rc::new(Worker::default());
+                            rt.spawn(run_worker(shard.clone(), ctx, cmd, worker, pool.clone(), tx.clone(), permits_back.clone()));
+                        }
+                    }
                 }
                 Ok(None) => break,
                 Err(e) if !e.is_fatal() => {
@@ -125,13 +150,32 @@ pub async fn serve<R: Runtime, S: AsyncRead + AsyncWrite + Unpin + 'static>(shar
                 }
             }
         }
-        let read = crate::rt::timeout(&rt, idle, reader.read(&mut chunk)).await;
+        // The socket reads straight into the frame buffer's free room (zero-filled
+        // first: a read needs an initialized slice), so frames are never copied after
+        // the kernel's copy.
+        // Requests handed out run first: a request done with drops its frame, so the
+        // buffer is usually unshared again and `reserve` reuses it in place (moving at
+        // most the start of one frame) instead of allocating a new one.
+        while pool.handed.get() > 0 {
+            futures_lite::future::yield_now().await;
+        }
+        let filled = buf.len();
+        let at = buf.as_ptr();
+        buf.reserve(READ_CHUNK_BYTES);
+        if buf.as_ptr() != at && filled > 0 {
+            // The start of a frame still arriving moved to the new room.
+            crate::copy_probe::record(crate::copy_probe::Site::NetRead, filled);
+        }
+        buf.resize(filled + READ_CHUNK_BYTES, 0);
+        let read = crate::rt::timeout(&rt, idle, reader.read(&mut buf[filled..])).await;
+        let got = match &read {
+            Some(Ok(n)) => *n,
+            _ => 0,
+        };
+        buf.truncate(filled + got);
         match read {
             Some(Ok(0)) | Some(Err(_)) => break,
-            Some(Ok(n)) => {
-                buf.extend_from_slice(&chunk[..n]);
-                crate::copy_probe::record(crate::copy_probe::Site::NetRead, n);
-            }
+            Some(Ok(_)) => {}
             None => {
                 tracing::info!(conn_id, ?remote, idle_ms = idle.as_millis() as u64, "closing idle connection");
                 break;
@@ -141,9 +185,93 @@ pub async fn serve<R: Runtime, S: AsyncRead + AsyncWrite + Unpin + 'static>(shar
     let client_ids = clients.borrow().clone();
     shard.conn_closed(conn_id, &client_ids);
     drop(tx);
+    // Idle request tasks hold senders too: they end now, busy ones when they finish.
+    pool.close();
     // Requests still running answer into the queue; the writer ends when the last of
     // them is done (or at once if the socket is gone).
     let _ = writer_done.await;
+}
+
+/// Idle request tasks a connection keeps for its next requests; past this many a task
+/// that finishes ends. A task's future is the handler's whole state machine (~15 KB)
+/// and a spawn costs two allocations, so a pipelining client's requests reuse tasks.
+pub const REQUEST_TASKS_IDLE_MAX: usize = 64;
+
+/// A request task waiting for its next request.
+#[derive(Default)]
+struct Worker {
+    next: RefCell<Option<RemotingCommand>>,
+    waker: Cell<Option<Waker>>,
+}
+
+impl Worker {
+    fn give(&self, cmd: RemotingCommand) {
+        *self.next.borrow_mut() = Some(cmd);
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
+}
+
+/// The connection's idle request tasks.
+#[derive(Default)]
+struct WorkerPool {
+    idle: RefCell<Vec<Rc<Worker>>>,
+    /// Requests handed to idle tasks that have not started them yet.
+    handed: Cell<usize>,
+    closed: Cell<bool>,
+}
+
+impl WorkerPool {
+    fn close(&self) {
+        self.closed.set(true);
+        let idle = std::mem::take(&mut *self.idle.borrow_mut());
+        for worker in idle {
+            if let Some(w) = worker.waker.take() {
+                w.wake();
+            }
+        }
+    }
+}
+
+/// Runs `first`, then whatever requests the connection hands this task while it is
+/// idle, until the connection closes or enough other tasks are idle.
+async fn run_worker<R: Runtime>(
+    shard: Rc<Shard<R>>,
+    ctx: ConnCtx,
+    first: RemotingCommand,
+    me: Rc<Worker>,
+    pool: Rc<WorkerPool>,
+    tx: chan::Sender<RemotingCommand>,
+    permits_back: Rc<chan::Receiver<()>>,
+) {
+    let mut cmd = first;
+    loop {
+        if let Some(response) = shard.handle(cmd, ctx).await {
+            let _ = tx.send(response).await;
+        }
+        permits_back.try_recv();
+        if pool.closed.get() || pool.idle.borrow().len() >= REQUEST_TASKS_IDLE_MAX {
+            return;
+        }
+        pool.idle.borrow_mut().push(me.clone());
+        let next = std::future::poll_fn(|cx| {
+            if let Some(c) = me.next.borrow_mut().take() {
+                pool.handed.set(pool.handed.get() - 1);
+                return Poll::Ready(Some(c));
+            }
+            if pool.closed.get() {
+                return Poll::Ready(None);
+            }
+            me.waker.set(Some(cx.waker().clone()));
+            Poll::Pending
+        })
+        .await;
+        match next {
+            Some(c) => cmd = c,
+            None => return,
+        }
+    }
 }
 
 fn heartbeat_client_id(cmd: &RemotingCommand) -> Option<String> {

@@ -5,8 +5,9 @@
 //! Dispatch: a request about a queue runs on the queue's owner (`routing::queue_owner`);
 //! metadata changes run on `META_OWNER_SHARD`; everything else runs where it arrived.
 //! A request for another shard is forwarded whole over the mesh and answered by the
-//! owner exactly as if it had arrived there; a send carries its producer's address
-//! along (`BORN_HOST_EXT`), since the owner does not hold the connection.
+//! owner exactly as if it had arrived there; a forwarded send carries its producer's
+//! address along (`BORN_HOST_EXT`), since the owner does not hold the connection (a
+//! send handled where it arrived takes it from its `ConnCtx`, no string made).
 //!
 //! Architecture Invariant: shard state is `!Send` and touched only by its executor;
 //! `RefCell` borrows are never held across an await.
@@ -507,12 +508,10 @@ impl<R: Runtime> Shard<R> {
                 cmd.ext_fields.insert(admin_tools::CALLER_EXT.into(), remote.to_string());
             }
         }
-        if matches!(cmd.code, rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE) {
+        let send = matches!(cmd.code, rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE);
+        if send {
             cmd.ext_fields.remove(BORN_HOST_EXT);
             cmd.ext_fields.remove(sendback::SEND_BACK_EXT);
-            if let Some(remote) = ctx.remote {
-                cmd.ext_fields.insert(BORN_HOST_EXT.into(), remote.to_string());
-            }
         }
         let oneway = cmd.is_oneway();
         let code = cmd.code;
@@ -526,6 +525,11 @@ impl<R: Runtime> Shard<R> {
         let mut response = match self.route(&cmd) {
             Some(owner) if owner != self.id => {
                 self.counters.forwarded_out.set(self.counters.forwarded_out.get() + 1);
+                // The owner does not hold the connection: the producer's address travels
+                // with the request (a send handled here reads it from `ctx`).
+                if let (true, Some(remote)) = (send, ctx.remote) {
+                    cmd.ext_fields.set_fmt(BORN_HOST_EXT, format_args!("{remote}"));
+                }
                 self.mesh.call(owner, cmd).await
             }
             _ => self.handle_here(cmd, ctx).await,
@@ -592,7 +596,7 @@ impl<R: Runtime> Shard<R> {
             return error_response(&cmd, rs::SERVICE_NOT_AVAILABLE, "this broker is a slave: change topics and groups on its master (they replicate here)");
         }
         match cmd.code {
-            rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => self.handle_send(&cmd).await,
+            rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => self.handle_send(&cmd, ctx.remote).await,
             // Java serves LITE_PULL_MESSAGE with the pull processor too.
             rq::PULL_MESSAGE | rq::LITE_PULL_MESSAGE => self.handle_pull(&cmd).await,
             rq::QUERY_CONSUMER_OFFSET => self.handle_query_consumer_offset(&cmd),

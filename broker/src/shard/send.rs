@@ -1,6 +1,13 @@
 //! SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE, run on the queue's owner.
 //!
-//! Each message is stored with its producer's address as born host, as Java does.
+//! Each message is stored with its producer's address as born host, as Java does: the
+//! connection's address when the send arrived on this shard, the `BORN_HOST_EXT` field
+//! when another shard forwarded it.
+//!
+//! The single-message path allocates nothing per send of its own (its header is read
+//! in place, the record is encoded straight into the CommitLog's tail, the response's
+//! fields are written into its inline header buffer); `broker/tests/send_allocs.rs`
+//! holds the whole request to its bound.
 //!
 //! Invariants: a message is acknowledged SUCCESS only once stored (and, under sync
 //! flush, fdatasynced); every refusal is a response with a code and a remark that says
@@ -15,7 +22,8 @@ use ringmq_client::message::properties::{self, keys};
 use ringmq_client::remoting::batch;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
-use ringmq_client::remoting::headers::{SendMessageRequestHeader, SendMessageResponseHeader};
+use ringmq_client::remoting::headers::SendMessageHeaderRef;
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::rc::Rc;
 
@@ -25,20 +33,31 @@ pub const BATCH_MESSAGES_MAX: usize = 4096;
 const PERM_WRITE: u32 = 2;
 const PERM_READ: u32 = 4;
 
-pub use ringmq_client::msgid::{decode_offset_msg_id, offset_msg_id};
+pub use ringmq_client::msgid::{decode_offset_msg_id, offset_msg_id, OffsetMsgId};
+
+/// What a send reads of its topic's config.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct SendTopic {
+    perm: u32,
+    write_queue_nums: u32,
+    order: bool,
+}
+
+fn writable_perm(perm: u32) -> bool {
+    perm & PERM_WRITE != 0
+}
 
 pub fn readable(topic: &TopicConfig) -> bool {
     topic.perm & PERM_READ != 0
 }
 
-pub fn writable(topic: &TopicConfig) -> bool {
-    topic.perm & PERM_WRITE != 0
-}
 
 impl<R: crate::rt::Runtime> Shard<R> {
-    /// The topic's config, creating it when auto-creation is on.
-    pub(super) async fn topic_for_send(self: &Rc<Self>, name: &str) -> Result<TopicConfig, (i32, String)> {
-        if let Some(topic) = self.topic(name) {
+    /// What a send needs of its topic (perm, write queues, order), creating the topic
+    /// when auto-creation is on. Copied out of the table: no `TopicConfig` clone.
+    pub(super) async fn topic_for_send(self: &Rc<Self>, name: &str) -> Result<SendTopic, (i32, String)> {
+        let facts = |shard: &Self| shard.topics.borrow().get(name).map(|t| SendTopic { perm: t.perm, write_queue_nums: t.write_queue_nums, order: t.order });
+        if let Some(topic) = facts(self) {
             return Ok(topic);
         }
         if !self.config().auto_create_topic {
@@ -46,29 +65,35 @@ impl<R: crate::rt::Runtime> Shard<R> {
         }
         // Shard route mode: the default count on every shard-broker.
         self.ensure_topic(name, self.host_queue_count_for_client(self.config().default_topic_queue_nums)).await?;
-        self.topic(name).ok_or((rs::SYSTEM_ERROR, format!("topic {name} created but not visible")))
+        facts(self).ok_or((rs::SYSTEM_ERROR, format!("topic {name} created but not visible")))
     }
 
-    pub(super) async fn handle_send(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
+    /// `remote`: the producer's address when the send arrived on this shard's socket.
+    pub(super) async fn handle_send(self: &Rc<Self>, cmd: &RemotingCommand, remote: Option<SocketAddr>) -> RemotingCommand {
         if !self.config().role.is_master() {
             // A slave's log holds its master's records only (RocketMQ's answer).
             return error_response(cmd, rs::SERVICE_NOT_AVAILABLE, "message store is slave mode, so putMessage is forbidden");
         }
-        let header = match SendMessageRequestHeader::from_ext_any(&cmd.ext_fields) {
+        let header = match SendMessageHeaderRef::from_ext_any(&cmd.ext_fields) {
             Ok(h) => h,
             Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, format!("bad send header: {e}")),
         };
         if header.topic.starts_with(super::sendback::RETRY_TOPIC_PREFIX) && cmd.ext(super::sendback::SEND_BACK_EXT).is_none() {
-            if let Some(r) = self.redirect_to_dlq(cmd, &header.topic, header.reconsume_times.unwrap_or(0), header.max_reconsume_times).await {
+            // The redirected copy is sent internally: it carries the born host along.
+            let mut with_host = cmd.clone();
+            if let Some(remote) = remote {
+                with_host.ext_fields.set_fmt(super::BORN_HOST_EXT, format_args!("{remote}"));
+            }
+            if let Some(r) = self.redirect_to_dlq(&with_host, header.topic, header.reconsume_times.unwrap_or(0), header.max_reconsume_times).await {
                 return r;
             }
         }
-        let topic = match self.topic_for_send(&header.topic).await {
+        let topic = match self.topic_for_send(header.topic).await {
             Ok(t) => t,
             Err((code, remark)) => return error_response(cmd, code, remark),
         };
-        if !writable(&topic) {
-            return error_response(cmd, rs::NO_PERMISSION, format!("the topic[{}] sending message is forbidden", topic.name));
+        if !writable_perm(topic.perm) {
+            return error_response(cmd, rs::NO_PERMISSION, format!("the topic[{}] sending message is forbidden", header.topic));
         }
         // A broker without write permission is avoided through its routes; only ordered
         // topics (whose producers cannot pick another queue) are refused here (Java).
@@ -80,18 +105,20 @@ impl<R: crate::rt::Runtime> Shard<R> {
             return error_response(
                 cmd,
                 rs::SYSTEM_ERROR,
-                format!("request queueId[{queue_id}] is illegal, topic {} has {} write queues", topic.name, topic.write_queue_nums),
+                format!("request queueId[{queue_id}] is illegal, topic {} has {} write queues", header.topic, topic.write_queue_nums),
             );
         }
         let max_bytes = self.config().max_message_bytes;
         if cmd.body.len() as u64 > max_bytes && !(cmd.code == rq::SEND_BATCH_MESSAGE || header.batch) {
             return error_response(cmd, rs::MESSAGE_ILLEGAL, format!("message body size {} exceeds the maximum {max_bytes}", cmd.body.len()));
         }
-        // The producer's address, stamped where the request arrived (0.0.0.0:0 for a
-        // request made inside the broker).
-        let born_host = cmd.ext(super::BORN_HOST_EXT).and_then(|a| a.parse().ok()).unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
+        // The producer's address: the connection's, or stamped by the shard the request
+        // arrived on (0.0.0.0:0 for a request made inside the broker).
+        let born_host = remote
+            .or_else(|| cmd.ext(super::BORN_HOST_EXT).and_then(|a| a.parse().ok()))
+            .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
         let base = MessageToStore {
-            topic: &header.topic,
+            topic: header.topic,
             queue_id,
             flag: header.flag,
             body: &[],
@@ -103,8 +130,11 @@ impl<R: crate::rt::Runtime> Shard<R> {
             reconsume_times: header.reconsume_times.unwrap_or(0),
             prepared_transaction_offset: 0,
         };
-        let properties = header.properties.clone().unwrap_or_default();
-        let mut results: Vec<PutResult> = Vec::new();
+        let properties = header.properties.unwrap_or_default();
+        // First and last message stored, and how many (a batch answers every id).
+        let mut first: Option<PutResult> = None;
+        let mut last: Option<PutResult> = None;
+        let mut batch_ids: Option<String> = None;
         // The properties of a half message as stored (its transaction id answered).
         let mut half_properties = None;
         if cmd.code == rq::SEND_BATCH_MESSAGE || header.batch {
@@ -138,49 +168,58 @@ impl<R: crate::rt::Runtime> Shard<R> {
                     return error_response(cmd, rs::MESSAGE_ILLEGAL, "delayed messages cannot be batched (property DELAY in a batch)");
                 }
             }
+            let mut ids = String::new();
             for m in &messages {
                 let props = String::from_utf8_lossy(&m.properties);
                 let msg = MessageToStore { body: &m.body, properties: &props, flag: m.flag, ..base.clone() };
                 match self.put(&msg) {
-                    Ok(r) => results.push(r),
+                    Ok(r) => {
+                        if !ids.is_empty() {
+                            ids.push(',');
+                        }
+                        let _ = std::fmt::Write::write_fmt(&mut ids, format_args!("{}", OffsetMsgId(self.store_host, r.phys_offset)));
+                        first.get_or_insert(r);
+                        last = Some(r);
+                    }
                     // Earlier messages of the batch are stored but not acknowledged:
                     // the producer retries the whole batch (at-least-once).
                     Err(resp) => return error_response(cmd, resp.0, resp.1),
                 }
             }
-        } else if crate::txn::is_half(header.sys_flag, &properties) {
+            batch_ids = Some(ids);
+        } else if crate::txn::is_half(header.sys_flag, properties) {
             // A half message waits, invisible, in this shard's half queue until its
             // producer ends the transaction (`shard/txn.rs`).
-            match self.put_half(&header.topic, queue_id, MessageToStore { body: &cmd.body, ..base }, &properties) {
+            match self.put_half(header.topic, queue_id, MessageToStore { body: &cmd.body, ..base }, properties) {
                 Ok((r, stored)) => {
-                    results.push(r);
+                    first = Some(r);
+                    last = Some(r);
                     half_properties = Some(stored);
                 }
                 Err((code, remark)) => return error_response(cmd, code, remark),
             }
         } else {
-            let level = match self.delay_levels.level_of(properties::find(&properties, keys::DELAY)) {
+            let level = match self.delay_levels.level_of(properties::find(properties, keys::DELAY)) {
                 Ok(level) => level,
                 Err(e) => return error_response(cmd, rs::MESSAGE_ILLEGAL, e),
             };
             // A delayed message waits in this shard's schedule queue of its level
             // (this shard owns its target queue) until `run_delivery` copies it there.
             let now_ms = self.now_ms();
-            let (timer_due, untimed) = match self.timer_wheel.due_ms(&properties, now_ms) {
-                Ok(Some(due)) if due > now_ms => (Some(due), None),
+            let (timer_due, untimed) = match self.timer_wheel.due_ms(properties, now_ms) {
+                Ok(Some(due)) if due > now_ms => (Some(due), Cow::Borrowed(properties)),
                 // Due already: delivered at once, without the timer request.
-                Ok(Some(_)) => (None, Some(crate::schedule::timer::strip_timer_properties(&properties))),
-                Ok(None) => (None, None),
+                Ok(Some(_)) => (None, Cow::Owned(crate::schedule::timer::strip_timer_properties(properties))),
+                Ok(None) => (None, Cow::Borrowed(properties)),
                 Err(e) => return error_response(cmd, rs::MESSAGE_ILLEGAL, e),
             };
-            let untimed_or_original = untimed.unwrap_or_else(|| properties.clone());
-            let properties = &untimed_or_original;
+            let properties: &str = &untimed;
             let scheduled;
             let msg = match (timer_due, level) {
                 // A timer waits in the wheel bucket of the minute it is due in; one whose
                 // time has passed goes to its queue at once (RocketMQ 5).
                 (Some(due), _) => {
-                    scheduled = crate::schedule::timer::timer_properties(&properties, &header.topic, queue_id, due);
+                    scheduled = crate::schedule::timer::timer_properties(properties, header.topic, queue_id, due);
                     MessageToStore {
                         topic: crate::schedule::timer::TIMER_TOPIC,
                         queue_id: self.timer_wheel.bucket_of(due),
@@ -190,31 +229,28 @@ impl<R: crate::rt::Runtime> Shard<R> {
                     }
                 }
                 (None, Some(level)) => {
-                    scheduled = crate::schedule::schedule_properties(&properties, &header.topic, queue_id);
+                    scheduled = crate::schedule::schedule_properties(properties, header.topic, queue_id);
                     MessageToStore { topic: crate::schedule::SCHEDULE_TOPIC, queue_id: (level - 1) as i32, body: &cmd.body, properties: &scheduled, ..base }
                 }
-                (None, None) => MessageToStore { body: &cmd.body, properties: &properties, ..base },
+                (None, None) => MessageToStore { body: &cmd.body, properties, ..base },
             };
             match self.put(&msg) {
-                Ok(r) => results.push(r),
+                Ok(r) => {
+                    first = Some(r);
+                    last = Some(r);
+                }
                 Err(resp) => return error_response(cmd, resp.0, resp.1),
             }
         }
-        let last = results.last().copied().expect("at least one message stored");
-        self.waiters.notify(&header.topic, queue_id);
+        let (Some(first), Some(last)) = (first, last) else {
+            return error_response(cmd, rs::SYSTEM_ERROR, "no message stored");
+        };
+        self.waiters.notify(header.topic, queue_id);
         if self.config().store.flush_mode == FlushMode::Sync {
             if let Err(e) = self.store.wait_durable(last.durable_ticket).await {
                 crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.id));
             }
         }
-        let msg_id = results.iter().map(|r| offset_msg_id(&self.store_host, r.phys_offset)).collect::<Vec<_>>().join(",");
-        let response_header = SendMessageResponseHeader {
-            msg_id,
-            queue_id,
-            queue_offset: results[0].queue_offset as i64,
-            transaction_id: properties::find(half_properties.as_deref().unwrap_or(&properties), keys::UNIQ_KEY).map(str::to_string),
-            batch_uniq_id: None,
-        };
         // SYNC_MASTER: the message is stored here either way; the code says whether a
         // slave has it (RocketMQ's FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE statuses).
         let (code, remark) = if self.config().role == crate::config::BrokerRole::SyncMaster {
@@ -225,10 +261,21 @@ impl<R: crate::rt::Runtime> Shard<R> {
         } else {
             (rs::SUCCESS, None)
         };
+        // `SendMessageResponseHeader`'s fields, written in place (keys are static, values
+        // go to the header's inline buffer).
         let mut response = cmd.create_response(code, remark.as_deref());
-        response.ext_fields = response_header.to_ext();
-        response.ext_fields.insert("MSG_REGION".into(), "DefaultRegion".into());
-        response.ext_fields.insert("TRACE_ON".into(), "true".into());
+        let ext = &mut response.ext_fields;
+        match &batch_ids {
+            Some(ids) => ext.set("msgId", ids),
+            None => ext.set_fmt("msgId", format_args!("{}", OffsetMsgId(self.store_host, first.phys_offset))),
+        }
+        ext.set_fmt("queueId", format_args!("{queue_id}"));
+        ext.set_fmt("queueOffset", format_args!("{}", first.queue_offset as i64));
+        if let Some(transaction_id) = properties::find(half_properties.as_deref().unwrap_or(properties), keys::UNIQ_KEY) {
+            ext.set("transactionId", transaction_id);
+        }
+        ext.set_static("MSG_REGION", "DefaultRegion");
+        ext.set_static("TRACE_ON", "true");
         response
     }
 

@@ -23,10 +23,10 @@ use super::consumequeue::{ConsumeQueue, CqEntry, ENTRY_BYTES};
 use super::error::StoreError;
 use super::index::{IndexError, IndexService};
 use super::io::{align_down, align_up, Clock, Disk, DiskFile, IoError, IoErrorKind, BLOCK_BYTES};
-use super::segmented::{ensure_segment, flush_log, log_accessor, read_log, FlushDone, SegmentedLog};
+use super::segmented::{ensure_segment, flush_log, log_accessor, read_log, read_log_into, FlushDone, SegmentedLog};
 use ringmq_client::hash::tag_hash_code;
 use ringmq_client::message::properties::{self, keys, Properties};
-use ringmq_client::message::stored::{encode_blank, record_head, RecordHead, StoredMessage, StoredMessageView, BLANK_LEN_MIN_BYTES};
+use ringmq_client::message::stored::{encode_blank, encode_parts, record_head, RecordHead, StoredMessage, StoredMessageView, BLANK_LEN_MIN_BYTES};
 use std::cell::RefCell;
 use hashbrown::{Equivalent, HashMap};
 use std::collections::BTreeMap;
@@ -190,7 +190,8 @@ struct Inner<D: Disk> {
     /// past that `put` answers `Busy`), and tasks that need the index wait in
     /// `index_waiters` until it is returned.
     index: Option<IndexService<D>>,
-    index_pending: Vec<(String, u64, i64)>,
+    /// (key hash, physical offset, store time).
+    index_pending: Vec<(i32, u64, i64)>,
     index_waiters: Vec<std::task::Waker>,
     scratch: Vec<u8>,
     failed: Option<String>,
@@ -264,15 +265,13 @@ fn tag_hash_of(props: &str) -> i64 {
 }
 
 /// `topic#key` for UNIQ_KEY and for each KEYS token.
-fn index_keys(topic: &str, props: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Some(uniq) = properties::find(props, keys::UNIQ_KEY) {
-        out.push(format!("{topic}#{uniq}"));
-    }
-    for key in properties::find(props, keys::KEYS).unwrap_or("").split(' ').filter(|k| !k.is_empty()) {
-        out.push(format!("{topic}#{key}"));
-    }
-    out
+/// The index hashes of a record's keys (`topic#UNIQ_KEY` and `topic#<word>` for each
+/// word of `KEYS`), computed without building the joined strings.
+fn index_keys<'a>(topic: &str, props: &'a str) -> impl Iterator<Item = i32> + 'a {
+    let prefix = super::index::topic_hash_prefix(topic);
+    let uniq = properties::find(props, keys::UNIQ_KEY);
+    let words = properties::find(props, keys::KEYS).unwrap_or("").split(' ').filter(|k| !k.is_empty());
+    uniq.into_iter().chain(words).map(move |k| super::index::topic_key_hash(prefix, k))
 }
 
 /// Looks a queue up by borrowed topic: hashes exactly as `(String, i32)` does, so the
@@ -424,17 +423,23 @@ impl<D: Disk, C: Clock> Store<D, C> {
             topic: String::new(),
             properties: String::new(),
         };
-        inner.scratch.clear();
-        encode_record(&record, msg, &mut inner.scratch);
-        debug_assert_eq!(inner.scratch.len() as u64, size);
-        crate::copy_probe::record(crate::copy_probe::Site::RecordScratch, inner.scratch.len());
-        inner.commitlog.append(&inner.scratch);
-        crate::copy_probe::record(crate::copy_probe::Site::TailAppend, inner.scratch.len());
+        // Encoded straight into the tail: the body's one copy on the append path. A
+        // record that would straddle two tail chunks (one per MiB at most) goes through
+        // the scratch buffer.
+        let encode = |mut out: &mut [u8]| encode_parts(&record, msg.body, msg.topic, msg.properties, &mut out);
+        if !inner.commitlog.append_in_place(size as usize, encode) {
+            inner.scratch.clear();
+            encode_parts(&record, msg.body, msg.topic, msg.properties, &mut inner.scratch);
+            debug_assert_eq!(inner.scratch.len() as u64, size);
+            crate::copy_probe::record(crate::copy_probe::Site::RecordScratch, inner.scratch.len());
+            inner.commitlog.append(&inner.scratch);
+        }
+        crate::copy_probe::record(crate::copy_probe::Site::TailAppend, size as usize);
         let tag_hash = tag_hash_of(msg.properties);
         cq.append(CqEntry { phys_offset: self.shard.phys(local), size: size as u32, tag_hash });
         for k in index_keys(msg.topic, msg.properties) {
             match inner.index.as_mut() {
-                Some(index) => index.put(&k, self.shard.phys(local), store_timestamp_ms),
+                Some(index) => index.put_hash(k, self.shard.phys(local), store_timestamp_ms),
                 None => inner.index_pending.push((k, self.shard.phys(local), store_timestamp_ms)),
             }
         }
@@ -569,7 +574,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
             cq.append(CqEntry { phys_offset: self.shard.phys(local), size: n as u32, tag_hash: tag_hash_of(&props) });
             for k in index_keys(&topic, &props) {
                 match inner.index.as_mut() {
-                    Some(index) => index.put(&k, self.shard.phys(local), view.store_timestamp_ms()),
+                    Some(index) => index.put_hash(k, self.shard.phys(local), view.store_timestamp_ms()),
                     None => inner.index_pending.push((k, self.shard.phys(local), view.store_timestamp_ms())),
                 }
             }
@@ -996,8 +1001,8 @@ impl<D: Disk, C: Clock> Store<D, C> {
     fn return_index(&self, mut index: IndexService<D>) {
         let waiters = {
             let mut inner = self.inner.borrow_mut();
-            for (key, phys, ts) in inner.index_pending.drain(..) {
-                index.put(&key, phys, ts);
+            for (hash, phys, ts) in inner.index_pending.drain(..) {
+                index.put_hash(hash, phys, ts);
             }
             inner.index = Some(index);
             std::mem::take(&mut inner.index_waiters)
@@ -1229,19 +1234,19 @@ impl<D: Disk, C: Clock> Store<D, C> {
     /// windows, since consumers read queues forward and the queues' records lie
     /// interleaved in the log. Point reads do not use them: a time search's probes would
     /// each pull in 2 MiB for one record.
-    async fn read_commitlog_ahead(&self, phys: u64, len: usize) -> Result<Vec<u8>, StoreError> {
+    async fn read_commitlog_ahead_into(&self, phys: u64, len: usize, out: &mut Vec<u8>) -> Result<usize, StoreError> {
         let local = local_of(phys);
         let cold = {
             let inner = self.inner.borrow();
             self.config.read_ahead_windows_max > 0 && local + len as u64 <= inner.commitlog.tail.base() && len as u64 <= READ_AHEAD_WINDOW_BYTES && len > 0
         };
         if !cold {
-            return self.note_read(read_log(&*self.inner, &commitlog_of, local, len).await);
+            return self.note_read(read_log_into(&*self.inner, &commitlog_of, local, len, out).await);
         }
         // A cold read goes through the read-ahead windows: the range's one or two
         // windows, each read whole (one large O_DIRECT read) if not held already.
+        let first = out.len();
         let end = local + len as u64;
-        let mut out = Vec::with_capacity(len);
         let mut at = local;
         while at < end {
             let start = align_down(at, READ_AHEAD_WINDOW_BYTES);
@@ -1252,12 +1257,13 @@ impl<D: Disk, C: Clock> Store<D, C> {
                 // The window stops short (a segment missing inside it, the files' end) or
                 // its read failed: the plain read says exactly what is there, or names
                 // the failing record's own file and offset.
-                return self.note_read(read_log(&*self.inner, &commitlog_of, local, len).await);
+                out.truncate(first);
+                return self.note_read(read_log_into(&*self.inner, &commitlog_of, local, len, out).await);
             };
             out.extend_from_slice(&window[from..to]);
             at = start + to as u64;
         }
-        Ok(out)
+        Ok(out.len() - first)
     }
 
     /// The read-ahead window starting at `start` (aligned to `READ_AHEAD_WINDOW_BYTES`)
@@ -1387,38 +1393,46 @@ impl<D: Disk, C: Clock> Store<D, C> {
             if result.record_count > 0 && result.records.len() + entry.size as usize > max_bytes {
                 break;
             }
-            // Coalesce the following matching entries whose records lie close behind.
+            // Coalesce the following matching entries whose records lie close behind
+            // (`entries[i..j]`, with a running byte count: linear in the entries).
             let mut j = i + 1;
             let span_start = entry.phys_offset;
             let mut span_end = entry.phys_offset + entry.size as u64;
-            let mut taken = vec![entry];
-            while j < entries.len() && result.record_count + taken.len() < max_messages {
+            let mut taken_bytes = entry.size as usize;
+            while j < entries.len() && result.record_count + (j - i) < max_messages {
                 let e = entries[j];
                 if !filter(e.tag_hash) {
                     break;
                 }
                 let end = e.phys_offset + e.size as u64;
-                let bytes_so_far: usize = result.records.len() + taken.iter().map(|t| t.size as usize).sum::<usize>();
-                if e.phys_offset < span_end || end - span_start > READ_SPAN_BYTES_MAX || bytes_so_far + e.size as usize > max_bytes {
+                if e.phys_offset < span_end || end - span_start > READ_SPAN_BYTES_MAX || result.records.len() + taken_bytes + e.size as usize > max_bytes {
                     break;
                 }
                 span_end = end;
-                taken.push(e);
+                taken_bytes += e.size as usize;
                 j += 1;
             }
-            let span = self.read_commitlog_ahead(span_start, (span_end - span_start) as usize).await?;
-            for e in &taken {
+            // The span is read straight into the response body; the records of other
+            // queues between the taken ones are then squeezed out in place.
+            let base = result.records.len();
+            let got = self.read_commitlog_ahead_into(span_start, (span_end - span_start) as usize, &mut result.records).await?;
+            let mut write = base;
+            for e in &entries[i..j] {
                 let at = (e.phys_offset - span_start) as usize;
-                let Some(bytes) = span.get(at..at + e.size as usize) else {
+                let size = e.size as usize;
+                if at + size > got {
                     return Err(StoreError::Corrupt { file: self.dir.join("commitlog"), offset: e.phys_offset, reason: "short read".into() });
-                };
-                if let Err(err) = StoredMessageView::parse_verified(bytes) {
+                }
+                let from = base + at;
+                if let Err(err) = StoredMessageView::parse_verified(&result.records[from..from + size]) {
                     return Err(StoreError::Corrupt { file: self.dir.join("commitlog"), offset: e.phys_offset, reason: err.to_string() });
                 }
-                result.records.extend_from_slice(bytes);
+                result.records.copy_within(from..from + size, write);
+                write += size;
                 result.record_count += 1;
             }
-            next += taken.len() as u64;
+            result.records.truncate(write);
+            next += (j - i) as u64;
             i = j;
         }
         result.next_offset = next;
@@ -1508,30 +1522,6 @@ impl<D: Disk, C: Clock> Store<D, C> {
         }
         Ok(out)
     }
-}
-
-fn encode_record(header: &StoredMessage, msg: &MessageToStore<'_>, out: &mut Vec<u8>) {
-    // Encode with empty variable fields, then splice them in: avoids copying the body
-    // into an owned StoredMessage first.
-    let full = StoredMessage {
-        body: Vec::new(),
-        topic: String::new(),
-        properties: String::new(),
-        ..header.clone()
-    };
-    let start = out.len();
-    full.encode_into(out);
-    // Fixed part ends with BODY len (4) + TOPIC len (1) + PROPS len (2) = 7 bytes.
-    out.truncate(out.len() - 7);
-    let total = ringmq_client::message::stored::encoded_len(msg.topic.len(), msg.body.len(), msg.properties.len(), &msg.born_host, &msg.store_host);
-    out[start..start + 4].copy_from_slice(&(total as i32).to_be_bytes());
-    out[start + 8..start + 12].copy_from_slice(&ringmq_client::message::stored::body_crc(msg.body).to_be_bytes());
-    out.extend_from_slice(&(msg.body.len() as i32).to_be_bytes());
-    out.extend_from_slice(msg.body);
-    out.push(msg.topic.len() as u8);
-    out.extend_from_slice(msg.topic.as_bytes());
-    out.extend_from_slice(&(msg.properties.len() as i16).to_be_bytes());
-    out.extend_from_slice(msg.properties.as_bytes());
 }
 
 async fn flush_queue<D: Disk>(cell: &RefCell<Inner<D>>, disk: &D, key: &QueueKey) -> Result<(), StoreError> {

@@ -145,6 +145,17 @@ pub fn key_hash(key: &str) -> i32 {
     positive_hash(java_string_hash(key))
 }
 
+/// `key_hash(&format!("{topic}#{key}"))` (the key a record is indexed under), without
+/// building the string: the append path indexes every message's keys.
+pub fn topic_key_hash(topic_hash_prefix: i32, key: &str) -> i32 {
+    positive_hash(ringmq_client::hash::java_string_hash_continue(topic_hash_prefix, key))
+}
+
+/// The hash state after `topic#`, for `topic_key_hash`.
+pub fn topic_hash_prefix(topic: &str) -> i32 {
+    ringmq_client::hash::java_string_hash_continue(java_string_hash(topic), "#")
+}
+
 fn positive_hash(hash: i32) -> i32 {
     hash.checked_abs().unwrap_or(0)
 }
@@ -699,6 +710,12 @@ impl<D: Disk> IndexService<D> {
     /// because the store calls it on the append path. A full active file is sealed
     /// (written by the next `flush`) and a new one started.
     pub fn put(&mut self, key: &str, phys_offset: u64, store_timestamp_ms: i64) {
+        self.put_hash(key_hash(key), phys_offset, store_timestamp_ms);
+    }
+
+    /// `put` for a key already hashed with `key_hash` (or `topic_key_hash`): a file
+    /// holds only the hash.
+    pub fn put_hash(&mut self, hash: i32, phys_offset: u64, store_timestamp_ms: i64) {
         let mut active = match self.active.take() {
             Some(active) if !active.header.is_full(&self.config) => active,
             Some(full) => {
@@ -707,7 +724,7 @@ impl<D: Disk> IndexService<D> {
             }
             None => self.new_file(store_timestamp_ms),
         };
-        active.append(&self.config, key_hash(key), phys_offset, store_timestamp_ms);
+        active.append(&self.config, hash, phys_offset, store_timestamp_ms);
         self.active = Some(active);
     }
 
@@ -1125,6 +1142,9 @@ mod tests {
         assert_eq!(positive_hash(7), 7);
         assert_eq!(key_hash("a"), 97);
         assert_eq!(key_hash("Aa"), key_hash("BB"), "a real String.hashCode collision");
+        for (topic, key) in [("T", "k"), ("TopicTest", "7F0000010FA018B4AAC2000000000001"), ("é", "")] {
+            assert_eq!(topic_key_hash(topic_hash_prefix(topic), key), key_hash(&format!("{topic}#{key}")));
+        }
     }
 
     #[test]

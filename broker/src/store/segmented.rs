@@ -109,6 +109,17 @@ impl<D: Disk> SegmentedLog<D> {
         self.write_pos += bytes.len() as u64;
     }
 
+    /// `TailBuffer::append_in_place` for the log: `false` (nothing appended) when the
+    /// bytes would straddle two tail chunks.
+    pub fn append_in_place(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> bool {
+        debug_assert_eq!(self.tail.end(), self.write_pos);
+        let done = self.tail.append_in_place(len, fill);
+        if done {
+            self.write_pos += len as u64;
+        }
+        done
+    }
+
     /// Restarts the log at `pos` with `block_prefix` = the bytes of
     /// `[align_down(pos), pos)` (recovery).
     pub fn reset_at(&mut self, pos: u64, block_prefix: &[u8]) {
@@ -323,6 +334,24 @@ where
     G: for<'a> Fn(&'a mut O) -> &'a mut SegmentedLog<D>,
 {
     let mut out = Vec::with_capacity(len);
+    read_log_into(cell, get, pos, len, &mut out).await?;
+    Ok(out)
+}
+
+/// `read_log` appending to `out` (a pull assembles its response body this way, with no
+/// buffer per read). Returns the bytes appended; on error `out` holds a partial read.
+pub async fn read_log_into<D: Disk, O, G>(
+    cell: &RefCell<O>,
+    get: &G,
+    pos: u64,
+    len: usize,
+    out: &mut Vec<u8>,
+) -> Result<usize, StoreError>
+where
+    G: for<'a> Fn(&'a mut O) -> &'a mut SegmentedLog<D>,
+{
+    let first = out.len();
+    out.reserve(len);
     let end = pos + len as u64;
     let mut at = pos;
     while at < end {
@@ -358,5 +387,5 @@ where
         }
         at = piece_end;
     }
-    Ok(out)
+    Ok(out.len() - first)
 }

@@ -63,6 +63,26 @@ impl TailBuffer {
         }
     }
 
+    /// Appends `len` bytes that `fill` writes in place, when they fit in the chunk the
+    /// tail ends in (or in a fresh one): the append path encodes a record straight into
+    /// the tail, with no scratch copy. Returns `false`, appending nothing, when they
+    /// would straddle two chunks (then `append` a copy: once per chunk at most).
+    pub fn append_in_place(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> bool {
+        let rel = (self.end - self.base) as usize;
+        let chunk_index = rel / self.chunk_bytes;
+        let within = rel % self.chunk_bytes;
+        if within + len > self.chunk_bytes {
+            return false;
+        }
+        if chunk_index == self.chunks.len() {
+            let chunk = self.spare.pop().unwrap_or_else(|| vec![0u8; self.chunk_bytes].into_boxed_slice());
+            self.chunks.push_back(chunk);
+        }
+        fill(&mut self.chunks[chunk_index][within..within + len]);
+        self.end += len as u64;
+        true
+    }
+
     /// Appends `len` zero bytes.
     pub fn append_zeros(&mut self, len: u64) {
         // Reused chunks hold stale bytes: write the zeros.
@@ -145,6 +165,18 @@ mod tests {
             *b = model.get(at).copied().unwrap_or(0);
         }
         assert_eq!(got, want, "appends {appends:?} trim {trim_to} read {read:?}");
+    }
+
+    #[test]
+    fn in_place_appends_fill_within_one_chunk() {
+        let mut tail = TailBuffer::new(0, 4096);
+        assert!(tail.append_in_place(4000, |b| b.fill(1)));
+        assert!(!tail.append_in_place(97, |_| unreachable!("straddles chunks")));
+        assert!(tail.append_in_place(96, |b| b.fill(2)));
+        assert!(tail.append_in_place(10, |b| b.fill(3)));
+        assert_eq!(tail.end(), 4106);
+        assert_eq!(tail.read(3998, 100), [vec![1u8; 2], vec![2; 96], vec![3; 2]].concat());
+        assert!(!tail.append_in_place(5000, |_| unreachable!("larger than a chunk")));
     }
 
     #[test]

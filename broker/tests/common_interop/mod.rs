@@ -256,7 +256,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, to_server: bool, conn: usize, lo
                     opaque: cmd.opaque,
                     response: cmd.is_response(),
                     oneway: cmd.is_oneway(),
-                    ext: cmd.ext_fields.clone(),
+                    ext: cmd.ext_fields.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
                     remark: cmd.remark.clone(),
                 });
             }

@@ -714,7 +714,7 @@ fn dispatch<D: Disk, C: Clock>(
         let Inner { index, index_pending, .. } = &mut *inner;
         for k in index_keys(topic, &props) {
             match index.as_mut() {
-                Some(index) => index.put(&k, phys, ts),
+                Some(index) => index.put_hash(k, phys, ts),
                 None => index_pending.push((k, phys, ts)),
             }
         }
