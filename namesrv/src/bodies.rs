@@ -77,6 +77,6 @@ mod tests {
         assert_eq!(tl.encode(), br#"{"brokerAddr":"x:1","topicList":[]}"#);
         assert_eq!(TopicList::decode(&tl.encode()).unwrap(), tl);
         assert!(TopicList::decode(b"[]").is_err());
-        assert_eq!(query_data_version_response_ext(true)["changed"], "true");
+        assert_eq!(query_data_version_response_ext(true).get("changed"), Some("true"));
     }
 }
