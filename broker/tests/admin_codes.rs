@@ -94,7 +94,7 @@ fn admin_codes_answer_as_apache_rocketmq() {
     commit(&mut c, "CG3", TOPIC, 2, 1);
     let hb = r#"{"clientID":"10.0.0.9@admin","consumerDataSet":[{"groupName":"CG1","consumeType":"CONSUME_ACTIVELY","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","subscriptionDataSet":[{"topic":"AT","subString":"TagA || TagB","subVersion":5}],"unitMode":false}],"producerDataSet":[]}"#;
     let heartbeat = RemotingCommand::request(rq::HEART_BEAT).with_body(hb.as_bytes().to_vec()).with_opaque(7);
-    let (language, version) = (heartbeat.language.clone(), heartbeat.version);
+    let (language, version) = (heartbeat.language.to_string(), heartbeat.version);
     check(&mut c, heartbeat, rs::SUCCESS, None);
 
     // GET_TOPIC_STATS_INFO: every queue (both shards), fastjson's map-key form.
