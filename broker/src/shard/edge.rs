@@ -152,11 +152,11 @@ impl<R: crate::rt::Runtime> Shard<R> {
         }
     }
 
-    /// A topic + queue request: this shard-broker's queue → the host queue.
+    /// A topic + queue request: this shard-broker's queue → the host queue. Allocates
+    /// nothing on the way through (the send path's allocation bound, `send_allocs`).
     fn queue_in(&self, cmd: &mut RemotingCommand, send: bool) -> Result<(), RemotingCommand> {
-        let Some(topic_field) = TOPIC_FIELDS.into_iter().find(|f| cmd.ext(f).is_some()) else { return Ok(()) };
         let Some(queue_field) = QUEUE_FIELDS.into_iter().find(|f| cmd.ext(f).is_some()) else { return Ok(()) };
-        let topic = cmd.ext(topic_field).unwrap_or_default().to_string();
+        let Some(topic) = TOPIC_FIELDS.into_iter().find_map(|f| cmd.ext(f)) else { return Ok(()) };
         let Ok(local) = cmd.ext(queue_field).unwrap_or_default().trim().parse::<i32>() else {
             // The handler refuses a queue id that is not a number.
             return Ok(());
@@ -164,34 +164,32 @@ impl<R: crate::rt::Runtime> Shard<R> {
         if local < 0 {
             return Ok(());
         }
-        if let Some(config) = self.topic(&topic) {
-            let host_count = if send { config.write_queue_nums } else { config.read_queue_nums.max(config.write_queue_nums) };
-            let count = self.client_queue_count(&topic, host_count);
+        let host_count = self.topics.borrow().get(topic).map(|t| if send { t.write_queue_nums } else { t.read_queue_nums.max(t.write_queue_nums) });
+        if let Some(host_count) = host_count {
+            let count = self.client_queue_count(topic, host_count);
             if local as u32 >= count {
                 let what = if send { "write" } else { "read" };
-                return Err(error_response(
-                    cmd,
-                    rs::SYSTEM_ERROR,
-                    format!("request queueId[{local}] is illegal, topic {topic} has {count} {what} queues on broker {}", self.client_broker_name()),
-                ));
+                let remark = format!("request queueId[{local}] is illegal, topic {topic} has {count} {what} queues on broker {}", self.client_broker_name());
+                return Err(error_response(cmd, rs::SYSTEM_ERROR, remark));
             }
         }
-        let host = shard_queue_to_host(&topic, local, self.id, self.count);
-        cmd.ext_fields.insert(queue_field.into(), host.to_string());
+        let host = shard_queue_to_host(topic, local, self.id, self.count);
+        cmd.ext_fields.set_fmt(queue_field, format_args!("{host}"));
         Ok(())
     }
 
     /// Rewrites the answer to a request `edge_in` rewrote.
-    pub(super) fn edge_out(&self, reply: EdgeReply, request_topic: Option<&str>, response: &mut RemotingCommand) {
+    pub(super) fn edge_out(&self, reply: EdgeReply, response: &mut RemotingCommand) {
         if response.code != rs::SUCCESS {
             return;
         }
         match reply {
             EdgeReply::Unchanged => {}
             EdgeReply::SendQueue => {
-                let (Some(topic), Some(host)) = (request_topic, response.ext("queueId").and_then(|q| q.parse::<i32>().ok())) else { return };
-                let local = host_queue_to_shard(topic, host, self.count).1;
-                response.ext_fields.insert("queueId".into(), local.to_string());
+                let Some(host) = response.ext("queueId").and_then(|q| q.parse::<i32>().ok()) else { return };
+                // The shard's queue id does not depend on the topic (`host_queue_to_shard`).
+                let local = host.max(0) as usize / self.count;
+                response.ext_fields.set_fmt("queueId", format_args!("{local}"));
             }
             EdgeReply::LockSet => {
                 let Ok(mut body) = LockBatchResponseBody::decode(&response.body) else { return };
@@ -203,13 +201,5 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 response.body = body.encode().into();
             }
         }
-    }
-
-    /// The topic a request names (for `edge_out`), in shard mode only.
-    pub(super) fn edge_topic(&self, cmd: &RemotingCommand) -> Option<String> {
-        if self.route_mode() == RouteMode::Host {
-            return None;
-        }
-        TOPIC_FIELDS.into_iter().find_map(|f| cmd.ext(f)).map(str::to_string)
     }
 }

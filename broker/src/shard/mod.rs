@@ -521,7 +521,6 @@ impl<R: Runtime> Shard<R> {
             Ok(reply) => reply,
             Err(refusal) => return (!oneway).then_some(refusal),
         };
-        let send_topic = if reply == edge::EdgeReply::SendQueue { self.edge_topic(&cmd) } else { None };
         let mut response = match self.route(&cmd) {
             Some(owner) if owner != self.id => {
                 self.counters.forwarded_out.set(self.counters.forwarded_out.get() + 1);
@@ -534,7 +533,7 @@ impl<R: Runtime> Shard<R> {
             }
             _ => self.handle_here(cmd, ctx).await,
         };
-        self.edge_out(reply, send_topic.as_deref(), &mut response);
+        self.edge_out(reply, &mut response);
         self.metrics.borrow_mut().on_request(code, self.rt.monotonic_us().saturating_sub(started_us));
         if response.code != rs::SUCCESS {
             tracing::debug!(request = code, response = response.code, remark = ?response.remark, "request not successful");
