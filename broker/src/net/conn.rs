@@ -37,8 +37,13 @@ use std::time::Duration;
 
 pub const REQUESTS_IN_FLIGHT_MAX: usize = 1024;
 pub const WRITE_QUEUE_MAX: usize = 1024;
-/// Bytes read from the socket per read call.
+/// Most bytes read from the socket per read call.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Fewest: the read window starts here and doubles while reads fill it (up to
+/// `READ_CHUNK_BYTES`), halving again when they come back small. The window is
+/// zero-filled before each read (a read needs an initialized slice), so an idle
+/// connection touches only this much of its buffer's memory.
+pub const READ_WINDOW_MIN_BYTES: usize = 4 * 1024;
 /// The frame buffer's first capacity: several reads' worth, so that it is reused in place
 /// (frames consumed, the rest moved to its start) rather than renewed per read.
 pub const READ_BUFFER_BYTES: usize = 4 * READ_CHUNK_BYTES;
@@ -89,6 +94,7 @@ pub async fn serve<R: Runtime, S: AsyncRead + AsyncWrite + Unpin + 'static>(shar
     let clients: Rc<RefCell<Vec<String>>> = Rc::new(RefCell::new(Vec::new()));
     let pool = Rc::new(WorkerPool::default());
     let mut buf = BytesMut::with_capacity(READ_BUFFER_BYTES);
+    let mut read_window_bytes = READ_WINDOW_MIN_BYTES;
     'conn: loop {
         loop {
             match RemotingCommand::decode(&mut buf, &limits) {
@@ -161,18 +167,26 @@ pub async fn serve<R: Runtime, S: AsyncRead + AsyncWrite + Unpin + 'static>(shar
         }
         let filled = buf.len();
         let at = buf.as_ptr();
-        buf.reserve(READ_CHUNK_BYTES);
+        let window = read_window_bytes;
+        buf.reserve(window);
         if buf.as_ptr() != at && filled > 0 {
             // The start of a frame still arriving moved to the new room.
             crate::copy_probe::record(crate::copy_probe::Site::NetRead, filled);
         }
-        buf.resize(filled + READ_CHUNK_BYTES, 0);
+        buf.resize(filled + window, 0);
         let read = crate::rt::timeout(&rt, idle, reader.read(&mut buf[filled..])).await;
         let got = match &read {
             Some(Ok(n)) => *n,
             _ => 0,
         };
         buf.truncate(filled + got);
+        read_window_bytes = if got == window {
+            (window * 2).min(READ_CHUNK_BYTES)
+        } else if got < window / 4 {
+            (window / 2).max(READ_WINDOW_MIN_BYTES)
+        } else {
+            window
+        };
         match read {
             Some(Ok(0)) | Some(Err(_)) => break,
             Some(Ok(_)) => {}

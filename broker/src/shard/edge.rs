@@ -107,14 +107,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 self.queue_in(cmd, true)?;
                 Ok(EdgeReply::SendQueue)
             }
-            rq::PULL_MESSAGE
-            | rq::LITE_PULL_MESSAGE
-            | rq::QUERY_CONSUMER_OFFSET
-            | rq::UPDATE_CONSUMER_OFFSET
-            | rq::GET_MAX_OFFSET
-            | rq::GET_MIN_OFFSET
-            | rq::GET_EARLIEST_MSG_STORETIME
-            | rq::SEARCH_OFFSET_BY_TIMESTAMP => {
+            code if super::is_queue_read(code) => {
                 self.queue_in(cmd, false)?;
                 Ok(EdgeReply::Unchanged)
             }

@@ -181,6 +181,22 @@ pub const CALL_STATS_SAMPLE_INTERVAL_MS: u64 = 1_000;
 /// Whatever a client puts there is replaced on arrival.
 pub const BORN_HOST_EXT: &str = "ringmqBornHost";
 
+/// Requests about one queue other than sends (topic + queueId): run on the queue's
+/// owner; in shard route mode their queue id is the shard-broker's (`edge.rs`).
+pub(crate) fn is_queue_read(code: i32) -> bool {
+    matches!(
+        code,
+        rq::PULL_MESSAGE
+            | rq::LITE_PULL_MESSAGE
+            | rq::QUERY_CONSUMER_OFFSET
+            | rq::UPDATE_CONSUMER_OFFSET
+            | rq::GET_MAX_OFFSET
+            | rq::GET_MIN_OFFSET
+            | rq::GET_EARLIEST_MSG_STORETIME
+            | rq::SEARCH_OFFSET_BY_TIMESTAMP
+    )
+}
+
 /// Header field of a topic create the broker makes for one of its own system topics
 /// (`meta::topics::BROKER_CREATED_SYSTEM_TOPICS`); stripped from client requests.
 pub const SYSTEM_TOPIC_EXT: &str = "ringmqSystemTopic";
@@ -556,14 +572,7 @@ impl<R: Runtime> Shard<R> {
         };
         match cmd.code {
             rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => queue(),
-            rq::PULL_MESSAGE
-            | rq::LITE_PULL_MESSAGE
-            | rq::QUERY_CONSUMER_OFFSET
-            | rq::UPDATE_CONSUMER_OFFSET
-            | rq::GET_MAX_OFFSET
-            | rq::GET_MIN_OFFSET
-            | rq::GET_EARLIEST_MSG_STORETIME
-            | rq::SEARCH_OFFSET_BY_TIMESTAMP => queue(),
+            code if is_queue_read(code) => queue(),
             rq::CONSUMER_SEND_MSG_BACK => {
                 let offset: u64 = cmd.ext("offset")?.trim().parse().ok()?;
                 Some(crate::store::engine::ShardId::of_phys(offset).0 as usize).filter(|&s| s < self.count)
