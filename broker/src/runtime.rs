@@ -105,6 +105,14 @@ pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
         config.shard_count
     };
     config.shard_count = shard_count;
+    if config.route_mode == crate::config::RouteMode::Shard && config.broker_topic_enable {
+        // Said once, not silently accepted: the topic keeps the host's name.
+        tracing::warn!(
+            broker_name = %config.broker_name,
+            "brokerTopicEnable in shard route mode: the per-broker topic is named after the host ({}), not after each shard-broker (<brokerName>-s<i>); mqadmin clusterRT reaches it only through the shard-broker that owns its queue",
+            config.broker_name
+        );
+    }
     let picked_port = config.listen_port == 0;
     // Held until every shard has bound its listeners (`net::ports`): released earlier,
     // another broker could pick the same port and share it through SO_REUSEPORT.

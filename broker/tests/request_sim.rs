@@ -224,6 +224,20 @@ impl World {
             }
             return Ok(cmd);
         }
+        if matches!(cmd.code, rq::LOCK_BATCH_MQ | rq::UNLOCK_BATCH_MQ) {
+            // Each queue named as its shard-broker names it; the shard the request
+            // reaches locks its own and leaves the others out.
+            use ringmq_client::remoting::bodies::{JsonBody, LockBatchRequestBody};
+            if let Ok(mut body) = LockBatchRequestBody::decode(&cmd.body) {
+                for mq in &mut body.mq_set {
+                    let (owner, local) = ringmq_broker::routing::host_queue_to_shard(&mq.topic, mq.queue_id, n);
+                    mq.broker_name = ringmq_broker::routing::shard_broker_name(&self.broker.config.broker_name, owner);
+                    mq.queue_id = local;
+                }
+                cmd.body = body.encode().into();
+            }
+            return Ok(cmd);
+        }
         let (topic_field, queue_field) = match cmd.code {
             rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => ("b", "e"),
             rq::PULL_MESSAGE | rq::UPDATE_CONSUMER_OFFSET | rq::GET_MIN_OFFSET => ("topic", "queueId"),

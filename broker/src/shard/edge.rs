@@ -8,7 +8,7 @@
 //! Invariants:
 //! - in host mode both functions change nothing;
 //! - a request naming a queue this shard-broker does not have is refused, never run
-//!   on another queue;
+//!   on another queue (a lock request's queues of other brokers are left out);
 //! - a queue in any answer a client reads is named in shard-broker terms (broker name
 //!   of its owner shard, that shard's queue id), so clients that merge answers from
 //!   several brokers (mqadmin topicStatus, consumerProgress) see each queue once.
@@ -125,12 +125,16 @@ impl<R: crate::rt::Runtime> Shard<R> {
                     // The handler answers a body that does not decode.
                     Err(_) => return Ok(EdgeReply::Unchanged),
                 };
+                // A queue is its broker's to lock (RocketMQ clients send each broker its
+                // own queues): one naming another broker is left out, so it is neither
+                // granted nor released here — never applied to this host's queue of the
+                // same number.
                 let mine = self.client_broker_name();
+                let host_name = self.config().broker_name.clone();
+                body.mq_set.retain(|mq| mq.broker_name == mine);
                 for mq in &mut body.mq_set {
-                    if mq.broker_name == mine {
-                        mq.queue_id = shard_queue_to_host(&mq.topic, mq.queue_id, self.id, self.count);
-                        mq.broker_name = self.config().broker_name.clone();
-                    }
+                    mq.queue_id = shard_queue_to_host(&mq.topic, mq.queue_id, self.id, self.count);
+                    mq.broker_name = host_name.clone();
                 }
                 cmd.body = body.encode().into();
                 Ok(if cmd.code == rq::LOCK_BATCH_MQ { EdgeReply::LockSet } else { EdgeReply::Unchanged })
