@@ -11,6 +11,12 @@
 //!   is closed, nothing else is affected;
 //! - a header that does not parse consumed exactly its frame: it gets an error response
 //!   and the connection goes on;
+//! - answers are independent: the reader never waits for a request task to start or
+//!   finish before it dispatches the next frame (an idle task takes it, else a new one
+//!   is spawned), so a suspended pull or a sync send waiting for its flush holds no
+//!   later request (ARCHITECTURE.md, "Answers on one connection are independent");
+//! - requests start in arrival order (a new task lets requests handed out before it
+//!   start first), so sends on one connection to one queue are stored in send order;
 //! - at most `REQUESTS_IN_FLIGHT_MAX` requests run per connection and at most
 //!   `WRITE_QUEUE_MAX` responses wait to be written: a client that sends faster than it
 //!   reads is slowed down, never buffered without bound;
@@ -114,22 +120,18 @@ pub async fn serve<R: Runtime, S: AsyncRead + AsyncWrite + Unpin + 'static>(shar
                             }
                         }
                     }
-                    // An idle request task takes it; a new one only when every task is
-                    // busy with a request that has started (a sync send waiting for its
-                    // flush, a suspended pull). Tasks handed a request but not yet run
-                    // are let run first: they are usually done at once (and idle again),
-                    // and a spawned task runs at once (glommio) while a woken one waits
-                    // its turn, so this also keeps requests handled in arrival order.
-                    let free = loop {
-                        if let Some(worker) = pool.idle.borrow_mut().pop() {
-                            break Some(worker);
-                        }
-                        if pool.handed.get() == 0 {
-                            break None;
-                        }
-                        futures_lite::future::yield_now().await;
-                    };
-                    match free {
+                    // An idle request task takes it, else a new task does: never wait for a
+                    // task to become free. Answers on one connection are independent
+                    // (ARCHITECTURE.md, Connections): a request waits for nothing but its
+                    // own work, so a pull suspended by long polling, a sync send waiting
+                    // for its flush or a request handed to a task that has not run yet
+                    // never holds the requests behind it. (01de640 waited here for handed
+                    // tasks to start: a whole scheduler round per request, which put the
+                    // README's consumer seconds behind its producers; issue 22.)
+                    // (Popped before the match: a spawned task runs at once, inside
+                    // `spawn`, and touches the pool.)
+                    let idle = pool.idle.borrow_mut().pop();
+                    match idle {
                         Some(worker) => {
                             pool.handed.set(pool.handed.get() + 1);
                             worker.give(cmd);
@@ -159,10 +161,12 @@ pub async fn serve<R: Runtime, S: AsyncRead + AsyncWrite + Unpin + 'static>(shar
         // The socket reads straight into the frame buffer's free room (zero-filled
         // first: a read needs an initialized slice), so frames are never copied after
         // the kernel's copy.
-        // Requests handed out run first: a request done with drops its frame, so the
-        // buffer is usually unshared again and `reserve` reuses it in place (moving at
-        // most the start of one frame) instead of allocating a new one.
-        while pool.handed.get() > 0 {
+        // Requests handed out get one turn first (they were woken before this task
+        // yields, and the executor's run queue is FIFO): a request done with drops its
+        // frame, so the buffer is usually unshared again and `reserve` reuses it in
+        // place instead of allocating a new one. One turn per read, not a wait: a
+        // request that is still running does not delay the next read.
+        if pool.handed.get() > 0 {
             futures_lite::future::yield_now().await;
         }
         let filled = buf.len();
@@ -259,6 +263,14 @@ async fn run_worker<R: Runtime>(
     tx: chan::Sender<RemotingCommand>,
     permits_back: Rc<chan::Receiver<()>>,
 ) {
+    // A spawned task runs at once, inside `spawn`, while requests handed to idle tasks
+    // before this one wait their turn in the run queue: one turn here lets them start
+    // first, so requests still start in arrival order (sends on one connection to one
+    // queue are stored in the order they were sent, as Apache's send executor does)
+    // without the reader waiting for anything.
+    if pool.handed.get() > 0 {
+        futures_lite::future::yield_now().await;
+    }
     let mut cmd = first;
     loop {
         if let Some(response) = shard.handle(cmd, ctx).await {
