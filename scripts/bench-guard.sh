@@ -2,6 +2,7 @@
 # bench-guard: is HEAD (this work tree, uncommitted changes included) as fast as BASE?
 #
 #   scripts/bench-guard.sh BASE [--rounds N] [--secs S] [--warmup S] [--shapes a,b] [--out FILE]
+#   scripts/bench-guard.sh BASE --report RUN_DIR   (the table again, from an earlier call's runs)
 #
 # Builds BASE (any commit-ish) in a git worktree with a target directory of its own,
 # builds HEAD here, then runs the two builds' loadgen alternately (the order flips
@@ -16,6 +17,7 @@
 # on any shape. Every run's OMB JSON is kept under the run directory it prints.
 #
 # Bounds: rounds 1..=20, seconds per run 1..=600. Needs: git, cargo, python3.
+# BENCH_GUARD_WORKTREE / BENCH_GUARD_BASE_TARGET reuse a worktree and target dir.
 set -euo pipefail
 
 ROUNDS_MAX=20
@@ -28,7 +30,7 @@ usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 [[ $# -ge 1 ]] || usage
 BASE=$1; shift
 [[ "$BASE" == -* ]] && usage
-rounds=3; secs=10; warmup=3; shapes="readme,w2,w1-1,w1-32"; out=""
+rounds=3; secs=10; warmup=3; shapes="readme,w2,w1-1,w1-32"; out=""; report_dir=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
@@ -36,6 +38,7 @@ while [[ $# -gt 0 ]]; do
     --warmup) warmup=$2; shift 2 ;;
     --shapes) shapes=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --report) report_dir=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "bench-guard: unknown argument $1" >&2; usage ;;
   esac
@@ -50,10 +53,17 @@ cd "$root"
 base_rev=$(git rev-parse --verify "$BASE^{commit}") || { echo "bench-guard: $BASE is not a commit" >&2; exit 2; }
 head_rev=$(git rev-parse HEAD)
 dirty=$(git status --porcelain --untracked-files=no | wc -l)
+IFS=',' read -r -a shape_list <<< "$shapes"
 guard_dir="$root/target/bench-guard"
-wt="$guard_dir/base-worktree"
+# Overridable, to reuse a worktree (and its build) made before.
+wt="${BENCH_GUARD_WORKTREE:-$guard_dir/base-worktree}"
+base_target="${BENCH_GUARD_BASE_TARGET:-$guard_dir/base-target}"
 mkdir -p "$guard_dir"
 
+if [[ -n "$report_dir" ]]; then
+  # Only the table, from the runs of an earlier call (same shapes and rounds).
+  run_dir=$report_dir
+else
 # BASE in a worktree of its own (reused across calls; moved to BASE each time).
 if [[ -d "$wt" ]]; then
   git -C "$wt" checkout --quiet --detach "$base_rev"
@@ -61,15 +71,16 @@ else
   git worktree add --quiet --detach "$wt" "$base_rev"
 fi
 echo "bench-guard: building BASE ${base_rev:0:12} in $wt" >&2
-(cd "$wt" && CARGO_TARGET_DIR="$guard_dir/base-target" cargo build --release --quiet -p ringmq-loadgen)
+(cd "$wt" && CARGO_TARGET_DIR="$base_target" cargo build --release --quiet -p ringmq-loadgen)
 echo "bench-guard: building HEAD ${head_rev:0:12}$([[ $dirty -gt 0 ]] && echo " + $dirty changed files")" >&2
 cargo build --release --quiet -p ringmq-loadgen
-base_bin="$guard_dir/base-target/release/loadgen"
+base_bin="$base_target/release/loadgen"
 head_bin="$root/target/release/loadgen"
 [[ -x "$base_bin" && -x "$head_bin" ]] || { echo "bench-guard: a loadgen binary is missing" >&2; exit 2; }
 
 run_dir="$guard_dir/run-$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$run_dir"
+fi
 shape_args() {
   case "$1" in
     readme) echo "e2e" ;;
@@ -79,10 +90,9 @@ shape_args() {
     *) echo "bench-guard: unknown shape $1 (readme, w2, w1-1, w1-32)" >&2; exit 2 ;;
   esac
 }
-IFS=',' read -r -a shape_list <<< "$shapes"
 for s in "${shape_list[@]}"; do shape_args "$s" >/dev/null; done
 
-for ((r = 1; r <= rounds; r++)); do
+for ((r = 1; r <= rounds && ${#report_dir} == 0; r++)); do
   if (( r % 2 == 1 )); then order="base head"; else order="head base"; fi
   for s in "${shape_list[@]}"; do
     for who in $order; do
@@ -109,15 +119,17 @@ def load(path):
             run = json.load(f)["runs"][0]
     except (OSError, ValueError, KeyError, IndexError):
         return None
-    cfg = run.get("ringmq", {}).get("config", "")
+    rm = run.get("ringmq", {})
+    totals = rm["totals"]
+    cfg = rm.get("config", "")
     cpu = re.search(r"([0-9.]+) broker CPU-µs/msg", cfg)
     e2e = run.get("aggregatedEndToEndLatency99pct")
     return {
-        "rate": run["totals"]["sendRatePerSec"],
+        "rate": totals["sendRatePerSec"],
         "send_p99": run["aggregatedPublishLatency99pct"],
-        "e2e_p99": e2e if e2e is not None and run.get("consumersPerTopic", 0) > 0 and run["totals"].get("received", 0) > 0 else None,
+        "e2e_p99": e2e if e2e is not None and run.get("consumersPerTopic", 0) > 0 and totals.get("received", 0) > 0 else None,
         "cpu": float(cpu.group(1)) if cpu else None,
-        "errors": run["totals"].get("sendFailed", 0),
+        "errors": totals.get("sendFailed", 0),
     }
 def med(xs):
     xs = [x for x in xs if x is not None]
@@ -152,7 +164,7 @@ for s in shapes:
     for w in ("base", "head"):
         try:
             with open(os.path.join(run_dir, f"{s}-{w}-1.json")) as f:
-                machine = json.load(f)["machine"]
+                machine = json.load(f)["runs"][0]["ringmq"]["machine"]
             break
         except (OSError, ValueError, KeyError):
             pass

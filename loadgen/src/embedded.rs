@@ -196,6 +196,19 @@ pub fn shard_threads_cpu_ms() -> u64 {
     ticks * 1000 / ticks_per_sec
 }
 
+/// CPU time (user + system, ms) of process `pid`, all its threads, from
+/// /proc/<pid>/stat; `None` once it is gone. Peers' CPU per message is read with it.
+pub fn process_cpu_ms(pid: u32) -> Option<u64> {
+    // SAFETY: sysconf has no preconditions.
+    let ticks_per_sec = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')').map(|(_, r)| r)?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Fields after the parenthesised name: utime is field 14, stime 15.
+    let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok());
+    Some((field(14)? + field(15)?) * 1000 / ticks_per_sec)
+}
+
 /// What the broker spent on the run so far, for the result label: requests forwarded
 /// between shards (share of all requests) and shard-thread CPU per message put.
 pub fn broker_cost_note(cluster: &EmbeddedCluster) -> Option<String> {

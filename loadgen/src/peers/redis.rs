@@ -142,10 +142,26 @@ pub fn run_redis(
 ) -> Result<RunRecord, PeerError> {
     validate(workload)?;
     let mut server = RedisServer::start(dir, durability)?;
-    let result = drive(workload, durability, server.port(), progress);
+    // The server's CPU over the measured window (all its threads: the fsync thread
+    // too), read at the end of the last warm-up interval and after the last interval,
+    // so work per message is compared with RingMQ's broker CPU side by side.
+    let pid = server.pid();
+    let window_start_cpu_ms = std::cell::Cell::new(pid.and_then(crate::embedded::process_cpu_ms));
+    let result = drive(workload, durability, server.port(), &|stats: &IntervalStats| {
+        if stats.warmup {
+            window_start_cpu_ms.set(pid.and_then(crate::embedded::process_cpu_ms));
+        }
+        progress(stats)
+    });
+    let window_end_cpu_ms = pid.and_then(crate::embedded::process_cpu_ms);
     let stopped = server.stop();
-    let record = result?;
+    let mut record = result?;
     stopped?;
+    if let (Some(start), Some(end)) = (window_start_cpu_ms.get(), window_end_cpu_ms) {
+        if record.sent > 0 {
+            record.config.push_str(&format!(", {:.1} redis-server CPU-µs/msg", end.saturating_sub(start) as f64 * 1000.0 / record.sent as f64));
+        }
+    }
     Ok(record)
 }
 
@@ -316,6 +332,11 @@ impl RedisServer {
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The server's process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// The end of the server's log and console output, for error messages.
