@@ -17,6 +17,9 @@
 //! is caught by the real-process `pull_liveness.rs` instead. A failing seed prints and
 //! replays with `RINGMQ_SIM_SEED=S`.
 
+mod common_sim;
+
+use common_sim::create_topic;
 use ringmq_broker::config::{BrokerConfig, RouteMode};
 use ringmq_broker::sim::{SimBroker, SimClient, SimExecutor};
 use ringmq_broker::store::config::{FlushMode, StoreConfig};
@@ -57,16 +60,6 @@ fn config(case: &Case) -> BrokerConfig {
     config.store.flush_interval_ms = 20;
     config.pull_suspend_max_ms = 30_000;
     config
-}
-
-fn create_topic(name: &str, queues: u32) -> RemotingCommand {
-    RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)
-        .with_ext("topic", name)
-        .with_ext("defaultTopic", "TBW102")
-        .with_ext("readQueueNums", queues.to_string())
-        .with_ext("writeQueueNums", queues.to_string())
-        .with_ext("perm", "6")
-        .with_ext("topicFilterType", "SINGLE_TAG")
 }
 
 fn send_cmd(topic: &str, queue_id: i32, body: Vec<u8>) -> RemotingCommand {

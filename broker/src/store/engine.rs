@@ -838,8 +838,8 @@ impl<D: Disk, C: Clock> Store<D, C> {
     async fn on_no_space(&self, e: &IoError) {
         tracing::warn!(shard = self.shard.0, error = %e, "disk full: refusing appends until space is freed");
         self.inner.borrow_mut().disk_full = Some((100, (self.config.disk_refuse_ratio * 100.0) as u32));
-        // A half-written segment must not be registered; remove it to free its space.
-        let _ = self.disk.remove(&e.path).await;
+        // The half-written segment was removed by `segmented::ensure_segment` while it
+        // still held the segment's claim (removing it here raced the next claimant).
     }
 
     /// Flushes until everything appended so far is durable.

@@ -195,6 +195,18 @@ where
         }
     };
     let result = create_segment(disk, &path, &dir, segment_bytes, preallocate, write_through).await;
+    if let Err(e) = &result {
+        if e.kind == crate::store::io::IoErrorKind::NoSpace {
+            // The half-written segment is removed to free its space while this task still
+            // holds the claim: removed after it, the removal raced a task that claimed
+            // the segment next and had just opened the file, whose size check then failed
+            // with NotFound and stopped the store (recovery_files' full-disk test, under
+            // load).
+            if let Err(removal) = disk.remove(&path).await {
+                tracing::warn!(path = %path.display(), error = %removal, "half-written segment not removed");
+            }
+        }
+    }
     let mut owner = cell.borrow_mut();
     let log = get(&mut owner);
     log.preparing.remove(&start);
