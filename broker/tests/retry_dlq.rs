@@ -531,14 +531,16 @@ fn timer_messages_arrive_at_their_time_and_too_distant_ones_are_refused() {
         let epoch_ms = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis() as u64;
         // body -> (send started, how long after it the timer is due, msgId)
         let mut sent: BTreeMap<String, (Instant, Duration, String)> = BTreeMap::new();
-        let cases: [(&str, ringmq_client::message::Delivery, Duration); 4] = [
-            ("after-1500ms", ringmq_client::message::Delivery::AfterMs(1_500), Duration::from_millis(1_500)),
-            ("after-1s", ringmq_client::message::Delivery::AfterSecs(1), Duration::from_secs(1)),
-            ("at-plus-2s", ringmq_client::message::Delivery::AtMs(epoch_ms() + 2_000), Duration::from_millis(1_990)),
-            ("at-in-the-past", ringmq_client::message::Delivery::AtMs(epoch_ms() - 60_000), Duration::ZERO),
+        // Absolute times are read right before their send: read up front, the sends
+        // before them (slow on a loaded CI machine) ate into the expected delay.
+        let cases: [(&str, &dyn Fn() -> ringmq_client::message::Delivery, Duration); 4] = [
+            ("after-1500ms", &|| ringmq_client::message::Delivery::AfterMs(1_500), Duration::from_millis(1_500)),
+            ("after-1s", &|| ringmq_client::message::Delivery::AfterSecs(1), Duration::from_secs(1)),
+            ("at-plus-2s", &|| ringmq_client::message::Delivery::AtMs(epoch_ms() + 2_000), Duration::from_millis(1_990)),
+            ("at-in-the-past", &|| ringmq_client::message::Delivery::AtMs(epoch_ms() - 60_000), Duration::ZERO),
         ];
         for (body, delivery, due_after) in cases {
-            let msg = Message::new(TOPIC, body).with_delivery(delivery).expect("message");
+            let msg = Message::new(TOPIC, body).with_delivery(delivery()).expect("message");
             let started = Instant::now();
             let r = producer.send(msg).await.expect("send a timer");
             sent.insert(body.to_string(), (started, due_after, r.msg_id));
