@@ -73,14 +73,19 @@ fn busy_queues_keep_up_beside_suspended_pulls_on_one_connection() {
         opaque += 1;
         opaque
     };
-    // What each outstanding pull is for: Some(queue) for a busy queue, None for idle.
-    let mut pending: HashMap<i32, Option<i32>> = HashMap::new();
+    // What each outstanding pull is for, by opaque.
+    #[derive(Clone, Copy)]
+    enum Pull {
+        Idle(i32),
+        Busy(i32),
+    }
+    let mut pending: HashMap<i32, Pull> = HashMap::new();
     for q in 0..IDLE_QUEUES {
         let mut h = pull_header(IDLE_TOPIC, q, 0);
         h.sys_flag = 0x2;
         h.suspend_timeout_millis = IDLE_SUSPEND_MS;
         let o = next_opaque();
-        pending.insert(o, None);
+        pending.insert(o, Pull::Idle(q));
         writer.write_all(&encode(&pull_with(&h, o, SerializeType::RocketMq))).expect("write");
     }
     let busy_pull = |q: i32, offset: i64, o: i32| {
@@ -92,7 +97,7 @@ fn busy_queues_keep_up_beside_suspended_pulls_on_one_connection() {
     };
     for q in 0..BUSY_QUEUES {
         let o = next_opaque();
-        pending.insert(o, Some(q));
+        pending.insert(o, Pull::Busy(q));
         writer.write_all(&busy_pull(q, 0, o)).expect("write");
     }
     // Let the idle pulls park before the load starts.
@@ -121,11 +126,13 @@ fn busy_queues_keep_up_beside_suspended_pulls_on_one_connection() {
                     match c.read(Instant::now() + CALL_TIMEOUT) {
                         Got::Cmd(r) if r.is_response() => {
                             in_flight -= 1;
-                            if r.code == rs::SUCCESS {
-                                sent.fetch_add(1, Ordering::Relaxed);
-                            } else {
+                            match r.code {
+                                rs::SUCCESS => {
+                                    sent.fetch_add(1, Ordering::Relaxed);
+                                }
                                 // Broker busy (flush backlog) is back-pressure, not loss.
-                                failed += 1;
+                                rs::SYSTEM_BUSY => failed += 1,
+                                code => panic!("producer {p}: send answered {code}: {:?}", r.remark),
                             }
                         }
                         Got::Cmd(_) => {}
@@ -168,15 +175,15 @@ fn busy_queues_keep_up_beside_suspended_pulls_on_one_connection() {
         let Some(what) = pending.remove(&r.opaque) else { panic!("an answer to opaque {} nobody asked for", r.opaque) };
         let o = next_opaque();
         match what {
-            None => {
+            Pull::Idle(q) => {
                 assert_eq!(r.code, rs::PULL_NOT_FOUND, "an idle queue's pull: {:?}", r.remark);
-                let mut h = pull_header(IDLE_TOPIC, 0, 0);
+                let mut h = pull_header(IDLE_TOPIC, q, 0);
                 h.sys_flag = 0x2;
                 h.suspend_timeout_millis = IDLE_SUSPEND_MS;
-                pending.insert(o, None);
+                pending.insert(o, Pull::Idle(q));
                 writer.write_all(&encode(&pull_with(&h, o, SerializeType::RocketMq))).expect("write");
             }
-            Some(q) => {
+            Pull::Busy(q) => {
                 let now_us = epoch.elapsed().as_micros() as u64;
                 if r.code == rs::SUCCESS {
                     let mut at = 0;
@@ -195,7 +202,7 @@ fn busy_queues_keep_up_beside_suspended_pulls_on_one_connection() {
                     assert!(matches!(r.code, rs::PULL_NOT_FOUND | rs::PULL_RETRY_IMMEDIATELY), "busy pull: {} {:?}", r.code, r.remark);
                 }
                 let next: i64 = r.ext("nextBeginOffset").and_then(|s| s.parse().ok()).expect("nextBeginOffset");
-                pending.insert(o, Some(q));
+                pending.insert(o, Pull::Busy(q));
                 writer.write_all(&busy_pull(q, next, o)).expect("write");
             }
         }

@@ -187,13 +187,18 @@ pub fn shard_threads_cpu_ms() -> u64 {
             continue;
         }
         let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        // Fields after the parenthesised name: state is field 3, utime 14, stime 15.
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        ticks += field(14) + field(15);
+        ticks += cpu_ticks_of_stat(&stat).unwrap_or(0);
     }
     ticks * 1000 / ticks_per_sec
+}
+
+/// utime + stime (clock ticks) from a /proc `stat` line: after the parenthesised name,
+/// state is field 3, utime 14, stime 15.
+fn cpu_ticks_of_stat(stat: &str) -> Option<u64> {
+    let rest = stat.rsplit_once(')').map(|(_, r)| r)?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok());
+    Some(field(14)? + field(15)?)
 }
 
 /// CPU time (user + system, ms) of process `pid`, all its threads, from
@@ -202,11 +207,7 @@ pub fn process_cpu_ms(pid: u32) -> Option<u64> {
     // SAFETY: sysconf has no preconditions.
     let ticks_per_sec = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = stat.rsplit_once(')').map(|(_, r)| r)?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // Fields after the parenthesised name: utime is field 14, stime 15.
-    let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok());
-    Some((field(14)? + field(15)?) * 1000 / ticks_per_sec)
+    Some(cpu_ticks_of_stat(&stat)? * 1000 / ticks_per_sec)
 }
 
 /// What the broker spent on the run so far, for the result label: requests forwarded
@@ -221,4 +222,24 @@ pub fn broker_cost_note(cluster: &EmbeddedCluster) -> Option<String> {
     let cpu_ms = shard_threads_cpu_ms().saturating_sub(cluster.shard_cpu_ms_at_start);
     let share = if requests > 0 { format!("{:.1} % of {requests} requests", forwarded as f64 * 100.0 / requests as f64) } else { format!("{forwarded} requests") };
     Some(format!(", forwarded {share}, {:.1} broker CPU-µs/msg", cpu_ms as f64 * 1000.0 / put as f64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_ticks_of_stat;
+
+    fn check(stat: &str, expected: Option<u64>) {
+        assert_eq!(cpu_ticks_of_stat(stat), expected, "{stat:?}");
+    }
+
+    #[test]
+    fn cpu_ticks_come_from_utime_and_stime_after_the_name() {
+        // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime ...
+        check("42 (redis-server) S 1 42 42 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 4", Some(325));
+        // A name with spaces and a parenthesis: the last ')' ends it.
+        check("7 (a b) c)) R 1 7 7 0 -1 0 0 0 0 0 3 4 0 0", Some(7));
+        check("7 (short) R 1 7", None);
+        check("no parenthesis at all", None);
+        check("7 (x) R 1 7 7 0 -1 0 0 0 0 0 utime 4", None);
+    }
 }

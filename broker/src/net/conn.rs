@@ -122,7 +122,7 @@ pub async fn serve<R: Runtime, S: AsyncRead + AsyncWrite + Unpin + 'static>(shar
                     }
                     // An idle request task takes it, else a new task does: never wait for a
                     // task to become free. Answers on one connection are independent
-                    // (ARCHITECTURE.md, Connections): a request waits for nothing but its
+                    // (ARCHITECTURE.md, Decisions): a request waits for nothing but its
                     // own work, so a pull suspended by long polling, a sync send waiting
                     // for its flush or a request handed to a task that has not run yet
                     // never holds the requests behind it. (01de640 waited here for handed
