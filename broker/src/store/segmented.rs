@@ -12,8 +12,11 @@
 //! - the tail holds at least `[align_down(flushed_pos), write_pos)`.
 //! - with `preallocate`, a segment enters `files` only after it was written full of
 //!   zeros and synced, so data is only ever written over pre-zeroed blocks.
+//! - a segment is created by one task at a time (its claim in `preparing`); one whose
+//!   pre-allocation ran out of space is removed before that claim is released, so the
+//!   next claimant never finds its file deleted under it.
 
-use super::io::{align_down, align_up, Disk, DiskFile, IoError, BLOCK_BYTES};
+use super::io::{align_down, align_up, Disk, DiskFile, IoError, IoErrorKind, BLOCK_BYTES};
 use super::config::Preallocate;
 use super::error::StoreError;
 use super::tail::TailBuffer;
@@ -196,7 +199,7 @@ where
     };
     let result = create_segment(disk, &path, &dir, segment_bytes, preallocate, write_through).await;
     if let Err(e) = &result {
-        if e.kind == crate::store::io::IoErrorKind::NoSpace {
+        if e.kind == IoErrorKind::NoSpace {
             // The half-written segment is removed to free its space while this task still
             // holds the claim: removed after it, the removal raced a task that claimed
             // the segment next and had just opened the file, whose size check then failed
