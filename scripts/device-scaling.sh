@@ -8,7 +8,7 @@
 # Shards are pinned to cores 0..S-1 by the broker; loadgen's producer threads are unbound,
 # so up to 8 shards the clients have cores of their own and beyond that they share.
 #
-# Usage: scripts/device-scaling.sh OUT_DIR [SHARDS...]   (default shards: 1 2 4 8 12 16)
+# Usage: [SCALING_FLUSH=async|sync] scripts/device-scaling.sh OUT_DIR [SHARDS...]   (default shards: 1 2 4 8 12 16)
 # Writes OUT_DIR/scaling.md (the table and the host facts), OUT_DIR/scaling.log (loadgen's
 # output) and OUT_DIR/scaling-json.tar.gz (every run's OMB JSON with HDR histograms).
 set -u
@@ -17,6 +17,7 @@ shift
 shards=("$@")
 [ ${#shards[@]} -eq 0 ] && shards=(1 2 4 8 12 16)
 loadgen=${LOADGEN:-target/release/loadgen}
+flush=${SCALING_FLUSH:-async}
 secs=${SCALING_SECS:-6}
 warm=${SCALING_WARMUP_SECS:-2}
 mkdir -p "$out/json"
@@ -42,7 +43,7 @@ ulimit -n 65536 2>/dev/null || true
     echo "- Host: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r)"
     echo "- Store: ${store_dir:-none found} ($(df -T "${store_dir:-/}" 2>/dev/null | awk 'NR==2 {print $2}'))"
     echo "- Commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (uncommitted changes)')"
-    echo "- loadgen: \`$loadgen produce --shards S --route-mode shard --flush async --send-mode async --duration-secs $secs --warmup-secs $warm --queues 4S --producers P …\`"
+    echo "- loadgen: \`$loadgen produce --shards S --route-mode shard --flush $flush --send-mode async --duration-secs $secs --warmup-secs $warm --queues 4S --producers P …\`"
     echo "  (P = S for S ≤ 8, else 8; single: \`--in-flight 64\`; w2: \`--in-flight 4 --batch 16\`)"
     echo
     echo "| shards | shape | producers | msg/s | MiB/s (bodies) | send p50 / p99 ms | broker CPU-µs/msg | vs 1 shard |"
@@ -58,7 +59,7 @@ for shape in single w2; do
         if [ "$shape" = single ]; then shape_args=(--in-flight 64 --batch 1); else shape_args=(--in-flight 4 --batch 16); fi
         json="$out/json/scaling-$shape-$s.json"
         echo "== shape $shape, $s shard(s), $p producers" | tee -a "$log"
-        timeout $((secs + warm + 60)) "$loadgen" produce --shards "$s" --route-mode shard --flush async --send-mode async \
+        timeout $((secs + warm + 60)) "$loadgen" produce --shards "$s" --route-mode shard --flush "$flush" --send-mode async \
             --producers "$p" --queues "$q" "${shape_args[@]}" --duration-secs "$secs" --warmup-secs "$warm" \
             --dir "$store_dir" --quiet --out "$json" >>"$log" 2>&1
         rc=$?
