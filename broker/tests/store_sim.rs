@@ -1335,6 +1335,85 @@ fn read_ahead_windows_see_what_became_durable_after_them() {
     }
 }
 
+/// A cold pull copies only its own records out of the windows (the other queues'
+/// records between them never reach its answer), names the next window for a
+/// background read when that window is whole below the durable end, and a prefetched
+/// window is read once: prefetching it again, or while it is held, reads nothing.
+#[test]
+fn cold_pulls_take_only_their_records_and_prefetch_the_next_window_once() {
+    use ringmq_broker::store::engine::READ_AHEAD_WINDOW_BYTES;
+    for seed in seeds(4) {
+        let _guard = SeedGuard(seed);
+        let disk = SimDisk::new(seed);
+        let clock = ManualClock::new(1_700_000_000_000);
+        let config = StoreConfig { segment_bytes: 8 * 1024 * 1024, ..StoreConfig::for_tests() };
+        let (store, _) = open(&disk, &clock, &config).unwrap();
+        // 8 queues interleaved in runs of a few records, past three windows.
+        let queues = 8;
+        let mut seq = 0u64;
+        while store.flushed_offset() < 3 * READ_AHEAD_WINDOW_BYTES + 4096 {
+            let run = 1 + (seq + seed) % 5;
+            for _ in 0..run * 40 {
+                let queue = ((seq / run) % queues) as i32;
+                if put(&store, queue, seq, 200 + ((seq * 7 + seed) % 900) as usize, "").is_err() {
+                    block_on(store.flush_all()).unwrap();
+                    put(&store, queue, seq, 200 + ((seq * 7 + seed) % 900) as usize, "").unwrap();
+                }
+                seq += 1;
+            }
+            block_on(store.flush_all()).unwrap();
+        }
+        // Every answer holds exactly its queue's records, in offset order.
+        let mut prefetches = Vec::new();
+        for queue_id in store.queue_ids(TOPIC) {
+            let mut offset = 0;
+            loop {
+                let got = block_on(store.get_messages(TOPIC, queue_id, offset, 64, 1 << 20, &|_| true)).expect("read");
+                if got.status != GetStatus::Found {
+                    break;
+                }
+                let mut at = 0;
+                let mut n = 0;
+                while at < got.records.len() {
+                    let view = StoredMessageView::parse_verified(&got.records[at..]).expect("a whole, verified record");
+                    assert_eq!(view.queue_id(), queue_id, "seed {seed}: only this queue's records");
+                    assert_eq!(view.queue_offset() as u64, offset + n, "seed {seed}: in offset order");
+                    at += view.total_size();
+                    n += 1;
+                }
+                assert_eq!(n as usize, got.record_count);
+                prefetches.extend(got.prefetch_window);
+                offset = got.next_offset;
+            }
+        }
+        // Cold reads of the first windows named the window after them.
+        assert!(prefetches.contains(&READ_AHEAD_WINDOW_BYTES), "seed {seed}: the second window is named for prefetch: {prefetches:?}");
+        for start in &prefetches {
+            assert_eq!(start % READ_AHEAD_WINDOW_BYTES, 0, "seed {seed}: a window start");
+            assert!(start + READ_AHEAD_WINDOW_BYTES <= store.flushed_offset(), "seed {seed}: only windows whole below the durable end");
+        }
+        // The windows are held now: prefetching one again reads nothing.
+        let before = disk.stats().reads;
+        block_on(store.prefetch_window(READ_AHEAD_WINDOW_BYTES));
+        assert_eq!(disk.stats().reads, before, "seed {seed}: a held window is not read again");
+        // A window past the durable end is never prefetched.
+        let beyond = (store.flushed_offset() / READ_AHEAD_WINDOW_BYTES + 1) * READ_AHEAD_WINDOW_BYTES;
+        block_on(store.prefetch_window(beyond));
+        assert_eq!(disk.stats().reads, before, "seed {seed}: nothing past the durable end is read");
+        // With the windows gone (a fresh store over the same disk), a prefetch reads the
+        // window once, and a second prefetch of it reads nothing.
+        drop(store);
+        let (store, _) = open(&disk, &clock, &config).unwrap();
+        let before = disk.stats().reads;
+        block_on(store.prefetch_window(READ_AHEAD_WINDOW_BYTES));
+        let after_first = disk.stats().reads;
+        assert!(after_first > before, "seed {seed}: the prefetch read the window");
+        block_on(store.prefetch_window(READ_AHEAD_WINDOW_BYTES));
+        assert_eq!(disk.stats().reads, after_first, "seed {seed}: read once");
+        assert_eq!(read_all(&store).len() as u64, seq, "seed {seed}: every record readable after prefetching");
+    }
+}
+
 /// The scrub re-reads sealed segments from the device and checks every record: a clean
 /// log gives no finding over whole passes; one flipped bit in an old segment is found
 /// once per pass, named by file and offset, and the scrub goes on past it.

@@ -555,6 +555,9 @@ fn on_messages(acc: &SharedAcc, msgs: &[MessageExt], due_delay_us: u64, commit_t
     }
 }
 
+/// How often a read with a consume target looks whether it is reached (ms).
+const TARGET_POLL_MS: u64 = 5;
+
 /// Pulls' worth of messages a consumer holds per queue before it stops pulling.
 const QUEUE_PULLS_BUFFERED: usize = 4;
 
@@ -739,13 +742,42 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
     let mut next = started + interval;
     let (mut sent_total, mut received_total) = (0u64, 0u64);
     let tty = spec.progress && unsafe_isatty_stderr();
+    if spec.consume_target_messages.is_some() {
+        // A read with a target (a backlog read back) is timed from here: what the
+        // consumers took while starting (they pull as soon as they own queues) counts
+        // towards the target but not towards the rate.
+        let prelude = take(&consumer_accs);
+        received_total += prelude.received;
+        let mut stats = IntervalStats::new(started.elapsed().as_secs_f64().max(1e-6), 0.0, true);
+        stats.received = prelude.received;
+        record.push_interval(stats);
+    }
+    let mut interval_start = started;
     loop {
-        let now = Instant::now();
-        if next > now {
-            std::thread::sleep(next - now);
+        match spec.consume_target_messages {
+            // Ends the last interval when the target is reached, not at its full length:
+            // a backlog read in 4.2 s is not timed as 5 s.
+            Some(target) => loop {
+                let now = Instant::now();
+                let peek: u64 = consumer_accs.iter().map(|a| lock(a).received).sum();
+                if now >= next || received_total + peek >= target {
+                    break;
+                }
+                std::thread::sleep((next - now).min(Duration::from_millis(TARGET_POLL_MS)));
+            },
+            None => {
+                let now = Instant::now();
+                if next > now {
+                    std::thread::sleep(next - now);
+                }
+            }
         }
         let elapsed = started.elapsed().as_secs_f64();
-        let interval_secs = interval.as_secs_f64();
+        let interval_secs = match spec.consume_target_messages {
+            Some(_) => interval_start.elapsed().as_secs_f64(),
+            None => interval.as_secs_f64(),
+        };
+        interval_start = Instant::now();
         let mut p = take(&producer_accs);
         p.txn.add_counts(&take_checks());
         let c = take(&consumer_accs);

@@ -111,7 +111,7 @@ pub struct WorkloadArgs {
     pub write_through: bool,
     /// Embedded broker: cold-read windows kept per shard (`[store]
     /// read_ahead_windows_max`, 2 MiB each; 0 = read exactly what each pull asks for).
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = ringmq_broker::store::config::StoreConfig::default().read_ahead_windows_max)]
     pub read_ahead_windows: usize,
     /// Embedded broker: glommio spin before park, µs (`spin_before_park_us`).
     #[arg(long, default_value_t = 0)]

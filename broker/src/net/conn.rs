@@ -53,6 +53,23 @@ pub const READ_WINDOW_MIN_BYTES: usize = 4 * 1024;
 /// The frame buffer's first capacity: several reads' worth, so that it is reused in place
 /// (frames consumed, the rest moved to its start) rather than renewed per read.
 pub const READ_BUFFER_BYTES: usize = 4 * READ_CHUNK_BYTES;
+/// Bodies from this size are written to the socket from the response itself, after
+/// the frame's head, instead of being copied into the write buffer.
+const BODY_WRITTEN_DIRECT_BYTES_MIN: usize = 64 * 1024;
+/// The writer gathers queued responses into one write up to this size.
+const WRITE_GATHER_BYTES_MAX: usize = 1024 * 1024;
+
+/// Appends `cmd` to `out`, or only its head when its body is to be written directly
+/// (returned: the caller writes it right after `out`).
+fn encode_response(cmd: &RemotingCommand, out: &mut BytesMut) -> Result<Option<bytes::Bytes>, ringmq_client::remoting::command::CommandError> {
+    if cmd.body.len() >= BODY_WRITTEN_DIRECT_BYTES_MIN {
+        cmd.encode_head(out)?;
+        Ok(Some(cmd.body.clone()))
+    } else {
+        cmd.encode(out).map(|()| None)
+    }
+}
+
 /// Frame overhead allowed on top of the body limit (headers, batch framing).
 pub const FRAME_SLACK_BYTES: usize = 64 * 1024;
 
@@ -69,21 +86,29 @@ pub async fn serve<R: Runtime, S: AsyncRead + AsyncWrite + Unpin + 'static>(shar
         let mut out = BytesMut::with_capacity(64 * 1024);
         while let Some(cmd) = rx.recv().await {
             out.clear();
-            if let Err(e) = cmd.encode(&mut out) {
-                tracing::warn!(conn_id, error = %e, "response could not be encoded");
-                continue;
-            }
-            // Write everything already queued in one go.
-            while let Some(Some(next)) = futures_lite::future::poll_once(rx.recv()).await {
-                if next.encode(&mut out).is_err() {
+            // A large body (a catch-up pull's) goes to the socket from the response
+            // itself, behind the frames gathered before it: never copied into `out`.
+            let mut direct_body = match encode_response(&cmd, &mut out) {
+                Ok(body) => body,
+                Err(e) => {
+                    tracing::warn!(conn_id, error = %e, "response could not be encoded");
                     continue;
                 }
-                if out.len() >= 1024 * 1024 {
-                    break;
+            };
+            // Write everything already queued in one go.
+            while direct_body.is_none() && out.len() < WRITE_GATHER_BYTES_MAX {
+                let Some(Some(next)) = futures_lite::future::poll_once(rx.recv()).await else { break };
+                if let Ok(body) = encode_response(&next, &mut out) {
+                    direct_body = body;
                 }
             }
-            if writer.write_all(&out).await.is_err() {
+            if !out.is_empty() && writer.write_all(&out).await.is_err() {
                 break;
+            }
+            if let Some(body) = direct_body {
+                if writer.write_all(&body).await.is_err() {
+                    break;
+                }
             }
         }
         // Dropping the receiver fails every later send at once: a dead socket never

@@ -100,7 +100,7 @@ impl<R: Runtime> Shard<R> {
             // that cannot be suspended (a waiter bound is reached) is answered with what
             // it finds now.
             let arrival = if suspend_ms > 0 { self.waiters.wait(&header.topic, header.queue_id).ok() } else { None };
-            let result = match self
+            let mut result = match self
                 .store
                 .get_messages(&header.topic, header.queue_id, offset, max_messages, max_bytes, &|h| subscription.matches(h))
                 .await
@@ -108,6 +108,11 @@ impl<R: Runtime> Shard<R> {
                 Ok(r) => r,
                 Err(e) => return error_response(cmd, rs::SYSTEM_ERROR, e.to_string()),
             };
+            if let Some(start) = result.prefetch_window.take() {
+                // A catch-up reader's next window is read while this answer travels.
+                let store = self.store.clone();
+                self.rt.spawn(async move { store.prefetch_window(start).await });
+            }
             let waiting = matches!(result.status, GetStatus::NoMessageInQueue | GetStatus::OffsetOverflowOne)
                 && (result.status != GetStatus::NoMessageInQueue || offset == 0);
             let now_us = self.rt.monotonic_us();

@@ -92,7 +92,7 @@ impl Default for StoreConfig {
             dirty_bytes_max: 64 * MIB,
             checkpoint_lag_bytes_max: 512 * MIB,
             write_through: false,
-            read_ahead_windows_max: 16,
+            read_ahead_windows_max: 64,
             scrub_bytes_per_sec: 0,
             tail_cache_bytes: 64 * MIB,
             record_bytes_max: 4 * MIB + 64 * KIB,

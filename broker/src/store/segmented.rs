@@ -348,7 +348,7 @@ pub async fn read_log<D: Disk, O, G>(
 where
     G: for<'a> Fn(&'a mut O) -> &'a mut SegmentedLog<D>,
 {
-    let mut out = Vec::with_capacity(len);
+    let mut out = Vec::new();
     read_log_into(cell, get, pos, len, &mut out).await?;
     Ok(out)
 }
@@ -366,7 +366,9 @@ where
     G: for<'a> Fn(&'a mut O) -> &'a mut SegmentedLog<D>,
 {
     let first = out.len();
-    out.reserve(len);
+    if first > 0 {
+        out.reserve(len);
+    }
     let end = pos + len as u64;
     let mut at = pos;
     while at < end {
@@ -396,7 +398,15 @@ where
             .await
             .map_err(|source| StoreError::Read { file: file.path().to_path_buf(), offset: at - seg_start, source })?;
         let got = bytes.len() as u64;
-        out.extend_from_slice(&bytes);
+        if out.is_empty() && at == pos && out.capacity() < bytes.len() {
+            // The read's first piece becomes the buffer when `out` has no room of its own
+            // to reuse: a read-ahead window (one whole piece) is then copied once out of
+            // the DMA buffer, not twice.
+            *out = bytes;
+            out.reserve((end - at).saturating_sub(got) as usize);
+        } else {
+            out.extend_from_slice(&bytes);
+        }
         if got < piece_end - at {
             break;
         }

@@ -116,7 +116,9 @@ pub async fn pull(instance: &Rc<ClientInstance>, req: &PullRequest<'_>) -> Resul
     let mut messages = Vec::new();
     if status == PullStatus::Found {
         messages = decode_messages(&r.body, &req.queue.broker_name).map_err(|e| ClientError::Protocol(format!("pull body from {addr}: {e}")))?;
-        messages.retain(|m| req.subscription.matches(m.tags()));
+        if !req.subscription.is_all() {
+            messages.retain(|m| req.subscription.matches(m.tags()));
+        }
         // The queue as this client knows it, as Java's `processPullResult` sets it: a
         // broker in shard route mode stores records under its host queue id.
         for m in &mut messages {

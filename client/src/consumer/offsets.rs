@@ -14,35 +14,83 @@
 use crate::error::ClientError;
 use crate::remoting::bodies::MessageQueue;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub const IN_FLIGHT_PER_QUEUE_MAX: usize = 1 << 20;
 
 /// Delivered-but-unacknowledged offsets of one queue and its next pull offset.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// Delivered offsets arrive in ascending order (one pull after another), so they are
+/// kept in a deque in offset order with an acknowledged flag, and the front is dropped
+/// while it is acknowledged: delivering and acknowledging a message costs a push and a
+/// binary search, not a tree insert and remove with their allocations (a consumer
+/// reading a backlog does this a million times a second). An acknowledged offset stays
+/// in the deque while an older one is still out; `tracked_count` says how many are
+/// held, and the push consumer's flow control bounds it.
+#[derive(Debug, Clone, Default)]
 pub struct QueueProgress {
-    in_flight: BTreeSet<i64>,
+    /// Ascending offsets, each with whether it was acknowledged; the front is not.
+    tracked: VecDeque<(i64, bool)>,
+    /// Entries of `tracked` not acknowledged.
+    in_flight: usize,
     next_pull_offset: i64,
 }
 
+impl PartialEq for QueueProgress {
+    fn eq(&self, other: &Self) -> bool {
+        self.next_pull_offset == other.next_pull_offset && self.unacked().eq(other.unacked())
+    }
+}
+impl Eq for QueueProgress {}
+
 impl QueueProgress {
     pub fn new(next_pull_offset: i64) -> Self {
-        Self { in_flight: BTreeSet::new(), next_pull_offset }
+        Self { tracked: VecDeque::new(), in_flight: 0, next_pull_offset }
+    }
+
+    fn unacked(&self) -> impl Iterator<Item = i64> + '_ {
+        self.tracked.iter().filter(|(_, acked)| !acked).map(|(o, _)| *o)
     }
 
     /// Messages at `offsets` were handed to the listener; the next pull starts at
     /// `next_pull_offset`.
     pub fn delivered(&mut self, offsets: impl IntoIterator<Item = i64>, next_pull_offset: i64) {
-        self.in_flight.extend(offsets);
-        assert!(self.in_flight.len() <= IN_FLIGHT_PER_QUEUE_MAX, "flow control must bound in-flight messages");
+        for o in offsets {
+            match self.tracked.back() {
+                Some(&(last, _)) if o <= last => match self.tracked.binary_search_by_key(&o, |&(x, _)| x) {
+                    // Delivered again while tracked: out again.
+                    Ok(i) => {
+                        if std::mem::replace(&mut self.tracked[i].1, false) {
+                            self.in_flight += 1;
+                        }
+                    }
+                    Err(i) => {
+                        self.tracked.insert(i, (o, false));
+                        self.in_flight += 1;
+                    }
+                },
+                _ => {
+                    self.tracked.push_back((o, false));
+                    self.in_flight += 1;
+                }
+            }
+        }
+        assert!(self.tracked.len() <= IN_FLIGHT_PER_QUEUE_MAX, "flow control must bound tracked offsets");
         self.next_pull_offset = next_pull_offset;
     }
 
     /// The listener is done with `offset` (consumed, or handed elsewhere).
     pub fn acked(&mut self, offset: i64) {
-        self.in_flight.remove(&offset);
+        if let Ok(i) = self.tracked.binary_search_by_key(&offset, |&(x, _)| x) {
+            if !std::mem::replace(&mut self.tracked[i].1, true) {
+                self.in_flight -= 1;
+            }
+        }
+        while self.tracked.front().is_some_and(|&(_, acked)| acked) {
+            self.tracked.pop_front();
+        }
     }
 
     pub fn set_next_pull_offset(&mut self, offset: i64) {
@@ -53,12 +101,19 @@ impl QueueProgress {
         self.next_pull_offset
     }
 
+    /// Delivered and not acknowledged.
     pub fn in_flight_count(&self) -> usize {
-        self.in_flight.len()
+        self.in_flight
+    }
+
+    /// Offsets held: those in flight and the acknowledged ones behind the oldest of them
+    /// (Java's `consumeConcurrentlyMaxSpan` bounds the same span).
+    pub fn tracked_count(&self) -> usize {
+        self.tracked.len()
     }
 
     pub fn commit_point(&self) -> i64 {
-        self.in_flight.first().copied().unwrap_or(self.next_pull_offset)
+        self.tracked.front().map_or(self.next_pull_offset, |&(o, _)| o)
     }
 }
 
@@ -143,6 +198,7 @@ impl LocalOffsetFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     /// (delivered batches, acks) → expected commit point.
     fn check(delivered: &[(&[i64], i64)], acks: &[i64], expected: i64) {
@@ -167,6 +223,30 @@ mod tests {
         check(&[(&[0, 5], 9)], &[0], 5);
         check(&[(&[0, 5], 9), (&[10], 11)], &[0, 5], 10);
         check(&[(&[], 7)], &[], 7);
+    }
+
+    proptest::proptest! {
+        /// The deque agrees with the ordered set it replaced, whatever the order of
+        /// deliveries (re-deliveries and out-of-order ones included) and acks.
+        #[test]
+        fn agrees_with_an_ordered_set(ops in proptest::collection::vec((proptest::bool::ANY, 0i64..40), 0..200)) {
+            let mut p = QueueProgress::new(0);
+            let mut model = BTreeSet::new();
+            let mut next = 0i64;
+            for (deliver, o) in ops {
+                if deliver {
+                    next = next.max(o + 1);
+                    p.delivered([o], next);
+                    model.insert(o);
+                } else {
+                    p.acked(o);
+                    model.remove(&o);
+                }
+                proptest::prop_assert_eq!(p.in_flight_count(), model.len());
+                proptest::prop_assert_eq!(p.commit_point(), model.first().copied().unwrap_or(next));
+                proptest::prop_assert!(p.tracked_count() >= model.len());
+            }
+        }
     }
 
     #[test]

@@ -67,6 +67,14 @@ pub const RESET_SETTLE_MS: u64 = 1_000;
 pub const PULL_BACKOFF_MS: u64 = 1_000;
 /// Pause while a queue is over its flow-control bound.
 pub const FLOW_CONTROL_PAUSE_MS: u64 = 20;
+/// Largest `queue_messages_max`.
+pub const QUEUE_MESSAGES_MAX_LIMIT: usize = 32_768;
+/// A queue also stops pulling while it tracks this many offsets per message of
+/// `queue_messages_max` (acknowledged ones behind an older one still out; Java's
+/// `consumeConcurrentlyMaxSpan`): one slow message cannot make the tracking grow without
+/// bound. The most tracked is then 16 × 32 768 + one pull, below
+/// `offsets::IN_FLIGHT_PER_QUEUE_MAX`.
+pub const QUEUE_SPAN_PER_MESSAGE_MAX: usize = 16;
 /// Extra client-side wait on top of the broker's suspend time.
 pub const PULL_TIMEOUT_SLACK_MS: u64 = 10_000;
 
@@ -179,6 +187,9 @@ impl PushConsumerConfig {
         }
         if self.consume_batch_max_size == 0 || self.consume_tasks_max == 0 || self.queue_messages_max == 0 {
             return bad("consume_batch_max_size, consume_tasks_max and queue_messages_max must be > 0".into());
+        }
+        if self.queue_messages_max > QUEUE_MESSAGES_MAX_LIMIT {
+            return bad(format!("queue_messages_max {} is over {QUEUE_MESSAGES_MAX_LIMIT}", self.queue_messages_max));
         }
         if self.rebalance_interval_ms == 0 || self.persist_offset_interval_ms == 0 || self.lock_renew_interval_ms == 0 {
             return bad("rebalance, persist and lock intervals must be > 0".into());
@@ -807,12 +818,12 @@ impl Inner {
         pq.persisted.set(Some(start));
         let subscription = self.subscriptions.get(&pq.queue.topic).cloned().expect("queues come from subscriptions");
         while alive(&self) {
-            let (offset, in_flight, commit_point) = {
+            let (offset, in_flight, tracked, commit_point) = {
                 let p = pq.progress.borrow();
                 let p = p.as_ref().expect("set above");
-                (p.next_pull_offset(), p.in_flight_count(), p.commit_point())
+                (p.next_pull_offset(), p.in_flight_count(), p.tracked_count(), p.commit_point())
             };
-            if in_flight >= self.config.queue_messages_max {
+            if in_flight >= self.config.queue_messages_max || tracked >= self.config.queue_messages_max * QUEUE_SPAN_PER_MESSAGE_MAX {
                 glommio::timer::sleep(Duration::from_millis(FLOW_CONTROL_PAUSE_MS)).await;
                 continue;
             }
@@ -868,9 +879,12 @@ impl Inner {
     }
 
     async fn dispatch_concurrently(self: &Rc<Self>, pq: &Rc<ProcessQueue>, f: ConcurrentFn, messages: Vec<MessageExt>) {
-        for chunk in messages.chunks(self.config.consume_batch_max_size) {
+        // Batches are moved out of `messages`, never cloned: a clone copied every
+        // message's strings and properties once more.
+        let mut messages = messages.into_iter();
+        while messages.len() > 0 {
             let Ok(permit) = self.consume_permits.acquire_static_permit(1).await else { return };
-            let mut batch = chunk.to_vec();
+            let mut batch: Vec<MessageExt> = messages.by_ref().take(self.config.consume_batch_max_size).collect();
             let (me, pq, f) = (self.clone(), pq.clone(), f.clone());
             glommio::spawn_local(async move {
                 let _permit = permit;

@@ -46,18 +46,21 @@ pub mod keys {
 /// (the append path looks up TAGS, KEYS and UNIQ_KEY on every message).
 pub fn find<'a>(encoded: &'a str, name: &str) -> Option<&'a str> {
     // Byte search: both separators are ASCII, so every split point is a char boundary
-    // and the slices below stay valid UTF-8.
+    // and the slices below stay valid UTF-8. Item by item (memchr to the next `\u{2}`):
+    // an item is `name` when it starts with `name` and a `\u{1}` follows.
     let bytes = encoded.as_bytes();
-    let mut start = 0;
-    while start <= bytes.len() {
-        let end = bytes[start..].iter().position(|&b| b == 2).map_or(bytes.len(), |i| start + i);
-        let item = &bytes[start..end];
-        if let Some(eq) = item.iter().position(|&b| b == 1) {
-            if &item[..eq] == name.as_bytes() {
-                return Some(&encoded[start + eq + 1..end]);
-            }
+    let name_bytes = name.as_bytes();
+    if name_bytes.contains(&1) || name_bytes.contains(&2) {
+        return None; // no item's name holds a separator
+    }
+    let mut at = 0;
+    while at <= bytes.len() {
+        let end = at + name_bytes.len();
+        if bytes[at..].starts_with(name_bytes) && bytes.get(end) == Some(&1) {
+            let value_end = memchr::memchr(2, &bytes[end + 1..]).map_or(bytes.len(), |i| end + 1 + i);
+            return Some(&encoded[end + 1..value_end]);
         }
-        start = end + 1;
+        at += memchr::memchr(2, &bytes[at..])? + 1;
     }
     None
 }
@@ -70,10 +73,26 @@ pub enum PropertiesError {
     SeparatorInField(String),
 }
 
-/// An ordered list of properties (order kept so that re-encoding is byte-identical).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// An ordered list of properties (order kept so that re-encoding is byte-identical),
+/// held as its canonical encoding: `name\u{1}value\u{2}` for each pair, nothing else.
+///
+/// Why one string and not a list of pairs: a consumer decodes the properties of every
+/// message it receives, and a pair list cost two allocations per property (W3's cold
+/// read spent a third of its consumer thread in malloc and free). Decoding a canonical
+/// text is one allocation; lookups scan it (`find`), which for the few short pairs a
+/// message carries is as fast as walking a list.
+///
+/// Invariant: `text` is canonical (every item holds a `\u{1}`, every item ends in
+/// `\u{2}`), so two `Properties` are equal exactly when their pairs are.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Properties {
-    pairs: Vec<(String, String)>,
+    text: String,
+}
+
+impl std::fmt::Debug for Properties {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
 }
 
 impl Properties {
@@ -82,7 +101,7 @@ impl Properties {
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.pairs.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        find(&self.text, name)
     }
 
     /// Sets `name`, replacing an existing value in place.
@@ -92,28 +111,53 @@ impl Properties {
                 return Err(PropertiesError::SeparatorInField(field.to_string()));
             }
         }
-        match self.pairs.iter_mut().find(|(n, _)| n == name) {
-            Some(pair) => pair.1 = value.to_string(),
-            None => self.pairs.push((name.to_string(), value.to_string())),
+        match self.value_range(name) {
+            Some(range) => self.text.replace_range(range, value),
+            None => {
+                self.text.reserve(name.len() + value.len() + 2);
+                self.text.push_str(name);
+                self.text.push(NAME_VALUE_SEPARATOR);
+                self.text.push_str(value);
+                self.text.push(PROPERTY_SEPARATOR);
+            }
         }
         Ok(())
     }
 
     pub fn remove(&mut self, name: &str) -> Option<String> {
-        let index = self.pairs.iter().position(|(n, _)| n == name)?;
-        Some(self.pairs.remove(index).1)
+        let value = self.value_range(name)?;
+        let removed = self.text[value.clone()].to_string();
+        // The pair runs from its name (just before the value's `\u{1}`) through the `\u{2}`.
+        let item_start = value.start - 1 - name.len();
+        self.text.replace_range(item_start..value.end + 1, "");
+        Some(removed)
+    }
+
+    /// Byte range of the first `name`'s value in `text`.
+    fn value_range(&self, name: &str) -> Option<std::ops::Range<usize>> {
+        let mut start = 0;
+        for item in self.text.split_terminator(PROPERTY_SEPARATOR) {
+            let end = start + item.len();
+            if let Some((n, _)) = item.split_once(NAME_VALUE_SEPARATOR) {
+                if n == name {
+                    return Some(start + n.len() + 1..end);
+                }
+            }
+            start = end + 1;
+        }
+        None
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.pairs.iter().map(|(n, v)| (n.as_str(), v.as_str()))
+        self.text.split_terminator(PROPERTY_SEPARATOR).filter_map(|item| item.split_once(NAME_VALUE_SEPARATOR))
     }
 
     pub fn len(&self) -> usize {
-        self.pairs.len()
+        self.text.bytes().filter(|&b| b == 2).count()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.pairs.is_empty()
+        self.text.is_empty()
     }
 
     /// The `TAGS` property, if any.
@@ -128,18 +172,16 @@ impl Properties {
 
     /// Bytes `encode` produces, without building the string.
     pub fn encoded_len(&self) -> usize {
-        self.pairs.iter().map(|(n, v)| n.len() + v.len() + 2).sum()
+        self.text.len()
     }
 
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        for (name, value) in &self.pairs {
-            out.push_str(name);
-            out.push(NAME_VALUE_SEPARATOR);
-            out.push_str(value);
-            out.push(PROPERTY_SEPARATOR);
-        }
-        out
+        self.text.clone()
+    }
+
+    /// The encoding, borrowed.
+    pub fn as_encoded(&self) -> &str {
+        &self.text
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, PropertiesError> {
@@ -148,14 +190,24 @@ impl Properties {
     }
 
     pub fn decode_str(text: &str) -> Self {
-        let mut pairs = Vec::new();
+        if is_canonical(text) {
+            return Self { text: text.to_string() };
+        }
+        let mut canonical = String::with_capacity(text.len() + 1);
         for item in text.split(PROPERTY_SEPARATOR) {
-            if let Some((name, value)) = item.split_once(NAME_VALUE_SEPARATOR) {
-                pairs.push((name.to_string(), value.to_string()));
+            if item.contains(NAME_VALUE_SEPARATOR) {
+                canonical.push_str(item);
+                canonical.push(PROPERTY_SEPARATOR);
             }
         }
-        Self { pairs }
+        Self { text: canonical }
     }
+}
+
+/// Whether `text` is already the canonical encoding: empty, or items that each hold a
+/// `\u{1}` and end in `\u{2}` (what every client writes).
+fn is_canonical(text: &str) -> bool {
+    text.is_empty() || (text.ends_with(PROPERTY_SEPARATOR) && text.split_terminator(PROPERTY_SEPARATOR).all(|item| item.contains(NAME_VALUE_SEPARATOR)))
 }
 
 #[cfg(test)]
@@ -196,6 +248,41 @@ mod tests {
     }
 
     #[test]
+    fn set_replace_remove_keep_the_encoding_canonical() {
+        let mut p = Properties::decode_str("A\u{1}1\u{2}B\u{1}2\u{2}C\u{1}3");
+        assert_eq!(p.encode(), "A\u{1}1\u{2}B\u{1}2\u{2}C\u{1}3\u{2}");
+        p.set("B", "two").unwrap();
+        assert_eq!(p.encode(), "A\u{1}1\u{2}B\u{1}two\u{2}C\u{1}3\u{2}");
+        assert_eq!(p.remove("A").as_deref(), Some("1"));
+        assert_eq!(p.remove("C").as_deref(), Some("3"));
+        assert_eq!(p.remove("C"), None);
+        assert_eq!(p.encode(), "B\u{1}two\u{2}");
+        assert_eq!(p.len(), 1);
+        assert_eq!(p.remove("B").as_deref(), Some("two"));
+        assert!(p.is_empty());
+        assert_eq!(p, Properties::new());
+        // A name that is a suffix or prefix of another is not confused with it.
+        let mut q = Properties::decode_str("XA\u{1}1\u{2}A\u{1}2\u{2}AX\u{1}3\u{2}");
+        assert_eq!(q.get("A"), Some("2"));
+        assert_eq!(q.remove("A").as_deref(), Some("2"));
+        assert_eq!(q.encode(), "XA\u{1}1\u{2}AX\u{1}3\u{2}");
+        // Garbage items are dropped and equal pairs compare equal.
+        assert_eq!(Properties::decode_str("junk\u{2}A\u{1}1"), Properties::decode_str("A\u{1}1\u{2}"));
+    }
+
+    /// The item walk `find` replaced.
+    fn find_by_walking<'a>(encoded: &'a str, name: &str) -> Option<&'a str> {
+        encoded.split('\u{2}').find_map(|item| item.split_once('\u{1}').filter(|(n, _)| *n == name).map(|(_, v)| v))
+    }
+
+    proptest! {
+        #[test]
+        fn find_matches_an_item_walk(text in "[AB\u{1}\u{2}x]{0,24}", name in "[AB\u{1}\u{2}]{0,3}") {
+            prop_assert_eq!(find(&text, &name), find_by_walking(&text, &name), "{:?} in {:?}", name, text);
+        }
+    }
+
+    #[test]
     fn keys_split_on_spaces() {
         let props = Properties::decode_str("KEYS\u{1} a  b c\u{2}");
         assert_eq!(props.keys().collect::<Vec<_>>(), vec!["a", "b", "c"]);
@@ -217,7 +304,30 @@ mod tests {
             let mut props = Properties::new();
             for (n, v) in &pairs { props.set(n, v).unwrap(); }
             let decoded = Properties::decode(props.encode().as_bytes()).unwrap();
-            prop_assert_eq!(decoded, props);
+            prop_assert_eq!(&decoded, &props);
+            // The pairs are those a pair list keeps: the first of each name, in order.
+            let mut expected: Vec<(String, String)> = Vec::new();
+            for (n, v) in &pairs {
+                match expected.iter_mut().find(|(en, _)| en == n) {
+                    Some(e) => e.1 = v.clone(),
+                    None => expected.push((n.clone(), v.clone())),
+                }
+            }
+            let got: Vec<(String, String)> = decoded.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+            prop_assert_eq!(got, expected);
+        }
+
+        #[test]
+        fn decode_matches_a_pair_list(text in "[AB\u{1}\u{2}x]{0,24}") {
+            // The lenient decoder of the pair list this type replaced.
+            let mut expected = Vec::new();
+            for item in text.split('\u{2}') {
+                if let Some((n, v)) = item.split_once('\u{1}') {
+                    expected.push((n.to_string(), v.to_string()));
+                }
+            }
+            let got: Vec<(String, String)> = Properties::decode_str(&text).iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+            prop_assert_eq!(got, expected);
         }
     }
 }

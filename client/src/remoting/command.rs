@@ -207,9 +207,19 @@ impl RemotingCommand {
     /// Appends the whole frame to `out`: the header is written in place (no header
     /// buffer), then the body. On error `out` is left as it was.
     pub fn encode(&self, out: &mut BytesMut) -> Result<(), CommandError> {
+        out.reserve(PREFIX_BYTES + 256 + self.body.len());
+        self.encode_head(out)?;
+        out.extend_from_slice(&self.body);
+        Ok(())
+    }
+
+    /// Appends the frame up to its body (length prefix, header): the caller writes
+    /// `self.body` right behind it. A large body is then written from where it lies
+    /// rather than copied into the write buffer. On error `out` is left as it was.
+    pub fn encode_head(&self, out: &mut BytesMut) -> Result<(), CommandError> {
         self.check_ext_count()?;
         let start = out.len();
-        out.reserve(PREFIX_BYTES + 256 + self.body.len());
+        out.reserve(PREFIX_BYTES + 256);
         // Patched below, once the header's length is known.
         out.put_u64(0);
         let written = match self.serialize_type {
@@ -231,7 +241,6 @@ impl RemotingCommand {
             out.truncate(start);
             return Err(e);
         }
-        out.extend_from_slice(&self.body);
         // Both casts are exact: frame_len <= 16 MiB and header_len < 2^24.
         let length = ((frame_len - LENGTH_FIELD_BYTES) as i32).to_be_bytes();
         let type_and_len = ((u32::from(self.serialize_type.code()) << 24) | header_len as u32).to_be_bytes();
