@@ -1288,10 +1288,11 @@ impl<D: Disk, C: Clock> Store<D, C> {
         self.note_read(read_log(&*self.inner, &commitlog_of, local_of(phys), len).await)
     }
 
-    /// `read_commitlog` for a queue's pull: a cold range comes through the read-ahead
+    /// A queue's pull reads through here: a cold range comes through the read-ahead
     /// windows, since consumers read queues forward and the queues' records lie
-    /// interleaved in the log. Point reads do not use them: a time search's probes would
-    /// each pull in 2 MiB for one record.
+    /// interleaved in the log (point reads do not use them: a time search's probes would
+    /// each pull in 2 MiB for one record).
+    ///
     /// Appends the records `picks` (in log order, all inside the span `[phys, phys +
     /// len)`) to `out`, each CRC-checked; returns how many bytes it appended.
     ///
