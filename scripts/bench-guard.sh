@@ -12,6 +12,9 @@
 #   w2      the W2 shape: `e2e --producers 4 --in-flight 4 --batch 16 --consumers 1`
 #   w1-1    W1: `produce --producers 1 --in-flight 1 --flush sync` (ack after fdatasync)
 #   w1-32   W1 at 32 in flight
+#   w3cold  W3's cold catch-up (not by default: --shapes ...,w3cold): 3 M messages of 128 B
+#           produced in batches of 100, then read back by one consumer (pulls of 1024);
+#           its rate is the read's
 # It prints a table of medians and HEAD/BASE ratios, and exits 1 when HEAD is below
 # 0.95x BASE's throughput or its send or end-to-end p99 exceeds 1.25x BASE's + 2 ms
 # on any shape. Every run's OMB JSON is kept under the run directory it prints.
@@ -26,7 +29,7 @@ THROUGHPUT_RATIO_MIN=0.95
 P99_RATIO_MAX=1.25
 P99_SLACK_MS=2
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 [[ $# -ge 1 ]] || usage
 BASE=$1; shift
 [[ "$BASE" == -* ]] && usage
@@ -87,7 +90,10 @@ shape_args() {
     w2) echo "e2e --producers 4 --in-flight 4 --batch 16 --consumers 1" ;;
     w1-1) echo "produce --producers 1 --in-flight 1 --flush sync" ;;
     w1-32) echo "produce --producers 1 --in-flight 32 --flush sync" ;;
-    *) echo "bench-guard: unknown shape $1 (readme, w2, w1-1, w1-32)" >&2; exit 2 ;;
+    # W3's cold catch-up: a backlog of 128 B messages (batches of 100) read back by one
+    # consumer with the largest pulls; the rate is the read's, from its start to its end.
+    w3cold) echo "consume --message-bytes 128 --batch 100 --producers 2 --in-flight 8 --backlog-messages 3000000 --pull-batch-size 1024" ;;
+    *) echo "bench-guard: unknown shape $1 (readme, w2, w1-1, w1-32, w3cold)" >&2; exit 2 ;;
   esac
 }
 for s in "${shape_list[@]}"; do shape_args "$s" >/dev/null; done
@@ -100,7 +106,9 @@ for ((r = 1; r <= rounds && ${#report_dir} == 0; r++)); do
       json="$run_dir/$s-$who-$r.json"
       echo "bench-guard: round $r/$rounds $s $who" >&2
       # shellcheck disable=SC2046
-      if ! "$bin" $(shape_args "$s") --duration-secs "$secs" --warmup-secs "$warmup" --quiet --out "$json" > "$run_dir/$s-$who-$r.log" 2>&1; then
+      # A read with a target has no warm-up: it would eat the read.
+      shape_warmup=$warmup; [[ $s == w3cold ]] && shape_warmup=0
+      if ! "$bin" $(shape_args "$s") --duration-secs "$secs" --warmup-secs "$shape_warmup" --quiet --out "$json" > "$run_dir/$s-$who-$r.log" 2>&1; then
         echo "bench-guard: $s $who round $r failed; see $run_dir/$s-$who-$r.log" >&2
         tail -5 "$run_dir/$s-$who-$r.log" >&2
       fi
@@ -125,7 +133,8 @@ def load(path):
     cpu = re.search(r"([0-9.]+) broker CPU-µs/msg", cfg)
     e2e = run.get("aggregatedEndToEndLatency99pct")
     return {
-        "rate": totals["sendRatePerSec"],
+        # A read-back run (w3cold) sends nothing in its measured window: its rate is the read's.
+        "rate": totals["sendRatePerSec"] or totals.get("receiveRatePerSec", 0.0),
         "send_p99": run["aggregatedPublishLatency99pct"],
         "e2e_p99": e2e if e2e is not None and run.get("consumersPerTopic", 0) > 0 and totals.get("received", 0) > 0 else None,
         "cpu": float(cpu.group(1)) if cpu else None,
