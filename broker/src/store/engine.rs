@@ -230,6 +230,13 @@ struct Inner<D: Disk> {
     read_ahead_waiters: Vec<Waker>,
     /// Prefetches in progress (`prefetch_window`).
     read_ahead_prefetching: usize,
+    /// ConsumeQueue blocks pulls read lately (queue, first offset, entries), oldest
+    /// first, at most `CQ_PULL_BLOCKS_MAX`: a pull reads 4x the entries it takes (so a
+    /// filter finds matches), and the queue's next pulls take the rest from here rather
+    /// than reading them again from disk in their latency path (measured on W3's catch-up:
+    /// ~1.3 ms per pull waiting for its entries). Entries below a queue's end never
+    /// change; a deleted topic's blocks are dropped with it.
+    cq_pull_blocks: std::collections::VecDeque<(QueueKey, u64, Rc<Vec<CqEntry>>)>,
     /// Where the background scrub goes on (local CommitLog position).
     scrub_pos: u64,
     /// `logics_phys` of the last checkpoint written: retention never deletes past it.
@@ -246,6 +253,10 @@ struct Inner<D: Disk> {
 
 /// Most read-ahead windows read in the background at once per shard.
 pub const READ_AHEAD_PREFETCH_MAX: usize = 2;
+/// Most ConsumeQueue blocks kept for pulls per shard (`Inner::cq_pull_blocks`; a block is
+/// at most 16 Ki entries, 24 B each decoded: 24 MiB at the very most, ~6 MiB for pulls
+/// of 1 024).
+pub const CQ_PULL_BLOCKS_MAX: usize = 64;
 
 /// Marks a read-ahead window as being read; unmarks it and wakes its waiters when
 /// dropped, also when the reading future is dropped half-way.
@@ -689,6 +700,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
         inner.commitlog.reset_at(local, &[]);
         inner.commitlog_start = local;
         inner.read_ahead.clear();
+        inner.cq_pull_blocks.clear();
         Ok(())
     }
 
@@ -1113,6 +1125,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
                 inner.commitlog.files.remove(&start);
                 inner.commitlog_start = inner.commitlog_start.max(start + self.config.segment_bytes);
                 inner.read_ahead.clear();
+                inner.cq_pull_blocks.clear();
             }
             self.disk.remove(&path).await?;
             tracing::info!(shard = self.shard.0, file = %path.display(), expired, force, "deleted commitlog segment");
@@ -1147,6 +1160,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
                 continue;
             }
             let keys: Vec<QueueKey> = inner.queues.keys().filter(|(t, _)| t == topic).cloned().collect();
+            inner.cq_pull_blocks.retain(|((t, _), _, _)| t != topic);
             for key in &keys {
                 let fresh = ConsumeQueue::new(self.cq_dir(topic, key.1), topic, key.1, self.config.cq_entries_per_file, self.config.cq_tail_entries);
                 let q = std::mem::replace(inner.queues.get_mut(key).expect("key listed above"), fresh);
@@ -1279,6 +1293,31 @@ impl<D: Disk, C: Clock> Store<D, C> {
         let get = log_accessor(|inner: &mut Inner<D>| &mut inner.queues.get_mut(&key).expect("queues are never removed").log);
         let bytes = self.note_read(read_log(&*self.inner, &get, from * ENTRY_BYTES, ((to - from) * ENTRY_BYTES) as usize).await)?;
         Ok(bytes.chunks_exact(ENTRY_BYTES as usize).map(CqEntry::decode).collect())
+    }
+
+    /// `cq_entries` for a pull (`Inner::cq_pull_blocks`): the block holding `offset` with
+    /// at least `wanted` entries from there, as (block, index of `offset` in it).
+    async fn cq_entries_for_pull(&self, topic: &str, queue_id: i32, offset: u64, scan: u64, wanted: usize) -> Result<(Rc<Vec<CqEntry>>, usize), StoreError> {
+        {
+            let inner = self.inner.borrow();
+            let hit = inner.cq_pull_blocks.iter().find(|((t, q), from, block)| *q == queue_id && t == topic && offset >= *from && offset < from + block.len() as u64);
+            if let Some((_, from, block)) = hit {
+                let skip = (offset - from) as usize;
+                if block.len() - skip >= wanted {
+                    return Ok((block.clone(), skip));
+                }
+            }
+        }
+        let block = Rc::new(self.cq_entries(topic, queue_id, offset, scan).await?);
+        let mut inner = self.inner.borrow_mut();
+        inner.cq_pull_blocks.retain(|((t, q), _, _)| !(*q == queue_id && t == topic));
+        if !block.is_empty() {
+            if inner.cq_pull_blocks.len() >= CQ_PULL_BLOCKS_MAX {
+                inner.cq_pull_blocks.pop_front();
+            }
+            inner.cq_pull_blocks.push_back(((topic.to_string(), queue_id), offset, block.clone()));
+        }
+        Ok((block, 0))
     }
 
     /// Reads `len` CommitLog bytes at a physical offset of this shard.
@@ -1540,7 +1579,8 @@ impl<D: Disk, C: Clock> Store<D, C> {
         // Scan more entries than wanted so that a selective filter still finds matches,
         // but bounded.
         let scan = (max_messages as u64 * 4).max(64).min(16 * 1024);
-        let entries = self.cq_entries(topic, queue_id, offset, scan).await?;
+        let (block, skip) = self.cq_entries_for_pull(topic, queue_id, offset, scan, max_messages).await?;
+        let entries = &block[skip..];
         // Room for the answer at once: growing it span by span moved it again and again.
         result.records.reserve(entries.iter().take(max_messages).map(|e| e.size as usize).sum::<usize>().min(max_bytes));
         let commitlog_min = self.commitlog_min();

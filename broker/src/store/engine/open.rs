@@ -266,6 +266,7 @@ pub async fn open_store<D: Disk, C: Clock>(
             read_ahead_loading: Vec::new(),
             read_ahead_waiters: Vec::new(),
             read_ahead_prefetching: 0,
+            cq_pull_blocks: std::collections::VecDeque::new(),
             scrub_pos: 0,
             stats: StoreStats::default(),
             flusher_waker: None,
