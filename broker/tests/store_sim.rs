@@ -74,6 +74,14 @@ fn put_with(store: &SimStore, topic: &str, queue_id: i32, seq: u64, len: usize, 
 
 /// Every message of every queue of `TOPIC`, as (queue id, queue offset, seq), checking
 /// body integrity and that queue offsets are contiguous from the queue's minimum.
+/// `put`, flushing once first when the store is busy (its dirty bound reached).
+fn put_flushing(store: &SimStore, queue_id: i32, seq: u64, len: usize) {
+    if put(store, queue_id, seq, len, "").is_err() {
+        block_on(store.flush_all()).unwrap();
+        put(store, queue_id, seq, len, "").unwrap();
+    }
+}
+
 fn read_all(store: &SimStore) -> Vec<(i32, u64, u64)> {
     read_topic(store, TOPIC)
 }
@@ -1355,10 +1363,7 @@ fn cold_pulls_take_only_their_records_and_prefetch_the_next_window_once() {
             let run = 1 + (seq + seed) % 5;
             for _ in 0..run * 40 {
                 let queue = ((seq / run) % queues) as i32;
-                if put(&store, queue, seq, 200 + ((seq * 7 + seed) % 900) as usize, "").is_err() {
-                    block_on(store.flush_all()).unwrap();
-                    put(&store, queue, seq, 200 + ((seq * 7 + seed) % 900) as usize, "").unwrap();
-                }
+                put_flushing(&store, queue, seq, 200 + ((seq * 7 + seed) % 900) as usize);
                 seq += 1;
             }
             block_on(store.flush_all()).unwrap();
@@ -1439,10 +1444,7 @@ fn a_recreated_topic_is_read_from_its_new_entries_not_from_blocks_read_before() 
         };
         let put_all = |store: &SimStore, seqs: std::ops::Range<u64>| {
             for seq in seqs {
-                if put(store, 0, seq, len, "").is_err() {
-                    block_on(store.flush_all()).unwrap();
-                    put(store, 0, seq, len, "").unwrap();
-                }
+                put_flushing(store, 0, seq, len);
             }
             block_on(store.flush_all()).unwrap();
         };

@@ -1309,9 +1309,11 @@ impl<D: Disk, C: Clock> Store<D, C> {
             }
         }
         let block = Rc::new(self.cq_entries(topic, queue_id, offset, scan).await?);
-        let mut inner = self.inner.borrow_mut();
-        inner.cq_pull_blocks.retain(|((t, q), _, _)| !(*q == queue_id && t == topic));
-        if !block.is_empty() {
+        // Only a block with entries left over for a later pull is kept: a tailing pull's
+        // few entries are not (no allocation, no scan of the blocks on that path).
+        if block.len() > wanted {
+            let mut inner = self.inner.borrow_mut();
+            inner.cq_pull_blocks.retain(|((t, q), _, _)| !(*q == queue_id && t == topic));
             if inner.cq_pull_blocks.len() >= CQ_PULL_BLOCKS_MAX {
                 inner.cq_pull_blocks.pop_front();
             }
@@ -1491,9 +1493,16 @@ impl<D: Disk, C: Clock> Store<D, C> {
         if !self.worth_prefetching(start) {
             return;
         }
+        /// Counts the prefetch out again also when its task is dropped half-way.
+        struct Prefetching<'a, D: Disk>(&'a RefCell<Inner<D>>);
+        impl<D: Disk> Drop for Prefetching<'_, D> {
+            fn drop(&mut self) {
+                self.0.borrow_mut().read_ahead_prefetching -= 1;
+            }
+        }
         self.inner.borrow_mut().read_ahead_prefetching += 1;
+        let _counted = Prefetching(&*self.inner);
         let _ = self.read_ahead_window(start, start + READ_AHEAD_WINDOW_BYTES).await;
-        self.inner.borrow_mut().read_ahead_prefetching -= 1;
     }
 
     /// Where this log begins (local offset): 0, or the start of its oldest segment once
