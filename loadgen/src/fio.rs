@@ -53,6 +53,10 @@ pub struct FioJobResult {
     pub iops: f64,
     /// With `fdatasync`: one fdatasync per write, so commits/s = fdatasyncs/s.
     pub commits_per_s: Option<f64>,
+    /// With `fdatasync`: fio's own CPU (user + system) per commit, µs. Nearly all of it
+    /// is the kernel's write and fdatasync path: the floor under any server's CPU per
+    /// durable message at one in flight on this host.
+    pub cpu_us_per_commit: Option<f64>,
     pub write_clat: ClatUs,
     /// With `fdatasync`: the fdatasync latency.
     pub sync_lat: Option<ClatUs>,
@@ -140,6 +144,14 @@ fn run_job(plan: &Plan, purpose: &str, for_run: &str, bs_bytes: u64, fdatasync: 
     parse(&json, purpose, for_run, bs_bytes, fdatasync, iodepth, command)
 }
 
+/// fio's `usr_cpu` and `sys_cpu` are percent of one CPU over the job's runtime, so per
+/// operation they are `(usr + sys) / 100 * 1e6 / iops` µs.
+fn cpu_us_per_op(job: &Value, iops: f64) -> Option<f64> {
+    let usr = job.get("usr_cpu").and_then(Value::as_f64)?;
+    let sys = job.get("sys_cpu").and_then(Value::as_f64)?;
+    (iops > 0.0).then(|| (usr + sys) / 100.0 * 1e6 / iops)
+}
+
 fn percentiles_us(v: &Value) -> Option<ClatUs> {
     let p = v.get("percentile")?;
     let at = |k: &str| p.get(k).and_then(Value::as_f64).map(|ns| ns / 1000.0);
@@ -165,13 +177,13 @@ fn parse(
     let iops = num("iops")?;
     let runtime_ms = num("runtime")? as u64;
     let write_clat = percentiles_us(write.get("clat_ns").unwrap_or(&Value::Null)).ok_or("fio JSON has no write.clat_ns percentiles")?;
-    let (commits_per_s, sync_lat) = if fdatasync {
+    let (commits_per_s, sync_lat, cpu_us_per_commit) = if fdatasync {
         // `fdatasync=1`: one fdatasync after every write, so commits/s = writes/s.
         let sync = job.get("sync").and_then(|s| s.get("lat_ns"));
         let rate = iops;
-        (Some(rate), sync.and_then(percentiles_us))
+        (Some(rate), sync.and_then(percentiles_us), cpu_us_per_op(job, iops))
     } else {
-        (None, None)
+        (None, None, None)
     };
     Ok(FioJobResult {
         purpose: purpose.to_string(),
@@ -183,10 +195,39 @@ fn parse(
         mib_per_s: bw_bytes / MIB as f64,
         iops,
         commits_per_s,
+        cpu_us_per_commit,
         write_clat,
         sync_lat,
         fio_version: json.get("fio version").and_then(Value::as_str).unwrap_or("?").to_string(),
         job_options: job.get("job options").cloned().unwrap_or(Value::Null),
         command,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_us_per_op;
+    use serde_json::json;
+
+    fn check(usr: f64, sys: f64, iops: f64, expected_us: Option<f64>) {
+        let got = cpu_us_per_op(&json!({ "usr_cpu": usr, "sys_cpu": sys }), iops);
+        match (got, expected_us) {
+            (Some(g), Some(e)) => assert!((g - e).abs() < 1e-6, "usr {usr} sys {sys} iops {iops}: {g} != {e}"),
+            (g, e) => assert_eq!(g, e, "usr {usr} sys {sys} iops {iops}"),
+        }
+    }
+
+    #[test]
+    fn cpu_per_commit_is_the_busy_share_of_one_cpu_divided_by_the_rate() {
+        // 39.4 % of a CPU at 3,713 commits/s: the 2-vCPU VM's fdatasync floor.
+        check(1.26, 38.14, 3713.0, Some(39.4 / 100.0 * 1e6 / 3713.0));
+        check(0.0, 50.0, 1000.0, Some(500.0));
+        check(10.0, 0.0, 0.0, None);
+    }
+
+    #[test]
+    fn cpu_per_commit_needs_both_fields() {
+        assert_eq!(cpu_us_per_op(&json!({ "usr_cpu": 1.0 }), 10.0), None);
+        assert_eq!(cpu_us_per_op(&json!({}), 10.0), None);
+    }
 }

@@ -340,6 +340,7 @@ pub fn run(args: SuiteArgs) -> Result<(), String> {
     let mut limits = Vec::new();
     let mut fio_mib = None;
     let mut fio_commits = None;
+    let mut fio_cpu_us_per_commit = None;
     if !args.no_host_limits {
         match crate::netbench::measure(3.0) {
             Ok(n) => limits.push(format!(
@@ -360,8 +361,10 @@ pub fn run(args: SuiteArgs) -> Result<(), String> {
             match crate::fio::run_commit_job_bs(&plan, "W1 commit ceiling", 4096) {
                 Ok(j) => {
                     let c = j.commits_per_s.unwrap_or(0.0);
-                    limits.push(format!("disk (fio 4 KiB write + fdatasync, iodepth 1): {c:.0} commits/s"));
+                    let cpu = j.cpu_us_per_commit.map(|u| format!(", {u:.0} CPU-µs per commit (fio's own, nearly all kernel: the floor under CPU per message at 1 in flight)")).unwrap_or_default();
+                    limits.push(format!("disk (fio 4 KiB write + fdatasync, iodepth 1): {c:.0} commits/s{cpu}"));
                     fio_commits = Some(c);
+                    fio_cpu_us_per_commit = j.cpu_us_per_commit;
                 }
                 Err(e) => limits.push(format!("disk commit rate: not measured: {e}")),
             }
@@ -514,7 +517,7 @@ pub fn run(args: SuiteArgs) -> Result<(), String> {
         steps.push(step);
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let md = summary_md(&steps, &limits, fio_mib, fio_commits, &args.out_dir);
+    let md = summary_md(&steps, &limits, fio_mib, fio_commits, fio_cpu_us_per_commit, &args.out_dir);
     let path = args.out_dir.join("suite.md");
     std::fs::write(&path, &md).map_err(|e| format!("{}: {e}", path.display()))?;
     println!("{md}");
@@ -597,7 +600,7 @@ fn ratio_line(out: &mut String, label: &str, ours: Option<&RunRecord>, peer: Opt
     }
 }
 
-fn summary_md(steps: &[Step], limits: &[String], fio_mib: Option<f64>, fio_commits: Option<f64>, out_dir: &Path) -> String {
+fn summary_md(steps: &[Step], limits: &[String], fio_mib: Option<f64>, fio_commits: Option<f64>, fio_cpu_us_per_commit: Option<f64>, out_dir: &Path) -> String {
     let facts = crate::report::MachineInfo::collect(Path::new("."), crate::report::command_line());
     let mut out = format!(
         "# RingMQ standard suite\n\n- Machine: {} x {}, {} MiB, kernel {}\n- Commit: {} ({} uncommitted paths)\n- Command: `{}`\n- When: {}\n\n## Host limits (same run)\n\n",
@@ -651,6 +654,10 @@ fn summary_md(steps: &[Step], limits: &[String], fio_mib: Option<f64>, fio_commi
                             let ratio = ours.send_rate_per_sec() / c.max(1.0);
                             let verdict = if n == 1 { if ratio >= 0.85 { " — target ≥ 0.85: met" } else { " — target ≥ 0.85: MISSED" } } else { "" };
                             let _ = writeln!(out, "- {n} in flight: {who} acks {:.0} msg/s; fio's 4 KiB commit rate is {c:.0}/s ({ratio:.2} acks per fio commit){verdict}", ours.send_rate_per_sec());
+                        }
+                        if let (1, Some(floor)) = (n, fio_cpu_us_per_commit) {
+                            let verdict = if floor > 40.0 { "the target is below this host's floor" } else { "the floor leaves room for the target" };
+                            let _ = writeln!(out, "- 1 in flight: {who}: target ≤ 40 broker CPU-µs/msg; one fio 4 KiB write + fdatasync alone costs {floor:.0} CPU-µs on this host: {verdict}");
                         }
                     }
                 }
