@@ -494,7 +494,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let body = TopicConfigAndMappingSerializeWrapper {
             data_version,
             // No static topics: the mapping table never changes after start-up.
-            mapping_data_version: route::DataVersion { counter: 0, state_version: 0, timestamp: self.started_ms },
+            mapping_data_version: route::DataVersion { counter: 0, state_version: 0, timestamp: self.stats.started_ms() },
             topic_config_table,
             ..Default::default()
         };
@@ -555,18 +555,18 @@ impl<R: crate::rt::Runtime> Shard<R> {
 
     fn runtime_table(&self) -> BTreeMap<&'static str, String> {
         let mut table = BTreeMap::new();
-        let c = &self.counters;
+        let c = self.counters();
         table.insert("brokerVersionDesc", "RingMQ ".to_string() + env!("CARGO_PKG_VERSION"));
         table.insert("shardCount", self.count.to_string());
         table.insert("shardId", self.id.to_string());
-        table.insert("bootTimestamp", self.started_ms.to_string());
+        table.insert("bootTimestamp", self.stats.started_ms().to_string());
         table.insert("commitLogMinOffset", self.store.log_start().to_string());
         table.insert("commitLogMaxOffset", self.store.write_offset().to_string());
         table.insert("commitLogFlushedOffset", self.store.flushed_offset().to_string());
         table.insert("putMessageTimesTotal", c.messages_put.get().to_string());
         // RocketMQ's StoreStatsService figures (mqadmin brokerStatus / clusterList).
         {
-            let stats = self.call_stats.borrow();
+            let stats = self.stats.call_stats();
             table.insert("putTps", stats.tps_text(true));
             let got = stats.tps_text(false);
             table.insert("getTransferredTps", got.clone());
@@ -585,7 +585,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         // included), cumulative since start: a poller derives per-interval percentiles
         // from the difference of two samples, as Prometheus does with histograms.
         {
-            let sends = self.metrics.borrow().rpc_of(&SEND_CODES);
+            let sends = self.stats.latency_of(&SEND_CODES);
             table.insert("sendLatencyBucketsUs", sends.counts.iter().map(u64::to_string).collect::<Vec<_>>().join(" "));
             table.insert("sendLatencySumUs", sends.sum_us.to_string());
             table.insert("latencyBucketBoundsUs", crate::metrics::LATENCY_BOUNDS_US.iter().map(u64::to_string).collect::<Vec<_>>().join(" "));
@@ -593,7 +593,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         table.insert("commitLogDiskRatio", format!("{:.4}", self.store.stats().disk_used_permille as f64 / 1000.0));
         table.insert("remainHowManyDataToFlush", self.store.dirty_bytes().to_string());
         table.insert("brokerActive", "true".to_string());
-        let up_s = (self.now_ms() - self.started_ms).max(0) / 1000;
+        let up_s = (self.now_ms() - self.stats.started_ms()).max(0) / 1000;
         table.insert("runtime", format!("[ {} days, {} hours, {} minutes, {} seconds ]", up_s / 86_400, up_s / 3_600 % 24, up_s / 60 % 60, up_s % 60));
         table.insert("getMessageTransferedMsgCount", c.messages_pulled.get().to_string());
         table.insert("requestsTotal", c.requests.get().to_string());

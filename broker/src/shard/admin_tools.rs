@@ -356,7 +356,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         }
         text.push_str(&format!("shardCount={}\n", self.count));
         let mut r = cmd.create_response(rs::SUCCESS, None);
-        let version = ringmq_client::remoting::route::DataVersion { counter: 0, state_version: 0, timestamp: self.started_ms };
+        let version = ringmq_client::remoting::route::DataVersion { counter: 0, state_version: 0, timestamp: self.stats.started_ms() };
         r.ext_fields.insert("version".into(), String::from_utf8_lossy(&ringmq_client::remoting::json::to_json(&version)).into_owned());
         r.body = text.into_bytes().into();
         r

@@ -16,30 +16,7 @@ use ringmq_client::remoting::codes::response_code as rs;
 use ringmq_client::remoting::command::RemotingCommand;
 use std::rc::Rc;
 
-/// How often a shard samples its counters into the windows (the minute window's step).
-pub const STATS_SAMPLE_INTERVAL_MS: i64 = crate::metrics::windows::WINDOWS[0].0;
-
 impl<R: crate::rt::Runtime> Shard<R> {
-    /// Samples the counters into the windows when the minute window is due.
-    pub(super) fn sample_stats_windows(&self) {
-        let now = self.now_ms();
-        if now - self.stats_sampled_ms.get() < STATS_SAMPLE_INTERVAL_MS {
-            return;
-        }
-        self.stats_sampled_ms.set(now);
-        let counters = self.metrics.borrow().stats_counters();
-        self.stats_windows.borrow_mut().tick(now, counters);
-    }
-
-    /// This shard's minute/hour/day part of one key, `None` if it never counted it.
-    fn local_stats(&self, name: StatsName, key: &str) -> Option<[WindowSum; 3]> {
-        let live = self.metrics.borrow().stats_counter(name, key)?;
-        let now = self.now_ms();
-        let windows = self.stats_windows.borrow().windows(name, key, live, now);
-        // Counted but not sampled yet: everything since the shard started.
-        Some(windows.unwrap_or([WindowSum { sum: live.value, times: live.times, span_ms: now - self.started_ms }; 3]))
-    }
-
     pub(super) async fn handle_view_stats(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
         let (Some(name_text), Some(key)) = (cmd.ext("statsName"), cmd.ext("statsKey")) else {
             return error_response(cmd, rs::INVALID_PARAMETER, "missing header field statsName or statsKey");
@@ -50,7 +27,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             Some(w) => serde_json::json!(w.iter().map(|x| [x.sum as i64, x.times as i64, x.span_ms]).collect::<Vec<_>>()),
             None => serde_json::Value::Null,
         };
-        let mine = self.local_stats(name, key);
+        let mine = self.stats.windows_of(name, key, self.now_ms());
         if cmd.ext(LOCAL_ONLY_EXT).is_some() {
             return json_response(cmd, part(mine).to_string().into_bytes());
         }

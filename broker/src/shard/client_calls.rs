@@ -150,7 +150,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 // The replicas disagree on where the connection is: no ping-pong.
                 return not_online();
             }
-            self.counters.forwarded_out.set(self.counters.forwarded_out.get() + 1);
+            self.stats.on_forwarded_out();
             let mut answer = self.mesh.call(client.conn_shard, request).await;
             answer.opaque = cmd.opaque;
             return answer;

@@ -152,7 +152,7 @@ impl<R: Runtime> Shard<R> {
                 match self.store.put(&msg) {
                     Ok(put) => {
                         ticket = put.durable_ticket;
-                        self.counters.messages_put.set(self.counters.messages_put.get() + 1);
+                        self.stats.on_copy_put();
                         self.waiters.notify(&topic, queue_id);
                         outcome.delivered += 1;
                         next += 1;

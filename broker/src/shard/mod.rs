@@ -23,6 +23,7 @@ mod admin_tools;
 mod edge;
 pub mod client_calls;
 mod broker_stats;
+pub mod stats;
 mod pull;
 mod send;
 pub mod sendback;
@@ -42,6 +43,8 @@ use crate::store::io::Clock;
 use consumers::ConsumerManager;
 use longpoll::PullWaiters;
 use mesh::{Batch, Envelope, Mesh, ShardEvent};
+pub use stats::ShardCounters;
+use stats::ShardStats;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
 use std::cell::{Cell, RefCell};
@@ -71,17 +74,6 @@ pub struct ConnCtx {
 impl ConnCtx {
     /// A request forwarded from another shard: its connection lives elsewhere.
     pub const FORWARDED: ConnCtx = ConnCtx { conn_id: 0, remote: None };
-}
-
-#[derive(Debug, Default)]
-pub struct ShardCounters {
-    pub requests: Cell<u64>,
-    pub forwarded_out: Cell<u64>,
-    pub forwarded_in: Cell<u64>,
-    pub messages_put: Cell<u64>,
-    pub messages_pulled: Cell<u64>,
-    /// Body bytes of the messages put (`putMessageSizeTotal`).
-    pub bytes_put: Cell<u64>,
 }
 
 #[derive(Debug, Error)]
@@ -121,8 +113,6 @@ pub struct Shard<R: Runtime> {
     /// Server-initiated requests (NOTIFY_CONSUMER_IDS_CHANGED) to local connections.
     conns: RefCell<HashMap<u64, chan::Sender<RemotingCommand>>>,
     store_host: SocketAddr,
-    counters: ShardCounters,
-    started_ms: i64,
     /// Subscription groups (authoritative on the metadata owner only).
     groups: RefCell<GroupTable>,
     /// Where topic and group tables persist: the metadata owner only.
@@ -159,17 +149,10 @@ pub struct Shard<R: Runtime> {
     /// A slave's consumer offsets committed by clients that its master has not shown
     /// back yet (sent to the master, `shard/ha.rs`).
     ha_client_offsets: RefCell<std::collections::BTreeMap<crate::meta::offsets::OffsetKey, u64>>,
-    /// Traffic and request latency, published as a `metrics::Snapshot`.
-    metrics: RefCell<crate::metrics::ShardMetrics>,
-    /// How long the store took to open (recovery included), ms.
-    recovery_ms: u64,
-    /// Per-second samples of the put/pull counters (runtime info TPS).
-    call_stats: RefCell<crate::metrics::stats::CallStats>,
     /// Requests sent to this shard's clients, waiting for their answers.
     client_calls: RefCell<client_calls::ClientCalls>,
-    /// Minute/hour/day samples of the traffic counters (VIEW_BROKER_STATS_DATA).
-    stats_windows: RefCell<crate::metrics::windows::StatsWindows>,
-    stats_sampled_ms: Cell<i64>,
+    /// This shard's traffic figures (`stats.rs`).
+    stats: ShardStats,
 }
 
 /// How often the put/pull counters are sampled for the runtime info's TPS (Java's
@@ -299,8 +282,6 @@ impl<R: Runtime> Shard<R> {
             waiters: Rc::new(PullWaiters::default()),
             conns: RefCell::new(HashMap::new()),
             store_host,
-            counters: ShardCounters::default(),
-            started_ms,
             groups: RefCell::new(groups),
             meta,
             store_stop: Rc::new(Cell::new(false)),
@@ -321,21 +302,14 @@ impl<R: Runtime> Shard<R> {
             ha_slave: Cell::new(crate::ha::SlaveState::default()),
             ha_master_addr: Cell::new(ha_master_addr),
             ha_client_offsets: RefCell::new(std::collections::BTreeMap::new()),
-            metrics: RefCell::new(crate::metrics::ShardMetrics::default()),
-            recovery_ms,
-            call_stats: RefCell::new(crate::metrics::stats::CallStats::default()),
             client_calls: RefCell::new(client_calls::ClientCalls::default()),
-            stats_windows: RefCell::new(crate::metrics::windows::StatsWindows::default()),
-            stats_sampled_ms: Cell::new(i64::MIN / 2),
+            stats: ShardStats::new(started_ms, recovery_ms),
         });
         crate::store::flusher::spawn_store_tasks(rt.clone(), store, shard.store_stop.clone(), Rc::new(|e: String| crate::fatal::fatal(&e)));
         let sampler = shard.clone();
         rt.spawn(async move {
             while !sampler.store_stop.get() {
-                let c = &sampler.counters;
-                let sample = crate::metrics::stats::Sample { at_ms: sampler.now_ms(), put: c.messages_put.get(), got: c.messages_pulled.get() };
-                sampler.call_stats.borrow_mut().sample(sample);
-                sampler.sample_stats_windows();
+                sampler.stats.sample(sampler.now_ms());
                 sampler.rt.sleep(Duration::from_millis(CALL_STATS_SAMPLE_INTERVAL_MS)).await;
             }
         });
@@ -378,12 +352,11 @@ impl<R: Runtime> Shard<R> {
         &self.rt
     }
     pub fn counters(&self) -> &ShardCounters {
-        &self.counters
+        self.stats.counters()
     }
     /// What this shard publishes to the metrics exporter. Lag is computed here, over the
     /// offsets this shard owns (bounded by the offset table).
     pub fn metrics_snapshot(&self) -> crate::metrics::Snapshot {
-        let m = self.metrics.borrow();
         let mut lag: std::collections::BTreeMap<(String, String), u64> = std::collections::BTreeMap::new();
         for ((group, topic, queue), committed) in self.offsets.borrow().offsets.iter() {
             let behind = self.store.max_offset(topic, *queue).saturating_sub(*committed);
@@ -400,17 +373,17 @@ impl<R: Runtime> Shard<R> {
         };
         crate::metrics::Snapshot {
             shard: self.id,
-            topics: m.topics(),
+            topics: self.stats.topics(),
             lag: lag.into_iter().map(|((g, t), n)| (g, t, n)).collect(),
-            rpc: m.rpc(),
+            rpc: self.stats.rpc(),
             flush: stats.flush_latency,
             storage_bytes: end.saturating_sub(self.store.log_start()),
             flush_behind_bytes: self.store.dirty_bytes(),
             disk_used_ratio: stats.disk_used_permille as f64 / 1000.0,
-            forwarded_out: self.counters.forwarded_out.get(),
-            forwarded_in: self.counters.forwarded_in.get(),
+            forwarded_out: self.counters().forwarded_out.get(),
+            forwarded_in: self.counters().forwarded_in.get(),
             suspended_pulls: self.waiters.suspended() as u64,
-            recovery_ms: self.recovery_ms,
+            recovery_ms: self.stats.recovery_ms(),
             topic_count: if self.meta.is_some() { self.topics.borrow().len() as u64 } else { 0 },
             group_count: if self.meta.is_some() { self.groups.borrow().len() as u64 } else { 0 },
             ha_slaves: slaves.len() as u64,
@@ -510,7 +483,7 @@ impl<R: Runtime> Shard<R> {
 
     /// Handles a request that arrived on this shard's socket; `None` for oneway.
     pub async fn handle(self: &Rc<Self>, mut cmd: RemotingCommand, ctx: ConnCtx) -> Option<RemotingCommand> {
-        self.counters.requests.set(self.counters.requests.get() + 1);
+        self.stats.on_request_arrived();
         // Private fields only the broker sets (through `call_internal`): a client's
         // values are dropped.
         cmd.ext_fields.remove(sendback::RETRY_OF_GROUP_EXT);
@@ -539,7 +512,7 @@ impl<R: Runtime> Shard<R> {
         };
         let mut response = match self.route(&cmd) {
             Some(owner) if owner != self.id => {
-                self.counters.forwarded_out.set(self.counters.forwarded_out.get() + 1);
+                self.stats.on_forwarded_out();
                 // The owner does not hold the connection: the producer's address travels
                 // with the request (a send handled here reads it from `ctx`).
                 if let (true, Some(remote)) = (send, ctx.remote) {
@@ -550,7 +523,7 @@ impl<R: Runtime> Shard<R> {
             _ => self.handle_here(cmd, ctx).await,
         };
         self.edge_out(reply, &mut response);
-        self.metrics.borrow_mut().on_request(code, self.rt.monotonic_us().saturating_sub(started_us));
+        self.stats.on_request_done(code, self.rt.monotonic_us().saturating_sub(started_us));
         if response.code != rs::SUCCESS {
             tracing::debug!(request = code, response = response.code, remark = ?response.remark, "request not successful");
         }
@@ -559,7 +532,7 @@ impl<R: Runtime> Shard<R> {
 
     /// Handles a request forwarded by another shard (this shard is its owner).
     pub async fn handle_forwarded(self: &Rc<Self>, cmd: RemotingCommand) -> RemotingCommand {
-        self.counters.forwarded_in.set(self.counters.forwarded_in.get() + 1);
+        self.stats.on_forwarded_in();
         self.handle_here(cmd, ConnCtx::FORWARDED).await
     }
 

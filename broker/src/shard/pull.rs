@@ -141,14 +141,7 @@ impl<R: Runtime> Shard<R> {
             GetStatus::OffsetTooSmall | GetStatus::OffsetOverflowBadly => rs::PULL_OFFSET_MOVED,
         };
         if code == rs::SUCCESS {
-            self.counters.messages_pulled.set(self.counters.messages_pulled.get() + result.record_count as u64);
-            if let Some(topic) = cmd.ext("topic") {
-                let mut m = self.metrics.borrow_mut();
-                m.on_pull(topic, result.record_count, result.records.len());
-                if let Some(group) = cmd.ext("consumerGroup") {
-                    m.on_group_pull(topic, group, result.record_count, result.records.len());
-                }
-            }
+            self.stats.on_pulled(cmd.ext("topic"), cmd.ext("consumerGroup"), result.record_count, result.records.len());
         }
         let header = PullMessageResponseHeader {
             suggest_which_broker_id: self.suggest_which_broker_id(&result),

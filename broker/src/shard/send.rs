@@ -283,9 +283,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
     pub(super) fn put(&self, msg: &MessageToStore<'_>) -> Result<PutResult, (i32, String)> {
         match self.store.put(msg) {
             Ok(r) => {
-                self.counters.messages_put.set(self.counters.messages_put.get() + 1);
-                self.counters.bytes_put.set(self.counters.bytes_put.get() + msg.body.len() as u64);
-                self.metrics.borrow_mut().on_put(msg.topic, msg.body.len());
+                self.stats.on_put(msg.topic, msg.body.len());
                 Ok(r)
             }
             Err(e @ (StoreError::Busy { .. } | StoreError::IndexBusy { .. } | StoreError::CheckpointBusy { .. })) => Err((rs::SYSTEM_BUSY, format!("[PC_SYNCHRONIZED] broker busy: {e}"))),

@@ -262,7 +262,7 @@ impl<R: Runtime> Shard<R> {
         let msg = self.delivered_copy(&view, &topic, queue_id, &properties);
         match self.store.put(&msg) {
             Ok(put) => {
-                self.counters.messages_put.set(self.counters.messages_put.get() + 1);
+                self.stats.on_copy_put();
                 self.waiters.notify(&topic, queue_id);
                 Ok(Some(put.durable_ticket))
             }
