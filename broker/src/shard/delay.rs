@@ -16,14 +16,18 @@
 //! until the earliest due time or `DELIVERY_IDLE_POLL_MS`, never spins; a read error
 //! skips the pass (retried on the next), a store failure is fatal.
 
-use super::{error_response, Shard};
+use super::{error_response, OpenError, Shard};
+use crate::meta::snapshot::SnapshotStore;
 use crate::rt::Runtime;
-use crate::schedule::{self, DelayOffsets, DELAY_OFFSETS_PERSIST_INTERVAL_MS, DELIVERY_BATCH_MAX, DELIVERY_IDLE_POLL_MS, SCHEDULE_TOPIC};
+use crate::schedule::{self, DelayLevels, DelayOffsets, DELAY_OFFSETS_PERSIST_INTERVAL_MS, DELIVERY_BATCH_MAX, DELIVERY_IDLE_POLL_MS, SCHEDULE_TOPIC};
 use crate::store::engine::MessageToStore;
 use crate::store::error::StoreError;
 use ringmq_client::message::stored::StoredMessageView;
 use ringmq_client::remoting::codes::response_code as rs;
 use ringmq_client::remoting::command::RemotingCommand;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::path::Path;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -41,6 +45,101 @@ pub struct PassOutcome {
     pub store_busy: bool,
     /// The earliest due time still ahead (wall-clock ms), if any message waits.
     pub next_due_ms: Option<i64>,
+}
+
+/// The delay feature's state on one shard: the level table, how far delivery got
+/// (`cursor`) and how far durable copies cover it (`offsets`, saved as `delayOffset`).
+/// Reached only through its methods.
+pub struct Delays<D: crate::store::io::Disk> {
+    /// Delay levels (`messageDelayLevel`).
+    levels: DelayLevels,
+    /// Progress covered by durable copies (persisted as `delayOffset`).
+    offsets: RefCell<DelayOffsets>,
+    /// Next schedule-queue offset to deliver per level (ahead of `offsets` by the
+    /// copies not yet flushed).
+    cursor: RefCell<DelayOffsets>,
+    /// (CommitLog end the copies need flushed, level, progress they complete), at most
+    /// `DELAY_PENDING_MAX` before a pass waits for the oldest.
+    pending: RefCell<VecDeque<(u64, usize, u64)>>,
+    offsets_dirty: Cell<bool>,
+    offsets_store: SnapshotStore<D>,
+}
+
+impl<D: crate::store::io::Disk> Delays<D> {
+    /// Parses the level table and loads the saved progress from `shard_meta_dir`.
+    pub async fn open(disk: D, shard_meta_dir: &Path, shard: usize, delay_levels: &str) -> Result<Self, OpenError> {
+        let levels = DelayLevels::parse(delay_levels).map_err(|e| OpenError::Meta { shard, what: "delay levels", reason: e.to_string() })?;
+        let offsets_store = SnapshotStore::new(disk, shard_meta_dir.to_path_buf(), "delayOffset");
+        let offsets = super::load(&offsets_store, shard, "delay offsets", DelayOffsets::decode, Default::default).await?;
+        Ok(Self {
+            levels,
+            cursor: RefCell::new(offsets.clone()),
+            offsets: RefCell::new(offsets),
+            pending: RefCell::new(VecDeque::new()),
+            offsets_dirty: Cell::new(false),
+            offsets_store,
+        })
+    }
+
+    pub fn levels(&self) -> &DelayLevels {
+        &self.levels
+    }
+
+    fn cursor(&self, level: usize) -> u64 {
+        self.cursor.borrow().get(level)
+    }
+
+    /// Level `level` was delivered up to `next`; its copies are durable once the
+    /// CommitLog is flushed to `ticket`.
+    fn delivered(&self, level: usize, next: u64, ticket: u64) {
+        self.cursor.borrow_mut().advance(level, next);
+        self.pending.borrow_mut().push_back((ticket, level, next));
+    }
+
+    /// The flush to wait for when more than `DELAY_PENDING_MAX` passes wait for one.
+    fn pending_over_bound(&self) -> Option<u64> {
+        let pending = self.pending.borrow();
+        (pending.len() > DELAY_PENDING_MAX).then(|| pending.front().map(|p| p.0)).flatten()
+    }
+
+    /// Records the progress whose copies the CommitLog flushed up to `flushed` covers.
+    fn settle(&self, flushed: u64) {
+        let mut pending = self.pending.borrow_mut();
+        let mut offsets = self.offsets.borrow_mut();
+        while pending.front().is_some_and(|p| p.0 <= flushed) {
+            let (_, level, to) = pending.pop_front().expect("front exists");
+            if offsets.advance(level, to) {
+                self.offsets_dirty.set(true);
+            }
+        }
+    }
+
+    /// Saves the recorded progress if it changed; `shard` names it in the log.
+    async fn persist(&self, flushed: u64, shard: usize) {
+        self.settle(flushed);
+        if !self.offsets_dirty.replace(false) {
+            return;
+        }
+        let encoded = self.offsets.borrow().encode();
+        if let Err(e) = self.offsets_store.save(&encoded).await {
+            // Not fatal (a full disk must not stop the broker): progress only saves
+            // re-delivery; it stays dirty and is saved on a later round.
+            tracing::warn!(shard, error = %e, "delay offsets not saved; retried");
+            self.offsets_dirty.set(true);
+        }
+    }
+
+    pub fn offsets(&self) -> DelayOffsets {
+        self.offsets.borrow().clone()
+    }
+
+    /// A slave takes its master's progress as its own (cursor included: a slave
+    /// delivers nothing until it is promoted).
+    fn replace(&self, theirs: DelayOffsets) {
+        *self.cursor.borrow_mut() = theirs.clone();
+        *self.offsets.borrow_mut() = theirs;
+        self.offsets_dirty.set(true);
+    }
 }
 
 impl<R: Runtime> Shard<R> {
@@ -88,11 +187,11 @@ impl<R: Runtime> Shard<R> {
     /// per level) and moves each level's cursor; the recorded progress follows the
     /// flushed CommitLog (`settle_delay_progress`).
     pub async fn deliver_pass(&self) -> PassOutcome {
-        self.settle_delay_progress();
+        self.delays.settle(self.store.flushed_offset());
         let mut outcome = PassOutcome::default();
-        for level in 1..=self.delay_levels.count() {
+        for level in 1..=self.delays.levels().count() {
             let queue = (level - 1) as i32;
-            let from = self.delay_cursor.borrow().get(level).max(self.store.min_offset(SCHEDULE_TOPIC, queue));
+            let from = self.delays.cursor(level).max(self.store.min_offset(SCHEDULE_TOPIC, queue));
             if from >= self.store.max_offset(SCHEDULE_TOPIC, queue) {
                 continue;
             }
@@ -111,7 +210,7 @@ impl<R: Runtime> Shard<R> {
             // due read the rest of the batch concurrently (under load they are cold,
             // O_DIRECT reads: one at a time, their latency would bound delivery).
             let head_due = match self.store.read_record(entries[0].phys_offset, Some(entries[0].size)).await {
-                Ok(Some(r)) => StoredMessageView::parse(&r).map(|v| self.delay_levels.due_ms(level, v.store_timestamp_ms(), self.now_ms()) <= self.now_ms()).unwrap_or(true),
+                Ok(Some(r)) => StoredMessageView::parse(&r).map(|v| self.delays.levels().due_ms(level, v.store_timestamp_ms(), self.now_ms()) <= self.now_ms()).unwrap_or(true),
                 _ => true, // gone, unreadable or no record: handled below
             };
             let records = if head_due {
@@ -137,7 +236,7 @@ impl<R: Runtime> Shard<R> {
                     continue;
                 };
                 let now_ms = self.now_ms();
-                let due_ms = self.delay_levels.due_ms(level, view.store_timestamp_ms(), now_ms);
+                let due_ms = self.delays.levels().due_ms(level, view.store_timestamp_ms(), now_ms);
                 if due_ms > now_ms {
                     outcome.next_due_ms = Some(outcome.next_due_ms.map_or(due_ms, |d: i64| d.min(due_ms)));
                     break;
@@ -174,21 +273,16 @@ impl<R: Runtime> Shard<R> {
                 }
             }
             if next > from {
-                self.delay_cursor.borrow_mut().advance(level, next);
-                self.delay_pending.borrow_mut().push_back((ticket, level, next));
+                self.delays.delivered(level, next, ticket);
             }
         }
         // Bounded: past `DELAY_PENDING_MAX` waiting entries, wait for the oldest's flush.
-        let oldest = {
-            let pending = self.delay_pending.borrow();
-            (pending.len() > DELAY_PENDING_MAX).then(|| pending.front().map(|p| p.0)).flatten()
-        };
-        if let Some(ticket) = oldest {
+        if let Some(ticket) = self.delays.pending_over_bound() {
             if let Err(e) = self.store.wait_durable(ticket).await {
                 crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.id));
             }
         }
-        self.settle_delay_progress();
+        self.delays.settle(self.store.flushed_offset());
         outcome
     }
 
@@ -210,36 +304,20 @@ impl<R: Runtime> Shard<R> {
         }
     }
 
-    /// Records the progress whose copies the flushed CommitLog now covers.
-    fn settle_delay_progress(&self) {
-        let flushed = self.store.flushed_offset();
-        let mut pending = self.delay_pending.borrow_mut();
-        let mut offsets = self.delay_offsets.borrow_mut();
-        while pending.front().is_some_and(|p| p.0 <= flushed) {
-            let (_, level, to) = pending.pop_front().expect("front exists");
-            if offsets.advance(level, to) {
-                self.delay_offsets_dirty.set(true);
-            }
-        }
-    }
-
     /// Saves the delivery progress if it changed.
     pub async fn persist_delay_offsets(&self) {
-        self.settle_delay_progress();
-        if !self.delay_offsets_dirty.replace(false) {
-            return;
-        }
-        let encoded = self.delay_offsets.borrow().encode();
-        if let Err(e) = self.delay_offsets_store.save(&encoded).await {
-            // Not fatal (a full disk must not stop the broker): progress only saves
-            // re-delivery; it stays dirty and is saved on a later round.
-            tracing::warn!(shard = self.id, error = %e, "delay offsets not saved; retried");
-            self.delay_offsets_dirty.set(true);
-        }
+        self.delays.persist(self.store.flushed_offset(), self.id).await;
     }
 
     pub fn delay_offsets(&self) -> DelayOffsets {
-        self.delay_offsets.borrow().clone()
+        self.delays.offsets()
+    }
+
+    /// A slave installs its master's delivery progress and saves it (a slave runs no
+    /// delivery task, which saves it on a master).
+    pub(super) async fn replace_delay_offsets(&self, theirs: DelayOffsets) {
+        self.delays.replace(theirs);
+        self.persist_delay_offsets().await;
     }
 
     /// GET_ALL_DELAY_OFFSET: RocketMQ's `DelayOffsetSerializeWrapper`. Levels are per

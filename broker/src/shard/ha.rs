@@ -246,7 +246,7 @@ impl<R: Runtime> Shard<R> {
         if let Ok(o) = self.offsets.borrow().encode() {
             out.push((MetaKind::ConsumerOffsets, o));
         }
-        out.push((MetaKind::DelayOffsets, self.delay_offsets.borrow().encode()));
+        out.push((MetaKind::DelayOffsets, self.delay_offsets().encode()));
         out
     }
 
@@ -291,11 +291,7 @@ impl<R: Runtime> Shard<R> {
             }
             MetaKind::DelayOffsets => {
                 let theirs = crate::schedule::DelayOffsets::decode(payload)?;
-                *self.delay_cursor.borrow_mut() = theirs.clone();
-                *self.delay_offsets.borrow_mut() = theirs;
-                self.delay_offsets_dirty.set(true);
-                // A slave runs no delivery task (which persists it on a master).
-                self.persist_delay_offsets().await;
+                self.replace_delay_offsets(theirs).await;
             }
         }
         Ok(())

@@ -119,17 +119,8 @@ pub struct Shard<R: Runtime> {
     meta: Option<MetaStores<R::Disk>>,
     /// Set at a clean stop: the store's background tasks end.
     store_stop: Rc<Cell<bool>>,
-    /// Delay levels (`messageDelayLevel`) and this shard's delivery progress.
-    delay_levels: crate::schedule::DelayLevels,
-    /// Progress covered by durable copies (persisted as `delayOffset`).
-    delay_offsets: RefCell<crate::schedule::DelayOffsets>,
-    /// Next schedule-queue offset to deliver per level (ahead of `delay_offsets` by the
-    /// copies not yet flushed).
-    delay_cursor: RefCell<crate::schedule::DelayOffsets>,
-    /// (CommitLog end the copies need flushed, level, progress they complete).
-    delay_pending: RefCell<std::collections::VecDeque<(u64, usize, u64)>>,
-    delay_offsets_dirty: Cell<bool>,
-    delay_offsets_store: SnapshotStore<R::Disk>,
+    /// Delay levels and this shard's delivery progress (`delay.rs`).
+    delays: delay::Delays<R::Disk>,
     /// Timer messages: the wheel and this shard's progress through it.
     timer_wheel: crate::schedule::timer::TimerWheel,
     timer_state: RefCell<timer::TimerState>,
@@ -247,10 +238,7 @@ impl<R: Runtime> Shard<R> {
         };
         let offsets_store = SnapshotStore::new(rt.disk(), shard_meta_dir.clone(), "consumerOffset");
         let offsets = load(&offsets_store, id, "consumer offsets", |b| ConsumerOffsetTable::decode(b).map_err(|e| e.to_string()), Default::default).await?;
-        let delay_levels = crate::schedule::DelayLevels::parse(&config.message_delay_level)
-            .map_err(|e| OpenError::Meta { shard: id, what: "delay levels", reason: e.to_string() })?;
-        let delay_offsets_store = SnapshotStore::new(rt.disk(), shard_meta_dir.clone(), "delayOffset");
-        let delay_offsets = load(&delay_offsets_store, id, "delay offsets", crate::schedule::DelayOffsets::decode, Default::default).await?;
+        let delays = delay::Delays::open(rt.disk(), &shard_meta_dir, id, &config.message_delay_level).await?;
         let timer_wheel = crate::schedule::timer::TimerWheel::new(config.timer_max_delay_sec);
         let timer_progress_store = SnapshotStore::new(rt.disk(), shard_meta_dir.clone(), "timerOffset");
         let timer_progress = load(&timer_progress_store, id, "timer progress", timer::decode_progress, Default::default).await?;
@@ -285,12 +273,7 @@ impl<R: Runtime> Shard<R> {
             groups: RefCell::new(groups),
             meta,
             store_stop: Rc::new(Cell::new(false)),
-            delay_levels,
-            delay_cursor: RefCell::new(delay_offsets.clone()),
-            delay_offsets: RefCell::new(delay_offsets),
-            delay_pending: RefCell::new(std::collections::VecDeque::new()),
-            delay_offsets_dirty: Cell::new(false),
-            delay_offsets_store,
+            delays,
             timer_wheel,
             timer_state: RefCell::new(timer::TimerState::new(timer_progress)),
             timer_progress_store,

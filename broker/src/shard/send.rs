@@ -163,7 +163,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 ]
                 .iter()
                 .any(|t| properties::find(&props, t).is_some());
-                if timed || matches!(self.delay_levels.level_of(properties::find(&props, keys::DELAY)), Ok(Some(_)) | Err(_)) {
+                if timed || matches!(self.delays.levels().level_of(properties::find(&props, keys::DELAY)), Ok(Some(_)) | Err(_)) {
                     // As RocketMQ: a batch is stored as it is, so it cannot wait.
                     return error_response(cmd, rs::MESSAGE_ILLEGAL, "delayed messages cannot be batched (property DELAY in a batch)");
                 }
@@ -199,7 +199,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 Err((code, remark)) => return error_response(cmd, code, remark),
             }
         } else {
-            let level = match self.delay_levels.level_of(properties::find(properties, keys::DELAY)) {
+            let level = match self.delays.levels().level_of(properties::find(properties, keys::DELAY)) {
                 Ok(level) => level,
                 Err(e) => return error_response(cmd, rs::MESSAGE_ILLEGAL, e),
             };
