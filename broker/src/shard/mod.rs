@@ -121,10 +121,8 @@ pub struct Shard<R: Runtime> {
     store_stop: Rc<Cell<bool>>,
     /// Delay levels and this shard's delivery progress (`delay.rs`).
     delays: delay::Delays<R::Disk>,
-    /// Timer messages: the wheel and this shard's progress through it.
-    timer_wheel: crate::schedule::timer::TimerWheel,
-    timer_state: RefCell<timer::TimerState>,
-    timer_progress_store: SnapshotStore<R::Disk>,
+    /// Timer messages: the wheel and this shard's progress through it (`timer.rs`).
+    timers: timer::Timers<R::Disk>,
     /// Open transactions of this shard's queues (`txn/`), saved as `transactionState`.
     txn: RefCell<crate::txn::TxnTable>,
     txn_store: SnapshotStore<R::Disk>,
@@ -239,9 +237,7 @@ impl<R: Runtime> Shard<R> {
         let offsets_store = SnapshotStore::new(rt.disk(), shard_meta_dir.clone(), "consumerOffset");
         let offsets = load(&offsets_store, id, "consumer offsets", |b| ConsumerOffsetTable::decode(b).map_err(|e| e.to_string()), Default::default).await?;
         let delays = delay::Delays::open(rt.disk(), &shard_meta_dir, id, &config.message_delay_level).await?;
-        let timer_wheel = crate::schedule::timer::TimerWheel::new(config.timer_max_delay_sec);
-        let timer_progress_store = SnapshotStore::new(rt.disk(), shard_meta_dir.clone(), "timerOffset");
-        let timer_progress = load(&timer_progress_store, id, "timer progress", timer::decode_progress, Default::default).await?;
+        let timers = timer::Timers::open(rt.disk(), &shard_meta_dir, id, config.timer_max_delay_sec).await?;
         let txn_store = SnapshotStore::new(rt.disk(), shard_meta_dir, "transactionState");
         let txn_snapshot = load(&txn_store, id, "transaction state", |b| crate::txn::TxnSnapshot::decode(b).map(Some), || None).await?;
         let txn_table = txn::rebuild(&store, id, txn_snapshot, config.transaction_pending_max).await?;
@@ -274,9 +270,7 @@ impl<R: Runtime> Shard<R> {
             meta,
             store_stop: Rc::new(Cell::new(false)),
             delays,
-            timer_wheel,
-            timer_state: RefCell::new(timer::TimerState::new(timer_progress)),
-            timer_progress_store,
+            timers,
             txn: RefCell::new(txn_table),
             txn_store,
             txn_counters: txn::TxnCounters::default(),

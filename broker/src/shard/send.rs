@@ -206,7 +206,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             // A delayed message waits in this shard's schedule queue of its level
             // (this shard owns its target queue) until `run_delivery` copies it there.
             let now_ms = self.now_ms();
-            let (timer_due, untimed) = match self.timer_wheel.due_ms(properties, now_ms) {
+            let (timer_due, untimed) = match self.timers.wheel().due_ms(properties, now_ms) {
                 Ok(Some(due)) if due > now_ms => (Some(due), Cow::Borrowed(properties)),
                 // Due already: delivered at once, without the timer request.
                 Ok(Some(_)) => (None, Cow::Owned(crate::schedule::timer::strip_timer_properties(properties))),
@@ -222,7 +222,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                     scheduled = crate::schedule::timer::timer_properties(properties, header.topic, queue_id, due);
                     MessageToStore {
                         topic: crate::schedule::timer::TIMER_TOPIC,
-                        queue_id: self.timer_wheel.bucket_of(due),
+                        queue_id: self.timers.wheel().bucket_of(due),
                         body: &cmd.body,
                         properties: &scheduled,
                         ..base

@@ -15,13 +15,16 @@
 //! due at once never hold the shard); an idle pass sleeps until the next due time, at
 //! most `DELIVERY_IDLE_POLL_MS` — it never spins.
 
-use super::Shard;
+use super::{OpenError, Shard};
+use crate::meta::snapshot::SnapshotStore;
 use crate::rt::Runtime;
 use crate::schedule::timer::{timer_delivered, TimerWheel, TIMER_BUCKET_MS, TIMER_TOPIC};
 use crate::store::error::StoreError;
 use ringmq_client::message::stored::StoredMessageView;
 use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
+use std::path::Path;
 
 /// Timers read into memory at most (about 40 bytes each).
 pub const TIMER_LOADED_MAX: usize = 1_000_000;
@@ -92,16 +95,37 @@ pub fn decode_progress(bytes: &[u8]) -> Result<TimerProgress, String> {
     serde_json::from_slice(bytes).map_err(|e| format!("timer progress does not decode: {e}"))
 }
 
+/// The timer feature's state on one shard: the wheel's shape, the minutes being
+/// delivered and the progress saved as `timerOffset`. Only this module touches it.
+pub struct Timers<D: crate::store::io::Disk> {
+    wheel: TimerWheel,
+    state: RefCell<TimerState>,
+    progress_store: SnapshotStore<D>,
+}
+
+impl<D: crate::store::io::Disk> Timers<D> {
+    /// Loads the saved progress from `shard_meta_dir`.
+    pub async fn open(disk: D, shard_meta_dir: &Path, shard: usize, timer_max_delay_sec: u64) -> Result<Self, OpenError> {
+        let progress_store = SnapshotStore::new(disk, shard_meta_dir.to_path_buf(), "timerOffset");
+        let progress = super::load(&progress_store, shard, "timer progress", decode_progress, Default::default).await?;
+        Ok(Self { wheel: TimerWheel::new(timer_max_delay_sec), state: RefCell::new(TimerState::new(progress)), progress_store })
+    }
+
+    pub fn wheel(&self) -> &TimerWheel {
+        &self.wheel
+    }
+}
+
 impl<R: Runtime> Shard<R> {
     /// One timer pass: read the minutes that began, deliver what is due, finish the
     /// minutes that ended. Returns (timers delivered, the next due time if any).
     pub async fn timer_pass(&self) -> TimerPass {
         self.settle_timer_progress();
         let now = self.now_ms();
-        let wheel = self.timer_wheel;
+        let wheel = self.timers.wheel;
         let last = TimerWheel::bucket_start_ms(now);
         {
-            let mut st = self.timer_state.borrow_mut();
+            let mut st = self.timers.state.borrow_mut();
             if st.cursor_ms == 0 {
                 // First start: nothing can wait in a minute before now.
                 st.cursor_ms = last;
@@ -118,7 +142,7 @@ impl<R: Runtime> Shard<R> {
             }
         }
         // Load every begun, unfinished minute.
-        let first = self.timer_state.borrow().cursor_ms;
+        let first = self.timers.state.borrow().cursor_ms;
         let mut bt = first;
         let mut load_budget = TIMER_PASS_BUDGET;
         while bt <= last && load_budget > 0 {
@@ -130,7 +154,7 @@ impl<R: Runtime> Shard<R> {
         let mut delivered = 0;
         loop {
             let next = {
-                let st = self.timer_state.borrow();
+                let st = self.timers.state.borrow();
                 st.loaded.iter().next().map(|(k, v)| (*k, *v))
             };
             let Some(((due, bucket, off), (phys, size))) = next else { break };
@@ -143,7 +167,7 @@ impl<R: Runtime> Shard<R> {
             }
             match self.deliver_timer(phys, size).await {
                 Ok(ticket) => {
-                    let mut st = self.timer_state.borrow_mut();
+                    let mut st = self.timers.state.borrow_mut();
                     st.loaded.remove(&(due, bucket, off));
                     if let Some(c) = st.loaded_count.get_mut(&bucket) {
                         *c -= 1;
@@ -160,7 +184,7 @@ impl<R: Runtime> Shard<R> {
         // Finish the minutes that ended and hold nothing undelivered, in order.
         let now = self.now_ms();
         loop {
-            let mut st = self.timer_state.borrow_mut();
+            let mut st = self.timers.state.borrow_mut();
             let bt = st.cursor_ms;
             if bt + TIMER_BUCKET_MS > now {
                 break;
@@ -184,7 +208,7 @@ impl<R: Runtime> Shard<R> {
             st.cursor_ms = bt + TIMER_BUCKET_MS;
         }
         self.settle_timer_progress();
-        let next_due_ms = self.timer_state.borrow().loaded.keys().next().map(|k| k.0);
+        let next_due_ms = self.timers.state.borrow().loaded.keys().next().map(|k| k.0);
         TimerPass { delivered, next_due_ms, more }
     }
 
@@ -194,14 +218,14 @@ impl<R: Runtime> Shard<R> {
         let b = wheel.bucket_of(bt);
         while *budget > 0 {
             let from = {
-                let st = self.timer_state.borrow();
+                let st = self.timers.state.borrow();
                 if st.next_turn_at.contains_key(&b) || st.loaded.len() >= TIMER_LOADED_MAX {
                     return;
                 }
                 st.loaded_upto.get(&b).copied().unwrap_or_else(|| st.durable.progress.get(&b).copied().unwrap_or(0))
             };
             let from = from.max(self.store.min_offset(TIMER_TOPIC, b));
-            self.timer_state.borrow_mut().loaded_upto.insert(b, from);
+            self.timers.state.borrow_mut().loaded_upto.insert(b, from);
             if from >= self.store.max_offset(TIMER_TOPIC, b) {
                 return;
             }
@@ -225,7 +249,7 @@ impl<R: Runtime> Shard<R> {
                         return;
                     }
                 };
-                let mut st = self.timer_state.borrow_mut();
+                let mut st = self.timers.state.borrow_mut();
                 match due {
                     // The bucket's next turn begins here: this turn is all read.
                     Some(d) if d >= bt + TIMER_BUCKET_MS => {
@@ -278,7 +302,7 @@ impl<R: Runtime> Shard<R> {
     /// Records the finished minutes whose copies the flushed CommitLog now covers.
     pub(super) fn settle_timer_progress(&self) {
         let flushed = self.store.flushed_offset();
-        let mut st = self.timer_state.borrow_mut();
+        let mut st = self.timers.state.borrow_mut();
         while st.pending.front().is_some_and(|p| p.0 <= flushed) {
             let (_, b, progress, end_ms) = st.pending.pop_front().expect("front exists");
             st.durable.progress.insert(b, progress);
@@ -291,23 +315,23 @@ impl<R: Runtime> Shard<R> {
     pub async fn persist_timer_progress(&self) {
         self.settle_timer_progress();
         let encoded = {
-            let mut st = self.timer_state.borrow_mut();
+            let mut st = self.timers.state.borrow_mut();
             if !st.dirty {
                 return;
             }
             st.dirty = false;
             st.encode()
         };
-        if let Err(e) = self.timer_progress_store.save(&encoded).await {
+        if let Err(e) = self.timers.progress_store.save(&encoded).await {
             // Not fatal (a full disk must not stop the broker): progress only saves
             // re-delivery; it stays dirty and is saved on a later round.
             tracing::warn!(shard = self.id, error = %e, "timer progress not saved; retried");
-            self.timer_state.borrow_mut().dirty = true;
+            self.timers.state.borrow_mut().dirty = true;
         }
     }
 
     /// Timers held in memory now (the minutes being delivered).
     pub fn timers_loaded(&self) -> usize {
-        self.timer_state.borrow().loaded_len()
+        self.timers.state.borrow().loaded_len()
     }
 }
