@@ -123,12 +123,8 @@ pub struct Shard<R: Runtime> {
     delays: delay::Delays<R::Disk>,
     /// Timer messages: the wheel and this shard's progress through it (`timer.rs`).
     timers: timer::Timers<R::Disk>,
-    /// Open transactions of this shard's queues (`txn/`), saved as `transactionState`.
-    txn: RefCell<crate::txn::TxnTable>,
-    txn_store: SnapshotStore<R::Disk>,
-    txn_counters: txn::TxnCounters,
-    /// UNIQ_KEYs for half messages sent without one.
-    txn_ids: ringmq_client::msgid::MsgIdGenerator,
+    /// Open transactions of this shard's queues (`txn.rs`, rules in `txn/`).
+    txns: txn::Transactions<R::Disk>,
     /// Replication: this shard's slaves (on a master) and its master (on a slave).
     ha_master: RefCell<crate::ha::MasterState>,
     ha_slave: Cell<crate::ha::SlaveState>,
@@ -238,9 +234,8 @@ impl<R: Runtime> Shard<R> {
         let offsets = load(&offsets_store, id, "consumer offsets", |b| ConsumerOffsetTable::decode(b).map_err(|e| e.to_string()), Default::default).await?;
         let delays = delay::Delays::open(rt.disk(), &shard_meta_dir, id, &config.message_delay_level).await?;
         let timers = timer::Timers::open(rt.disk(), &shard_meta_dir, id, config.timer_max_delay_sec).await?;
-        let txn_store = SnapshotStore::new(rt.disk(), shard_meta_dir, "transactionState");
-        let txn_snapshot = load(&txn_store, id, "transaction state", |b| crate::txn::TxnSnapshot::decode(b).map(Some), || None).await?;
-        let txn_table = txn::rebuild(&store, id, txn_snapshot, config.transaction_pending_max).await?;
+        let txn_ids = ringmq_client::msgid::MsgIdGenerator::new(store_host.ip(), std::process::id(), id as u32);
+        let txns = txn::Transactions::open(rt.disk(), &shard_meta_dir, id, &store, config.transaction_pending_max, txn_ids).await?;
         let (groups, meta) = if id == META_OWNER_SHARD {
             let groups_store = SnapshotStore::new(rt.disk(), meta_dir, "subscriptionGroup");
             let groups = load(&groups_store, id, "subscription groups", |b| GroupTable::decode(b).map_err(|e| e.to_string()), Default::default).await?;
@@ -271,10 +266,7 @@ impl<R: Runtime> Shard<R> {
             store_stop: Rc::new(Cell::new(false)),
             delays,
             timers,
-            txn: RefCell::new(txn_table),
-            txn_store,
-            txn_counters: txn::TxnCounters::default(),
-            txn_ids: ringmq_client::msgid::MsgIdGenerator::new(store_host.ip(), std::process::id(), id as u32),
+            txns,
             ha_master: RefCell::new(crate::ha::MasterState::default()),
             ha_slave: Cell::new(crate::ha::SlaveState::default()),
             ha_master_addr: Cell::new(ha_master_addr),

@@ -25,7 +25,9 @@ use ringmq_client::message::stored::{StoredMessage, StoredMessageView};
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::headers::{CheckTransactionStateRequestHeader, EndTransactionRequestHeader, SendMessageRequestHeaderV2};
-use std::cell::Cell;
+use crate::meta::snapshot::SnapshotStore;
+use std::cell::{Cell, RefCell};
+use std::path::Path;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -48,6 +50,34 @@ pub struct TxnCounters {
     pub expired: Cell<u64>,
     /// Check passes that found no live producer for a half's group.
     pub checks_without_producer: Cell<u64>,
+}
+
+/// The transaction feature's state on one shard: its open transactions, their
+/// snapshot (`transactionState`), counters and the UNIQ_KEY source for halves sent
+/// without one. Only this module touches it.
+pub struct Transactions<D: crate::store::io::Disk> {
+    table: RefCell<TxnTable>,
+    store: SnapshotStore<D>,
+    counters: TxnCounters,
+    ids: ringmq_client::msgid::MsgIdGenerator,
+}
+
+impl<D: crate::store::io::Disk> Transactions<D> {
+    /// Loads the saved table from `shard_meta_dir` and rebuilds the open transactions
+    /// from it and `store` (`rebuild`).
+    pub async fn open<C: crate::store::io::Clock>(
+        disk: D,
+        shard_meta_dir: &Path,
+        shard: usize,
+        store: &crate::store::engine::Store<D, C>,
+        pending_max: usize,
+        ids: ringmq_client::msgid::MsgIdGenerator,
+    ) -> Result<Self, OpenError> {
+        let snapshots = SnapshotStore::new(disk, shard_meta_dir.to_path_buf(), "transactionState");
+        let snapshot = super::load(&snapshots, shard, "transaction state", |b| TxnSnapshot::decode(b).map(Some), || None).await?;
+        let table = rebuild(store, shard, snapshot, pending_max).await?;
+        Ok(Self { table: RefCell::new(table), store: snapshots, counters: TxnCounters::default(), ids })
+    }
 }
 
 fn inc(c: &Cell<u64>) {
@@ -146,11 +176,11 @@ impl<R: Runtime> Shard<R> {
         if delayed {
             return Err((rs::MESSAGE_ILLEGAL, "transactional messages cannot be delayed or timed (property DELAY or TIMER_*)".into()));
         }
-        self.txn.borrow().check_room().map_err(|e| (rs::SYSTEM_BUSY, e.to_string()))?;
+        self.txns.table.borrow().check_room().map_err(|e| (rs::SYSTEM_BUSY, e.to_string()))?;
         let owned;
         let properties = if properties::find(properties, keys::UNIQ_KEY).is_none_or(str::is_empty) {
             let mut p = Properties::decode_str(properties);
-            let _ = p.set(keys::UNIQ_KEY, &self.txn_ids.next_at(self.now_ms()));
+            let _ = p.set(keys::UNIQ_KEY, &self.txns.ids.next_at(self.now_ms()));
             owned = p.encode();
             owned.as_str()
         } else {
@@ -167,10 +197,10 @@ impl<R: Runtime> Shard<R> {
         let r = self.put(&msg)?;
         let first_check_ms = base.born_timestamp_ms.saturating_add(txn::immunity_ms(&half_properties, self.config().transaction_timeout_ms) as i64);
         let pending = Pending { phys: r.phys_offset, size: r.size_bytes, checks: 0, first_check_ms: Some(first_check_ms), recovered: false };
-        if let Err(e) = self.txn.borrow_mut().insert(r.queue_offset, pending) {
+        if let Err(e) = self.txns.table.borrow_mut().insert(r.queue_offset, pending) {
             crate::fatal::fatal(&format!("shard {}: a new half message collides with an open one: {e}", self.id));
         }
-        inc(&self.txn_counters.halves);
+        inc(&self.txns.counters.halves);
         Ok((r, half_properties))
     }
 
@@ -197,7 +227,7 @@ impl<R: Runtime> Shard<R> {
         if ShardId::of_phys(phys).0 as usize != self.id {
             return error_response(cmd, rs::SYSTEM_ERROR, format!("Find prepared transaction message failed: commitLogOffset {phys} is not on this broker"));
         }
-        let size = self.txn.borrow().get(half_offset).filter(|p| p.phys == phys).map(|p| p.size);
+        let size = self.txns.table.borrow().get(half_offset).filter(|p| p.phys == phys).map(|p| p.size);
         let half = match self.store.read_record(phys, size).await {
             Ok(Some(record)) if StoredMessageView::parse(&record).is_ok() => Half { record },
             Ok(_) => {
@@ -224,7 +254,7 @@ impl<R: Runtime> Shard<R> {
         if txn::reject_late_end(h.from_transaction_check, &props, view.born_timestamp_ms(), self.now_ms(), self.config().transaction_timeout_ms) {
             return error_response(cmd, rs::ILLEGAL_OPERATION, "END_TRANSACTION after the message's CHECK_IMMUNITY_TIME_IN_SECONDS: it waits for its check");
         }
-        if self.txn.borrow().get(half_offset).is_some_and(|p| p.recovered) && self.settle_recovered(half_offset, &half).await {
+        if self.txns.table.borrow().get(half_offset).is_some_and(|p| p.recovered) && self.settle_recovered(half_offset, &half).await {
             // It had been committed before the crash: nothing to do but say so.
         }
         let resolved = match outcome {
@@ -244,7 +274,7 @@ impl<R: Runtime> Shard<R> {
             }
             Resolve::Refused(code, remark) => error_response(cmd, code, remark),
             Resolve::NotOpen => {
-                inc(&self.txn_counters.duplicate_ends);
+                inc(&self.txns.counters.duplicate_ends);
                 let before = self.resolved_outcome(half_offset, &half).await;
                 match before {
                     Some(b) if b == outcome => {
@@ -267,7 +297,7 @@ impl<R: Runtime> Shard<R> {
     /// Commits the open half at `half_offset`: the real message, then the op record,
     /// and the table entry removed — one synchronous step.
     fn commit_half(&self, half_offset: u64, half: &Half) -> Resolve {
-        let Some(pending) = self.txn.borrow().get(half_offset) else { return Resolve::NotOpen };
+        let Some(pending) = self.txns.table.borrow().get(half_offset) else { return Resolve::NotOpen };
         let view = half.view();
         let props = half.properties();
         let Some((topic, queue_id)) = txn::real_target(&props) else {
@@ -291,21 +321,21 @@ impl<R: Runtime> Shard<R> {
             Ok(r) => r,
             Err((code, remark)) => return Resolve::Refused(code, remark),
         };
-        self.txn.borrow_mut().remove(half_offset);
+        self.txns.table.borrow_mut().remove(half_offset);
         self.put_op(half_offset, Outcome::Commit);
-        inc(&self.txn_counters.commits);
+        inc(&self.txns.counters.commits);
         self.waiters.notify(&topic, queue_id);
         Resolve::Done(Some(r.durable_ticket))
     }
 
     fn rollback_half(&self, half_offset: u64) -> Resolve {
-        if self.txn.borrow().get(half_offset).is_none() {
+        if self.txns.table.borrow().get(half_offset).is_none() {
             return Resolve::NotOpen;
         }
         match self.put(&self.op_message(half_offset, Outcome::Rollback, &txn::op_body(half_offset), &txn::op_properties(half_offset, Outcome::Rollback))) {
             Ok(r) => {
-                self.txn.borrow_mut().remove(half_offset);
-                inc(&self.txn_counters.rollbacks);
+                self.txns.table.borrow_mut().remove(half_offset);
+                inc(&self.txns.counters.rollbacks);
                 Resolve::Done(Some(r.durable_ticket))
             }
             // The half stays open: a retry or the check-back ends it.
@@ -343,7 +373,7 @@ impl<R: Runtime> Shard<R> {
     /// op record was torn off), it is resolved as committed now. Returns whether it was.
     async fn settle_recovered(&self, half_offset: u64, half: &Half) -> bool {
         let committed = self.committed_copy_exists(half).await;
-        let mut table = self.txn.borrow_mut();
+        let mut table = self.txns.table.borrow_mut();
         match table.get(half_offset) {
             Some(p) if p.recovered && committed => {
                 table.remove(half_offset);
@@ -411,14 +441,14 @@ impl<R: Runtime> Shard<R> {
     pub async fn txn_check_pass(self: &Rc<Self>) {
         let now_ms = self.now_ms();
         let half_min = self.store.min_offset(HALF_TOPIC, 0);
-        let expired = self.txn.borrow_mut().expire_below(half_min);
+        let expired = self.txns.table.borrow_mut().expire_below(half_min);
         if expired > 0 {
-            self.txn_counters.expired.set(self.txn_counters.expired.get() + expired as u64);
+            self.txns.counters.expired.set(self.txns.counters.expired.get() + expired as u64);
             tracing::warn!(shard = self.id, expired, "open transactions dropped: retention deleted their half messages");
         }
         let mut from = 0u64;
         loop {
-            let batch = self.txn.borrow().range_from(from, txn::CHECK_PASS_BUDGET);
+            let batch = self.txns.table.borrow().range_from(from, txn::CHECK_PASS_BUDGET);
             let Some(&(last, _)) = batch.last() else { break };
             from = last + 1;
             for (half_offset, pending) in batch {
@@ -435,12 +465,12 @@ impl<R: Runtime> Shard<R> {
     }
 
     async fn check_one(self: &Rc<Self>, half_offset: u64, now_ms: i64) {
-        let Some(pending) = self.txn.borrow().get(half_offset) else { return };
+        let Some(pending) = self.txns.table.borrow().get(half_offset) else { return };
         let half = match self.store.read_record(pending.phys, Some(pending.size)).await {
             Ok(Some(record)) if StoredMessageView::parse(&record).is_ok_and(|v| v.topic_bytes() == HALF_TOPIC.as_bytes()) => Half { record },
             Ok(_) => {
-                if self.txn.borrow_mut().remove(half_offset).is_some() {
-                    inc(&self.txn_counters.expired);
+                if self.txns.table.borrow_mut().remove(half_offset).is_some() {
+                    inc(&self.txns.counters.expired);
                     tracing::warn!(shard = self.id, half_offset, phys = pending.phys, "open half message is gone (deleted by retention): dropped");
                 }
                 return;
@@ -453,21 +483,21 @@ impl<R: Runtime> Shard<R> {
         if pending.recovered && self.settle_recovered(half_offset, &half).await {
             return;
         }
-        let Some(pending) = self.txn.borrow().get(half_offset) else { return };
+        let Some(pending) = self.txns.table.borrow().get(half_offset) else { return };
         let view = half.view();
         let props = half.properties();
         let born_ms = view.born_timestamp_ms();
         let immunity = txn::immunity_ms(&props, self.config().transaction_timeout_ms);
         match txn::check_step(pending.checks, born_ms, immunity, now_ms, self.config().transaction_check_max) {
-            CheckStep::Wait { due_ms } => self.txn.borrow_mut().update(half_offset, |p| p.first_check_ms = Some(due_ms)),
+            CheckStep::Wait { due_ms } => self.txns.table.borrow_mut().update(half_offset, |p| p.first_check_ms = Some(due_ms)),
             CheckStep::Discard => self.discard_half(half_offset, &half, pending.checks).await,
             CheckStep::Check { n } => {
                 let reserved_ms = self.config().store.file_reserved_hours.saturating_mul(3_600_000) as i64;
                 if now_ms.saturating_sub(view.store_timestamp_ms()) > reserved_ms {
                     // Java's needSkip (older than the retention), by the broker's own
                     // clock rather than the producer's born time.
-                    if self.txn.borrow_mut().remove(half_offset).is_some() {
-                        inc(&self.txn_counters.expired);
+                    if self.txns.table.borrow_mut().remove(half_offset).is_some() {
+                        inc(&self.txns.counters.expired);
                         tracing::warn!(shard = self.id, half_offset, "open half message older than fileReservedTime: dropped");
                     }
                     return;
@@ -478,12 +508,12 @@ impl<R: Runtime> Shard<R> {
                     return;
                 };
                 if self.push_to_producer(&group, check, n as usize + half_offset as usize) {
-                    self.txn.borrow_mut().update(half_offset, |p| p.checks = n);
-                    inc(&self.txn_counters.checks);
+                    self.txns.table.borrow_mut().update(half_offset, |p| p.checks = n);
+                    inc(&self.txns.counters.checks);
                     tracing::debug!(shard = self.id, half_offset, group = %group, n, "transaction checked");
                 } else {
                     // Not counted: the group is checked again at the next interval.
-                    inc(&self.txn_counters.checks_without_producer);
+                    inc(&self.txns.counters.checks_without_producer);
                     tracing::debug!(shard = self.id, half_offset, group = %group, "no live producer of the group to check with; retried next interval");
                 }
             }
@@ -545,11 +575,11 @@ impl<R: Runtime> Shard<R> {
     /// resolved first (op record, out of the table), then copied, so an END arriving
     /// meanwhile finds it ended and it is never both committed and discarded.
     async fn discard_half(self: &Rc<Self>, half_offset: u64, half: &Half, checks: u32) {
-        if self.txn.borrow_mut().remove(half_offset).is_none() {
+        if self.txns.table.borrow_mut().remove(half_offset).is_none() {
             return;
         }
         self.put_op(half_offset, Outcome::Discard);
-        inc(&self.txn_counters.discards);
+        inc(&self.txns.counters.discards);
         let view = half.view();
         let props = half.properties();
         tracing::error!(
@@ -602,7 +632,7 @@ impl<R: Runtime> Shard<R> {
     /// Saves the table if it changed, once the CommitLog it describes is durable.
     pub async fn persist_txn_state(&self) {
         let (encoded, ticket) = {
-            let mut table = self.txn.borrow_mut();
+            let mut table = self.txns.table.borrow_mut();
             if !table.take_dirty() {
                 return;
             }
@@ -612,23 +642,23 @@ impl<R: Runtime> Shard<R> {
         if let Err(e) = self.store.wait_durable(ticket).await {
             crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.id));
         }
-        if let Err(e) = self.txn_store.save(&encoded).await {
+        if let Err(e) = self.txns.store.save(&encoded).await {
             tracing::warn!(shard = self.id, error = %e, "transaction state not saved; retried");
-            self.txn.borrow_mut().mark_dirty();
+            self.txns.table.borrow_mut().mark_dirty();
         }
     }
 
     pub fn open_transactions(&self) -> usize {
-        self.txn.borrow().len()
+        self.txns.table.borrow().len()
     }
 
     /// Up to `max` open halves (half queue offset, state), oldest first.
     pub fn open_halves(&self, max: usize) -> Vec<(u64, txn::Pending)> {
-        self.txn.borrow().range_from(0, max)
+        self.txns.table.borrow().range_from(0, max)
     }
 
     pub fn txn_counters(&self) -> &TxnCounters {
-        &self.txn_counters
+        &self.txns.counters
     }
 }
 
