@@ -20,7 +20,8 @@ use crate::store::engine::{local_of, ShardId};
 use crate::store::error::StoreError;
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use ringmq_client::remoting::codes::response_code as rs;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::net::SocketAddr;
 use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
@@ -79,11 +80,37 @@ async fn with_timeout<R: Runtime, T>(rt: &R, ms: u64, f: impl Future<Output = Re
     }
 }
 
+/// Replication state of one shard: its slaves (on a master), its master and how it
+/// follows it (on a slave), and a slave's client offset commits not yet taken by the
+/// master. Only this module touches it.
+#[derive(Default)]
+pub struct Replication {
+    master: RefCell<crate::ha::MasterState>,
+    slave: Cell<crate::ha::SlaveState>,
+    /// A slave's master (replication port of its shard 0): `ha_master_address`, or
+    /// learnt from the NameServer (`ShardEvent::HaMaster`); `None` until known.
+    master_addr: Cell<Option<SocketAddr>>,
+    /// A slave's consumer offsets committed by clients that its master has not shown
+    /// back yet (sent to the master).
+    client_offsets: RefCell<std::collections::BTreeMap<crate::meta::offsets::OffsetKey, u64>>,
+}
+
+impl Replication {
+    pub fn new(master_addr: Option<SocketAddr>) -> Self {
+        Self { master_addr: Cell::new(master_addr), ..Default::default() }
+    }
+
+    /// The NameServer or a peer shard named this slave's master.
+    pub fn set_master_addr(&self, addr: SocketAddr) {
+        self.master_addr.set(Some(addr));
+    }
+}
+
 impl<R: Runtime> Shard<R> {
     /// Master side of one slave connection (`conn_id` unique on this shard).
     pub async fn serve_replica<S: AsyncRead + AsyncWrite + Unpin + 'static>(self: Rc<Self>, stream: S, conn_id: u64) {
         let result = self.clone().serve_replica_inner(stream, conn_id).await;
-        self.ha_master.borrow_mut().detach(conn_id);
+        self.ha.master.borrow_mut().detach(conn_id);
         match result {
             Err(HaError::Closed) | Ok(()) => tracing::info!(shard = self.id, conn_id, "slave disconnected"),
             Err(e) => tracing::warn!(shard = self.id, conn_id, error = %e, "slave connection ended"),
@@ -109,7 +136,7 @@ impl<R: Runtime> Shard<R> {
         if start_phys != hello.end_phys {
             tracing::info!(shard = self.id, conn_id, start_phys, "an empty slave is re-seeded from the start of this master's retained log");
         }
-        if !self.ha_master.borrow_mut().attach(conn_id, local_of(start_phys), self.now_ms()) {
+        if !self.ha.master.borrow_mut().attach(conn_id, local_of(start_phys), self.now_ms()) {
             let reason = format!("this shard already serves {} slaves", crate::ha::SLAVES_PER_SHARD_MAX);
             let _ = write_frame(&mut writer, &Frame::Refuse { reason: reason.clone() }).await;
             return Err(HaError::Refused(reason));
@@ -131,7 +158,7 @@ impl<R: Runtime> Shard<R> {
                         match read_frame(&mut reader, &mut buf).await {
                             Ok(Frame::Ack { received_phys, durable_phys }) => {
                                 let mode = shard.config().ha_sync_ack;
-                                let released = shard.ha_master.borrow_mut().on_ack(conn_id, local_of(received_phys), local_of(durable_phys), shard.now_ms(), mode);
+                                let released = shard.ha.master.borrow_mut().on_ack(conn_id, local_of(received_phys), local_of(durable_phys), shard.now_ms(), mode);
                                 released.into_iter().for_each(|tx| tx.send(()));
                             }
                             Ok(Frame::Meta { kind: MetaKind::ConsumerOffsets, payload }) => {
@@ -179,7 +206,7 @@ impl<R: Runtime> Shard<R> {
                     }
                 }
             }
-            let silent_ms = self.ha_master.borrow().slaves().find(|(c, _)| **c == conn_id).map(|(_, p)| self.now_ms() - p.last_ack_ms).unwrap_or(i64::MAX);
+            let silent_ms = self.ha.master.borrow().slaves().find(|(c, _)| **c == conn_id).map(|(_, p)| self.now_ms() - p.last_ack_ms).unwrap_or(i64::MAX);
             if silent_ms > SLAVE_SILENT_MAX_MS as i64 {
                 return Err(HaError::Timeout(SLAVE_SILENT_MAX_MS));
             }
@@ -275,7 +302,7 @@ impl<R: Runtime> Shard<R> {
             MetaKind::ConsumerOffsets => {
                 let theirs = crate::meta::offsets::ConsumerOffsetTable::decode(payload).map_err(|e| e.to_string())?;
                 let mut ours = self.offsets.borrow_mut();
-                let mut pending = self.ha_client_offsets.borrow_mut();
+                let mut pending = self.ha.client_offsets.borrow_mut();
                 for (key, offset) in theirs.offsets {
                     // The master's offset wins (a reset there may move it back), except
                     // over a commit made here that the master has not taken yet.
@@ -333,7 +360,7 @@ impl<R: Runtime> Shard<R> {
         // Slaves get only what is durable here: flush now rather than at the interval.
         self.store.request_flush();
         let wait = {
-            let mut master = self.ha_master.borrow_mut();
+            let mut master = self.ha.master.borrow_mut();
             if master.slave_count() == 0 {
                 return Err((rs::SLAVE_NOT_AVAILABLE, "no slave is attached to this SYNC_MASTER shard: the message is stored on the master only".into()));
             }
@@ -344,7 +371,7 @@ impl<R: Runtime> Shard<R> {
         match crate::rt::timeout(&self.rt, Duration::from_millis(timeout_ms), rx).await {
             Some(Some(())) => Ok(()),
             Some(None) | None => {
-                self.ha_master.borrow_mut().prune();
+                self.ha.master.borrow_mut().prune();
                 Err((rs::FLUSH_SLAVE_TIMEOUT, format!("no slave confirmed the message within syncFlushTimeout {timeout_ms} ms: it is stored on the master only")))
             }
         }
@@ -368,9 +395,9 @@ impl<R: Runtime> Shard<R> {
                 },
                 None => tracing::debug!(shard = self.id, "master not reachable; retrying"),
             }
-            let mut s = self.ha_slave.get();
+            let mut s = self.ha.slave.get();
             s.connected = false;
-            self.ha_slave.set(s);
+            self.ha.slave.set(s);
             self.rt.sleep(Duration::from_millis(RECONNECT_INTERVAL_MS)).await;
         }
     }
@@ -406,8 +433,8 @@ impl<R: Runtime> Shard<R> {
             Frame::Refuse { reason } => return Err(HaError::Refused(reason)),
             _ => return Err(HaError::Unexpected("expected WELCOME")),
         };
-        let newest_store_ms = self.ha_slave.get().newest_store_ms;
-        self.ha_slave.set(crate::ha::SlaveState { connected: true, master_end_phys: end, last_heard_ms: self.now_ms(), epoch, newest_store_ms });
+        let newest_store_ms = self.ha.slave.get().newest_store_ms;
+        self.ha.slave.set(crate::ha::SlaveState { connected: true, master_end_phys: end, last_heard_ms: self.now_ms(), epoch, newest_store_ms });
         // Durable progress is reported by its own task as the flusher advances.
         let (ack_tx, ack_rx) = crate::rt::chan::bounded::<Frame>(4);
         let reporter = {
@@ -480,7 +507,7 @@ impl<R: Runtime> Shard<R> {
                 _ => return Err(HaError::Unexpected("expected DATA or META")),
             };
             let mut at = 0usize;
-            let mut newest_store_ms = self.ha_slave.get().newest_store_ms;
+            let mut newest_store_ms = self.ha.slave.get().newest_store_ms;
             while at < records.len() {
                 match self.store.append_replicated(phys_from + at as u64, &records[at..]) {
                     Ok(r) => {
@@ -497,7 +524,7 @@ impl<R: Runtime> Shard<R> {
                     Err(e) => return Err(e.into()),
                 }
             }
-            self.ha_slave.set(crate::ha::SlaveState { connected: true, master_end_phys, last_heard_ms: self.now_ms(), epoch, newest_store_ms });
+            self.ha.slave.set(crate::ha::SlaveState { connected: true, master_end_phys, last_heard_ms: self.now_ms(), epoch, newest_store_ms });
             let phys = |l: u64| self.store.shard().phys(l);
             let ack = Frame::Ack { received_phys: phys(self.store.write_offset()), durable_phys: phys(self.store.flushed_offset()) };
             // A full queue means ACKs are already on their way; this one adds nothing.
@@ -513,7 +540,7 @@ impl<R: Runtime> Shard<R> {
         self.offsets.borrow_mut().commit(group, topic, queue_id, offset)?;
         if !self.config().role.is_master() {
             // Bounded: its keys are keys of the offset table just committed to.
-            self.ha_client_offsets.borrow_mut().insert((group.to_string(), topic.to_string(), queue_id), offset);
+            self.ha.client_offsets.borrow_mut().insert((group.to_string(), topic.to_string(), queue_id), offset);
         }
         Ok(())
     }
@@ -521,7 +548,7 @@ impl<R: Runtime> Shard<R> {
     /// The encoded table of offsets committed on this slave that its master has not
     /// shown back yet; `None` when there are none.
     fn pending_client_offsets(&self) -> Option<Vec<u8>> {
-        let pending = self.ha_client_offsets.borrow();
+        let pending = self.ha.client_offsets.borrow();
         if pending.is_empty() {
             return None;
         }
@@ -548,19 +575,19 @@ impl<R: Runtime> Shard<R> {
     }
 
     pub fn ha_slave_state(&self) -> crate::ha::SlaveState {
-        self.ha_slave.get()
+        self.ha.slave.get()
     }
 
     /// Where this slave shard connects: its master's replication port base + shard id;
     /// `None` while the master is unknown (the NameServer has not named one yet).
     pub fn ha_master_target(&self) -> Option<std::net::SocketAddr> {
-        let base = self.ha_master_addr.get()?;
+        let base = self.ha.master_addr.get()?;
         Some(std::net::SocketAddr::new(base.ip(), base.port().checked_add(self.id as u16)?))
     }
 
     /// Whether a slave still has to learn its master from the NameServer.
     pub fn ha_master_unknown(&self) -> bool {
-        !self.config().role.is_master() && self.ha_master_addr.get().is_none()
+        !self.config().role.is_master() && self.ha.master_addr.get().is_none()
     }
 
     /// The NameServer named `ha_server_addr` as the master of this broker name (its
@@ -578,15 +605,15 @@ impl<R: Runtime> Shard<R> {
                 return;
             }
         };
-        if self.ha_master_addr.get() == Some(addr) {
+        if self.ha.master_addr.get() == Some(addr) {
             return;
         }
         tracing::info!(master = %addr, "the NameServer names this slave's master");
-        self.ha_master_addr.set(Some(addr));
+        self.ha.master_addr.set(Some(addr));
         self.mesh.broadcast(super::mesh::ShardEvent::HaMaster { addr });
     }
 
     pub fn ha_slaves(&self) -> Vec<(u64, crate::ha::SlaveProgress)> {
-        self.ha_master.borrow().slaves().map(|(c, p)| (*c, *p)).collect()
+        self.ha.master.borrow().slaves().map(|(c, p)| (*c, *p)).collect()
     }
 }

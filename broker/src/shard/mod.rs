@@ -126,14 +126,7 @@ pub struct Shard<R: Runtime> {
     /// Open transactions of this shard's queues (`txn.rs`, rules in `txn/`).
     txns: txn::Transactions<R::Disk>,
     /// Replication: this shard's slaves (on a master) and its master (on a slave).
-    ha_master: RefCell<crate::ha::MasterState>,
-    ha_slave: Cell<crate::ha::SlaveState>,
-    /// A slave's master (replication port of its shard 0): `ha_master_address`, or
-    /// learnt from the NameServer (`ShardEvent::HaMaster`); `None` until known.
-    ha_master_addr: Cell<Option<SocketAddr>>,
-    /// A slave's consumer offsets committed by clients that its master has not shown
-    /// back yet (sent to the master, `shard/ha.rs`).
-    ha_client_offsets: RefCell<std::collections::BTreeMap<crate::meta::offsets::OffsetKey, u64>>,
+    ha: ha::Replication,
     /// Requests sent to this shard's clients, waiting for their answers.
     client_calls: RefCell<client_calls::ClientCalls>,
     /// This shard's traffic figures (`stats.rs`).
@@ -267,10 +260,7 @@ impl<R: Runtime> Shard<R> {
             delays,
             timers,
             txns,
-            ha_master: RefCell::new(crate::ha::MasterState::default()),
-            ha_slave: Cell::new(crate::ha::SlaveState::default()),
-            ha_master_addr: Cell::new(ha_master_addr),
-            ha_client_offsets: RefCell::new(std::collections::BTreeMap::new()),
+            ha: ha::Replication::new(ha_master_addr),
             client_calls: RefCell::new(client_calls::ClientCalls::default()),
             stats: ShardStats::new(started_ms, recovery_ms),
         });
@@ -626,7 +616,7 @@ impl<R: Runtime> Shard<R> {
                 let changed = self.consumers.borrow_mut().remove_client(&client_id);
                 self.notify_groups_changed(&changed);
             }
-            ShardEvent::HaMaster { addr } => self.ha_master_addr.set(Some(addr)),
+            ShardEvent::HaMaster { addr } => self.ha.set_master_addr(addr),
             ShardEvent::RuntimeConfig { pairs } => {
                 let next = self.config().with_runtime_update(&pairs);
                 *self.config.borrow_mut() = Rc::new(next);
