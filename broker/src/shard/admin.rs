@@ -140,7 +140,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         };
         if !data.consumer_data_set.is_empty() || !data.producer_data_set.is_empty() {
             let origin = super::consumers::HeartbeatOrigin {
-                conn_shard: self.id,
+                conn_shard: self.place.id,
                 conn_id: ctx.conn_id,
                 remote: ctx.remote,
                 language: cmd.language.clone(),
@@ -169,7 +169,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let Some(group) = cmd.ext("producerGroup") else {
             return error_response(cmd, rs::INVALID_PARAMETER, "missing header field producerGroup");
         };
-        let conns = self.consumers.borrow().producer_conns(group);
+        let conns = self.clients.consumers.borrow().producer_conns(group);
         if conns.is_empty() {
             return error_response(cmd, rs::SYSTEM_ERROR, format!("the producer group[{group}] not exist"));
         }
@@ -203,7 +203,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let Some(group) = cmd.ext("consumerGroup") else {
             return error_response(cmd, rs::INVALID_PARAMETER, "missing header field consumerGroup");
         };
-        let members = self.consumers.borrow().members(group);
+        let members = self.clients.consumers.borrow().members(group);
         if members.is_empty() {
             return error_response(cmd, rs::SYSTEM_ERROR, format!("no consumer for this group, {group}"));
         }
@@ -236,7 +236,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         // the group table).
         let retry_queues = cmd
             .ext(super::sendback::RETRY_OF_GROUP_EXT)
-            .and_then(|g| self.groups.borrow().get(g).map(|c| c.retry_queue_nums.clamp(1, TOPIC_QUEUE_NUMS_MAX)));
+            .and_then(|g| self.meta.groups.borrow().get(g).map(|c| c.retry_queue_nums.clamp(1, TOPIC_QUEUE_NUMS_MAX)));
         let config = TopicConfig {
             name: header.topic.clone(),
             read_queue_nums: retry_queues.unwrap_or(header.read_queue_nums as u32),
@@ -313,8 +313,8 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// This shard's part of a topic deletion: its consume queues and its groups'
     /// offsets of the topic. Returns (queues, offsets) removed.
     async fn delete_topic_data(&self, topic: &str) -> Result<(usize, usize), String> {
-        let offsets = self.offsets.borrow_mut().remove_topic(topic);
-        let queues = self.store.delete_topic(topic).await.map_err(|e| format!("shard {}: consume queues of {topic} not deleted: {e}", self.id))?;
+        let offsets = self.offsets.table.borrow_mut().remove_topic(topic);
+        let queues = self.store.delete_topic(topic).await.map_err(|e| format!("shard {}: consume queues of {topic} not deleted: {e}", self.place.id))?;
         Ok((queues, offsets))
     }
 
@@ -323,15 +323,15 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// broadcasts it. `Err((code, remark))`: INVALID_PARAMETER when `change` refused,
     /// SYSTEM_BUSY when too many writers wait, SYSTEM_ERROR when it was not saved.
     pub(super) async fn update_topics(self: &Rc<Self>, change: impl FnOnce(&mut TopicTable) -> Result<(), String>) -> Result<(), (i32, String)> {
-        let Some(meta) = &self.meta else {
-            crate::fatal::fatal(&format!("topic table change routed to shard {}, not the metadata owner", self.id));
+        let Some(meta) = &self.meta.stores else {
+            crate::fatal::fatal(&format!("topic table change routed to shard {}, not the metadata owner", self.place.id));
         };
         let _writer = meta.lock.lock().map_err(|e| (rs::SYSTEM_BUSY, format!("topic table: {e}")))?.await;
-        let mut table = self.topics.borrow().clone();
+        let mut table = self.meta.topics.borrow().clone();
         change(&mut table).map_err(|e| (rs::INVALID_PARAMETER, e))?;
         let encoded = table.encode().map_err(|e| (rs::SYSTEM_ERROR, e.to_string()))?;
         meta.topics.save(&encoded).await.map_err(|e| (rs::SYSTEM_ERROR, format!("topic table could not be saved: {e}")))?;
-        *self.topics.borrow_mut() = table;
+        *self.meta.topics.borrow_mut() = table;
         // Answered only once every shard holds the new table: a client that created a
         // topic can send to it through any shard at once (read-your-writes).
         let event = self.topics_event();
@@ -387,14 +387,14 @@ impl<R: crate::rt::Runtime> Shard<R> {
         cmd: &RemotingCommand,
         change: impl FnOnce(&mut crate::meta::groups::GroupTable) -> Result<bool, (i32, String)>,
     ) -> Result<bool, RemotingCommand> {
-        let Some(meta) = &self.meta else {
-            crate::fatal::fatal(&format!("subscription group change routed to shard {}, not the metadata owner", self.id));
+        let Some(meta) = &self.meta.stores else {
+            crate::fatal::fatal(&format!("subscription group change routed to shard {}, not the metadata owner", self.place.id));
         };
         let _writer = match meta.lock.lock() {
             Ok(wait) => wait.await,
             Err(e) => return Err(error_response(cmd, rs::SYSTEM_BUSY, format!("subscription groups: {e}"))),
         };
-        let mut table = self.groups.borrow().clone();
+        let mut table = self.meta.groups.borrow().clone();
         match change(&mut table) {
             Ok(true) => {}
             Ok(false) => return Ok(false),
@@ -404,7 +404,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         if let Err(e) = meta.groups.save(&encoded).await {
             return Err(error_response(cmd, rs::SYSTEM_ERROR, format!("subscription groups could not be saved: {e}")));
         }
-        *self.groups.borrow_mut() = table;
+        *self.meta.groups.borrow_mut() = table;
         Ok(true)
     }
 
@@ -413,7 +413,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// The whole table whatever paging fields the request has, as a Java broker with
     /// `enableSplitMetadata=false` (its default) answers.
     pub(super) fn handle_all_group_config(&self, cmd: &RemotingCommand) -> RemotingCommand {
-        let groups = self.groups.borrow();
+        let groups = self.meta.groups.borrow();
         let table: serde_json::Map<String, serde_json::Value> = groups
             .groups
             .values()
@@ -432,7 +432,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
     }
 
     pub(super) fn topics_event(&self) -> ShardEvent {
-        let table = self.topics.borrow();
+        let table = self.meta.topics.borrow();
         match table.encode() {
             Ok(encoded) => ShardEvent::Topics { version: table.version().counter, encoded },
             Err(e) => crate::fatal::fatal(&format!("topic table does not encode: {e}")),
@@ -445,7 +445,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let Some(name) = cmd.ext("group") else {
             return error_response(cmd, rs::INVALID_PARAMETER, "missing header field group");
         };
-        let groups = self.groups.borrow();
+        let groups = self.meta.groups.borrow();
         let Some(g) = groups.get(name) else {
             tracing::debug!(group = name, "GET_SUBSCRIPTIONGROUP_CONFIG: no such group");
             // Java's remark, word for word.
@@ -464,7 +464,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
 
     /// The topic table in RocketMQ's wire form (GET_ALL_TOPIC_CONFIG, REGISTER_BROKER).
     pub fn topic_config_wrapper(&self) -> TopicConfigSerializeWrapper {
-        let table = self.topics.borrow();
+        let table = self.meta.topics.borrow();
         let mut topic_config_table = BTreeMap::new();
         for t in table.topics.values() {
             // Shard route mode: this shard-broker's queues; a topic it has none of is
@@ -516,7 +516,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 Err(r) => return r,
             };
             for key in PER_SHARD_KEYS {
-                per_shard.insert(format!("shard.{}.{key}", self.id), table.get(key).cloned().unwrap_or_default());
+                per_shard.insert(format!("shard.{}.{key}", self.place.id), table.get(key).cloned().unwrap_or_default());
             }
             for v in others {
                 let id = v["table"]["shardId"].as_str().unwrap_or("?").to_string();
@@ -557,8 +557,8 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let mut table = BTreeMap::new();
         let c = self.counters();
         table.insert("brokerVersionDesc", "RingMQ ".to_string() + env!("CARGO_PKG_VERSION"));
-        table.insert("shardCount", self.count.to_string());
-        table.insert("shardId", self.id.to_string());
+        table.insert("shardCount", self.place.count.to_string());
+        table.insert("shardId", self.place.id.to_string());
         table.insert("bootTimestamp", self.stats.started_ms().to_string());
         table.insert("commitLogMinOffset", self.store.log_start().to_string());
         table.insert("commitLogMaxOffset", self.store.write_offset().to_string());
@@ -599,8 +599,8 @@ impl<R: crate::rt::Runtime> Shard<R> {
         table.insert("requestsTotal", c.requests.get().to_string());
         table.insert("forwardedOut", c.forwarded_out.get().to_string());
         table.insert("forwardedIn", c.forwarded_in.get().to_string());
-        table.insert("consumerGroups", self.consumers.borrow().group_count().to_string());
-        table.insert("producerGroups", self.consumers.borrow().producer_group_count().to_string());
+        table.insert("consumerGroups", self.clients.consumers.borrow().group_count().to_string());
+        table.insert("producerGroups", self.clients.consumers.borrow().producer_group_count().to_string());
         table.insert("flushDiskType", format!("{:?}", self.config().store.flush_mode));
         table.insert("refusingWrites", self.store.refusing_writes().to_string());
         table.insert("suspendedPulls", self.waiters.suspended().to_string());

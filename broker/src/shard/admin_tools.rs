@@ -79,7 +79,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// and returns their JSON answers; a shard that fails makes the whole answer fail.
     pub(super) async fn gather(self: &Rc<Self>, cmd: &RemotingCommand, part: &str) -> Result<Vec<serde_json::Value>, RemotingCommand> {
         let mut parts = Vec::new();
-        for shard in (0..self.count).filter(|&s| s != self.id) {
+        for shard in (0..self.place.count).filter(|&s| s != self.place.id) {
             let r = self.mesh.call(shard, cmd.clone().with_ext(LOCAL_ONLY_EXT, part)).await;
             if r.code != rs::SUCCESS {
                 return Err(error_response(cmd, r.code, r.remark.unwrap_or_default()));
@@ -102,7 +102,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         match self.store.store_time_at(topic, queue_id, offset).await {
             Ok(t) => t.unwrap_or(0).max(0),
             Err(e) => {
-                tracing::warn!(shard = self.id, topic, queue_id, offset, error = %e, "store time not readable: reported as 0");
+                tracing::warn!(shard = self.place.id, topic, queue_id, offset, error = %e, "store time not readable: reported as 0");
                 0
             }
         }
@@ -119,7 +119,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         };
         // This shard's queues as [queueId, min, max, lastUpdateTimestamp].
         let mut rows = Vec::new();
-        for q in (0..config.read_queue_nums.max(config.write_queue_nums) as i32).filter(|&q| queue_owner(topic, q, self.count) == self.id) {
+        for q in (0..config.read_queue_nums.max(config.write_queue_nums) as i32).filter(|&q| queue_owner(topic, q, self.place.count) == self.place.id) {
             let (min, max) = (self.store.min_offset(topic, q), self.store.max_offset(topic, q));
             let ts = if max > 0 { self.store_time_or_zero(topic, q, max - 1).await } else { 0 };
             rows.push(serde_json::json!([q, min, max, ts]));
@@ -150,7 +150,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         };
         match cmd.ext(LOCAL_ONLY_EXT) {
             Some("topics") => {
-                let topics: BTreeSet<String> = self.offsets.borrow().group_offsets(group).map(|(t, _, _)| t.to_string()).collect();
+                let topics: BTreeSet<String> = self.offsets.table.borrow().group_offsets(group).map(|(t, _, _)| t.to_string()).collect();
                 return json_response(cmd, serde_json::json!(topics).to_string().into_bytes());
             }
             Some(_) => {
@@ -169,7 +169,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                     topics.insert(t.to_string());
                 }
                 None => {
-                    topics.extend(self.offsets.borrow().group_offsets(group).map(|(t, _, _)| t.to_string()));
+                    topics.extend(self.offsets.table.borrow().group_offsets(group).map(|(t, _, _)| t.to_string()));
                     let others = match self.gather(cmd, "topics").await {
                         Ok(v) => v,
                         Err(r) => return r,
@@ -178,7 +178,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 }
             }
             // An online group's offsets of topics it no longer subscribes to are left out.
-            let consumers = self.consumers.borrow();
+            let consumers = self.clients.consumers.borrow();
             if let Some((info, _)) = consumers.online_group(group) {
                 if !info.subscriptions.is_empty() {
                     topics.retain(|t| info.subscriptions.contains_key(t));
@@ -218,9 +218,9 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let mut rows = Vec::new();
         for &topic in topics {
             let Some(config) = self.topic(topic) else { continue };
-            for q in (0..config.read_queue_nums as i32).filter(|&q| queue_owner(topic, q, self.count) == self.id) {
+            for q in (0..config.read_queue_nums as i32).filter(|&q| queue_owner(topic, q, self.place.count) == self.place.id) {
                 let broker_offset = self.store.max_offset(topic, q);
-                let consumer_offset = self.offsets.borrow().query(group, topic, q).unwrap_or(0);
+                let consumer_offset = self.offsets.table.borrow().query(group, topic, q).unwrap_or(0);
                 let ts = if consumer_offset > 0 { self.store_time_or_zero(topic, q, consumer_offset - 1).await } else { 0 };
                 rows.push(serde_json::json!([topic, q, broker_offset, consumer_offset, ts]));
             }
@@ -235,7 +235,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             Ok(g) => g,
             Err(r) => return r,
         };
-        let consumers = self.consumers.borrow();
+        let consumers = self.clients.consumers.borrow();
         let Some((info, clients)) = consumers.online_group(group) else {
             return error_response(cmd, rs::CONSUMER_NOT_ONLINE, format!("the consumer group[{group}] not online"));
         };
@@ -284,11 +284,11 @@ impl<R: crate::rt::Runtime> Shard<R> {
             Ok(t) => t,
             Err(r) => return r,
         };
-        let mut groups = self.offsets.borrow().groups_of_topic(topic);
+        let mut groups = self.offsets.table.borrow().groups_of_topic(topic);
         if cmd.ext(LOCAL_ONLY_EXT).is_some() {
             return json_response(cmd, serde_json::json!(groups).to_string().into_bytes());
         }
-        groups.extend(self.consumers.borrow().groups_subscribing(topic));
+        groups.extend(self.clients.consumers.borrow().groups_subscribing(topic));
         match self.gather(cmd, "1").await {
             Ok(others) => groups.extend(others.iter().filter_map(|v| v.as_array()).flatten().filter_map(|g| g.as_str().map(str::to_string))),
             Err(r) => return r,
@@ -326,8 +326,8 @@ impl<R: crate::rt::Runtime> Shard<R> {
         }
         let clean = cmd.ext("cleanOffset").is_some_and(ringmq_client::remoting::json::de::parse_bool);
         if cmd.ext(LOCAL_ONLY_EXT).is_some() {
-            let removed = self.offsets.borrow_mut().remove_group(group);
-            tracing::debug!(shard = self.id, group, removed, "consumer offsets of a deleted group removed");
+            let removed = self.offsets.table.borrow_mut().remove_group(group);
+            tracing::debug!(shard = self.place.id, group, removed, "consumer offsets of a deleted group removed");
             return cmd.create_response(rs::SUCCESS, None);
         }
         tracing::info!(group, clean_offset = clean, caller = caller_of(cmd), "delete subscription group");
@@ -338,7 +338,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             Err(r) => return r,
         }
         if clean {
-            self.offsets.borrow_mut().remove_group(group);
+            self.offsets.table.borrow_mut().remove_group(group);
             if let Err(r) = self.gather(cmd, "1").await {
                 return r;
             }
@@ -354,7 +354,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         for (k, v) in self.config().to_broker_conf() {
             text.push_str(&format!("{k}={v}\n"));
         }
-        text.push_str(&format!("shardCount={}\n", self.count));
+        text.push_str(&format!("shardCount={}\n", self.place.count));
         let mut r = cmd.create_response(rs::SUCCESS, None);
         let version = ringmq_client::remoting::route::DataVersion { counter: 0, state_version: 0, timestamp: self.stats.started_ms() };
         r.ext_fields.insert("version".into(), String::from_utf8_lossy(&ringmq_client::remoting::json::to_json(&version)).into_owned());
@@ -383,8 +383,8 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 return error_response(cmd, code, e.to_string());
             }
         };
-        let Some(meta) = &self.meta else {
-            crate::fatal::fatal(&format!("UPDATE_BROKER_CONFIG routed to shard {}, not the metadata owner", self.id));
+        let Some(meta) = &self.meta.stores else {
+            crate::fatal::fatal(&format!("UPDATE_BROKER_CONFIG routed to shard {}, not the metadata owner", self.place.id));
         };
         let _writer = match meta.lock.lock() {
             Ok(w) => w.await,

@@ -62,7 +62,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// Sends `cmd` to connection `conn_id` of this shard and waits for its answer.
     pub async fn call_client(&self, conn_id: u64, mut cmd: RemotingCommand, timeout: Duration) -> Result<RemotingCommand, ClientCallError> {
         let rx = {
-            let mut calls = self.client_calls.borrow_mut();
+            let mut calls = self.clients.calls.borrow_mut();
             if calls.waiting.len() >= CLIENT_CALLS_IN_FLIGHT_MAX {
                 return Err(ClientCallError::Busy);
             }
@@ -75,7 +75,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             };
             cmd.opaque = opaque;
             cmd.flag &= !ringmq_client::remoting::command::FLAG_ONEWAY;
-            let sent = match self.conns.borrow().get(&conn_id) {
+            let sent = match self.clients.conns.borrow().get(&conn_id) {
                 Some(tx) => tx.try_send(cmd).map_err(|_| ClientCallError::Busy),
                 None => Err(ClientCallError::NotConnected),
             };
@@ -93,7 +93,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 self.0.borrow_mut().waiting.remove(&self.1);
             }
         }
-        let _slot = Slot(&self.client_calls, (conn_id, opaque));
+        let _slot = Slot(&self.clients.calls, (conn_id, opaque));
         let answer = crate::rt::timeout(&self.rt, timeout, rx).await;
         match answer {
             Some(Some(response)) => Ok(response),
@@ -104,16 +104,16 @@ impl<R: crate::rt::Runtime> Shard<R> {
 
     /// A response arrived on connection `conn_id`: it completes the call waiting for it.
     pub fn complete_client_call(&self, conn_id: u64, response: RemotingCommand) {
-        let waiter = self.client_calls.borrow_mut().waiting.remove(&(conn_id, response.opaque));
+        let waiter = self.clients.calls.borrow_mut().waiting.remove(&(conn_id, response.opaque));
         match waiter {
             Some(tx) => tx.send(response),
-            None => tracing::debug!(shard = self.id, conn_id, opaque = response.opaque, "response from a client that nobody waits for: dropped"),
+            None => tracing::debug!(shard = self.place.id, conn_id, opaque = response.opaque, "response from a client that nobody waits for: dropped"),
         }
     }
 
     /// Connection `conn_id` closed: its waiting calls fail now.
     pub(super) fn fail_client_calls(&self, conn_id: u64) {
-        self.client_calls.borrow_mut().waiting.retain(|(c, _), _| *c != conn_id);
+        self.clients.calls.borrow_mut().waiting.retain(|(c, _), _| *c != conn_id);
     }
 
     /// GET_CONSUMER_RUNNING_INFO and CONSUME_MESSAGE_DIRECTLY: the request goes to the
@@ -124,7 +124,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         };
         let not_online = || error_response(cmd, rs::SYSTEM_ERROR, format!("The Consumer <{group}> <{client_id}> not online"));
         let client = {
-            let consumers = self.consumers.borrow();
+            let consumers = self.clients.consumers.borrow();
             consumers.online_group(group).and_then(|(_, clients)| clients.into_iter().find(|(id, _)| *id == client_id).map(|(_, c)| c.clone()))
         };
         let Some(client) = client else { return not_online() };
@@ -145,8 +145,8 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 Err(r) => return r,
             }
         }
-        if client.conn_shard != self.id {
-            if forwarded || client.conn_shard >= self.count {
+        if client.conn_shard != self.place.id {
+            if forwarded || client.conn_shard >= self.place.count {
                 // The replicas disagree on where the connection is: no ping-pong.
                 return not_online();
             }
@@ -246,7 +246,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             body.offset_table.insert(self.client_queue(topic, queue_id as i32), offset);
         }
         let clients: Vec<(String, crate::shard::consumers::ClientInfo)> = {
-            let consumers = self.consumers.borrow();
+            let consumers = self.clients.consumers.borrow();
             consumers.online_group(group).map(|(_, c)| c.into_iter().map(|(id, info)| (id.to_string(), info.clone())).collect()).unwrap_or_default()
         };
         if clients.is_empty() {
@@ -264,9 +264,9 @@ impl<R: crate::rt::Runtime> Shard<R> {
             if info.version < VERSION_V3_0_7_SNAPSHOT {
                 return error_response(cmd, rs::SYSTEM_ERROR, format!("the client does not support this feature. version={}", info.version));
             }
-            let delivered = if info.conn_shard == self.id {
+            let delivered = if info.conn_shard == self.place.id {
                 self.push_local(info.conn_id, push.clone())
-            } else if info.conn_shard < self.count {
+            } else if info.conn_shard < self.place.count {
                 self.mesh.send_event(info.conn_shard, super::mesh::ShardEvent::Push { conn_id: info.conn_id, cmd: push.clone() });
                 true
             } else {
@@ -284,8 +284,8 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// This shard's write queues of `topic` as `[queueId, newOffset, groupHasOffset]`.
     async fn local_reset_rows(&self, topic: &str, group: &str, write_queues: i32, timestamp: i64, force: bool) -> Result<Vec<serde_json::Value>, String> {
         let mut rows = Vec::new();
-        for q in (0..write_queues).filter(|&q| queue_owner(topic, q, self.count) == self.id) {
-            let Some(committed) = self.offsets.borrow().query(group, topic, q) else {
+        for q in (0..write_queues).filter(|&q| queue_owner(topic, q, self.place.count) == self.place.id) {
+            let Some(committed) = self.offsets.table.borrow().query(group, topic, q) else {
                 rows.push(serde_json::json!([q, 0, false]));
                 continue;
             };

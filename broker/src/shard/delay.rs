@@ -199,7 +199,7 @@ impl<R: Runtime> Shard<R> {
                 Ok(e) if !e.is_empty() => e,
                 Ok(_) => continue,
                 Err(e) => {
-                    tracing::warn!(shard = self.id, level, error = %e, "delay level not read; retried on the next pass");
+                    tracing::warn!(shard = self.place.id, level, error = %e, "delay level not read; retried on the next pass");
                     continue;
                 }
             };
@@ -227,7 +227,7 @@ impl<R: Runtime> Shard<R> {
                         continue;
                     }
                     Err(e) => {
-                        tracing::warn!(shard = self.id, level, error = %e, "delayed message not read; retried on the next pass");
+                        tracing::warn!(shard = self.place.id, level, error = %e, "delayed message not read; retried on the next pass");
                         break;
                     }
                 };
@@ -243,7 +243,7 @@ impl<R: Runtime> Shard<R> {
                 }
                 let properties = String::from_utf8_lossy(view.properties_bytes());
                 let Some((topic, queue_id, delivered_properties)) = schedule::delivered(&properties) else {
-                    tracing::warn!(shard = self.id, level, offset = next, "delayed message without REAL_TOPIC/REAL_QID skipped");
+                    tracing::warn!(shard = self.place.id, level, offset = next, "delayed message without REAL_TOPIC/REAL_QID skipped");
                     next += 1;
                     continue;
                 };
@@ -257,19 +257,19 @@ impl<R: Runtime> Shard<R> {
                         next += 1;
                     }
                     Err(e @ (StoreError::Busy { .. } | StoreError::IndexBusy { .. } | StoreError::CheckpointBusy { .. })) => {
-                        tracing::debug!(shard = self.id, level, error = %e, "delayed delivery waits for a flush");
+                        tracing::debug!(shard = self.place.id, level, error = %e, "delayed delivery waits for a flush");
                         outcome.store_busy = true;
                         break;
                     }
                     Err(e @ (StoreError::DiskFull { .. } | StoreError::NoSpace)) => {
-                        tracing::debug!(shard = self.id, level, error = %e, "delayed delivery waits for disk space");
+                        tracing::debug!(shard = self.place.id, level, error = %e, "delayed delivery waits for disk space");
                         break;
                     }
                     Err(e @ (StoreError::TooLarge { .. } | StoreError::Illegal(_))) => {
-                        tracing::warn!(shard = self.id, level, error = %e, "delayed message cannot be delivered; skipped");
+                        tracing::warn!(shard = self.place.id, level, error = %e, "delayed message cannot be delivered; skipped");
                         next += 1;
                     }
-                    Err(e) => crate::fatal::fatal(&format!("store of shard {} failed delivering a delayed message: {e}", self.id)),
+                    Err(e) => crate::fatal::fatal(&format!("store of shard {} failed delivering a delayed message: {e}", self.place.id)),
                 }
             }
             if next > from {
@@ -279,7 +279,7 @@ impl<R: Runtime> Shard<R> {
         // Bounded: past `DELAY_PENDING_MAX` waiting entries, wait for the oldest's flush.
         if let Some(ticket) = self.delays.pending_over_bound() {
             if let Err(e) = self.store.wait_durable(ticket).await {
-                crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.id));
+                crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.place.id));
             }
         }
         self.delays.settle(self.store.flushed_offset());
@@ -298,7 +298,7 @@ impl<R: Runtime> Shard<R> {
             sys_flag: view.sys_flag(),
             born_timestamp_ms: view.born_timestamp_ms(),
             born_host: view.born_host(),
-            store_host: self.store_host,
+            store_host: self.place.store_host,
             reconsume_times: view.reconsume_times(),
             prepared_transaction_offset: 0,
         }
@@ -306,7 +306,7 @@ impl<R: Runtime> Shard<R> {
 
     /// Saves the delivery progress if it changed.
     pub async fn persist_delay_offsets(&self) {
-        self.delays.persist(self.store.flushed_offset(), self.id).await;
+        self.delays.persist(self.store.flushed_offset(), self.place.id).await;
     }
 
     pub fn delay_offsets(&self) -> DelayOffsets {
@@ -330,8 +330,8 @@ impl<R: Runtime> Shard<R> {
             r.body = self.delay_offsets().encode().into();
             return r;
         }
-        let mut tables = vec![(self.id, self.delay_offsets())];
-        for shard in (0..self.count).filter(|&s| s != self.id) {
+        let mut tables = vec![(self.place.id, self.delay_offsets())];
+        for shard in (0..self.place.count).filter(|&s| s != self.place.id) {
             let r = self.mesh.call(shard, cmd.clone().with_ext("ringmqLocalOnly", "1")).await;
             match DelayOffsets::decode(&r.body) {
                 Ok(t) if r.code == rs::SUCCESS => tables.push((shard, t)),

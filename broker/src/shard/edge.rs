@@ -47,7 +47,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
     pub fn client_broker_name(&self) -> String {
         match self.route_mode() {
             RouteMode::Host => self.config().broker_name.clone(),
-            RouteMode::Shard => shard_broker_name(&self.config().broker_name, self.id),
+            RouteMode::Shard => shard_broker_name(&self.config().broker_name, self.place.id),
         }
     }
 
@@ -56,7 +56,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         match self.route_mode() {
             RouteMode::Host => MessageQueue { broker_name: self.config().broker_name.clone(), queue_id: host_queue, topic: topic.to_string() },
             RouteMode::Shard => {
-                let (owner, local) = host_queue_to_shard(topic, host_queue, self.count);
+                let (owner, local) = host_queue_to_shard(topic, host_queue, self.place.count);
                 MessageQueue { broker_name: shard_broker_name(&self.config().broker_name, owner), queue_id: local, topic: topic.to_string() }
             }
         }
@@ -66,7 +66,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
     pub fn client_queue_count(&self, topic: &str, host_count: u32) -> u32 {
         match self.route_mode() {
             RouteMode::Host => host_count,
-            RouteMode::Shard => shard_queue_count(topic, host_count, self.id, self.count),
+            RouteMode::Shard => shard_queue_count(topic, host_count, self.place.id, self.place.count),
         }
     }
 
@@ -76,7 +76,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
     pub fn host_queue_count_for_client(&self, per_broker: u32) -> u32 {
         match self.route_mode() {
             RouteMode::Host => per_broker,
-            RouteMode::Shard => per_broker.saturating_mul(self.count as u32),
+            RouteMode::Shard => per_broker.saturating_mul(self.place.count as u32),
         }
     }
 
@@ -87,7 +87,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
     pub async fn register_now(self: &std::rc::Rc<Self>) {
         crate::namesrv_client::register_all(self, false).await;
         if self.route_mode() == RouteMode::Shard {
-            for shard in (0..self.count).filter(|&s| s != self.id) {
+            for shard in (0..self.place.count).filter(|&s| s != self.place.id) {
                 let r = self.mesh.call(shard, RemotingCommand::request(REGISTER_NOW_INTERNAL)).await;
                 if r.code != rs::SUCCESS {
                     tracing::warn!(shard, code = r.code, remark = ?r.remark, "shard did not re-register: the periodic round will");
@@ -133,7 +133,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 let host_name = self.config().broker_name.clone();
                 body.mq_set.retain(|mq| mq.broker_name == mine);
                 for mq in &mut body.mq_set {
-                    mq.queue_id = shard_queue_to_host(&mq.topic, mq.queue_id, self.id, self.count);
+                    mq.queue_id = shard_queue_to_host(&mq.topic, mq.queue_id, self.place.id, self.place.count);
                     mq.broker_name = host_name.clone();
                 }
                 cmd.body = body.encode().into();
@@ -161,7 +161,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         if local < 0 {
             return Ok(());
         }
-        let host_count = self.topics.borrow().get(topic).map(|t| if send { t.write_queue_nums } else { t.read_queue_nums.max(t.write_queue_nums) });
+        let host_count = self.meta.topics.borrow().get(topic).map(|t| if send { t.write_queue_nums } else { t.read_queue_nums.max(t.write_queue_nums) });
         if let Some(host_count) = host_count {
             let count = self.client_queue_count(topic, host_count);
             if local as u32 >= count {
@@ -170,7 +170,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 return Err(error_response(cmd, rs::SYSTEM_ERROR, remark));
             }
         }
-        let host = shard_queue_to_host(topic, local, self.id, self.count);
+        let host = shard_queue_to_host(topic, local, self.place.id, self.place.count);
         cmd.ext_fields.set_fmt(queue_field, format_args!("{host}"));
         Ok(())
     }
@@ -185,7 +185,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             EdgeReply::SendQueue => {
                 let Some(host) = response.ext("queueId").and_then(|q| q.parse::<i32>().ok()) else { return };
                 // The shard's queue id does not depend on the topic (`host_queue_to_shard`).
-                let local = host.max(0) as usize / self.count;
+                let local = host.max(0) as usize / self.place.count;
                 response.ext_fields.set_fmt("queueId", format_args!("{local}"));
             }
             EdgeReply::LockSet => {

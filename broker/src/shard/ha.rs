@@ -112,8 +112,8 @@ impl<R: Runtime> Shard<R> {
         let result = self.clone().serve_replica_inner(stream, conn_id).await;
         self.ha.master.borrow_mut().detach(conn_id);
         match result {
-            Err(HaError::Closed) | Ok(()) => tracing::info!(shard = self.id, conn_id, "slave disconnected"),
-            Err(e) => tracing::warn!(shard = self.id, conn_id, error = %e, "slave connection ended"),
+            Err(HaError::Closed) | Ok(()) => tracing::info!(shard = self.place.id, conn_id, "slave disconnected"),
+            Err(e) => tracing::warn!(shard = self.place.id, conn_id, error = %e, "slave connection ended"),
         }
     }
 
@@ -125,7 +125,7 @@ impl<R: Runtime> Shard<R> {
             _ => return Err(HaError::Unexpected("expected HELLO")),
         };
         if let Some(reason) = self.refuse_reason(&hello) {
-            tracing::error!(shard = self.id, conn_id, reason, "slave refused");
+            tracing::error!(shard = self.place.id, conn_id, reason, "slave refused");
             let _ = write_frame(&mut writer, &Frame::Refuse { reason: reason.clone() }).await;
             return Err(HaError::Refused(reason));
         }
@@ -134,7 +134,7 @@ impl<R: Runtime> Shard<R> {
         let log_start = self.store.log_start();
         let start_phys = if local_of(hello.end_phys) == 0 && log_start > 0 { self.store.shard().phys(log_start) } else { hello.end_phys };
         if start_phys != hello.end_phys {
-            tracing::info!(shard = self.id, conn_id, start_phys, "an empty slave is re-seeded from the start of this master's retained log");
+            tracing::info!(shard = self.place.id, conn_id, start_phys, "an empty slave is re-seeded from the start of this master's retained log");
         }
         if !self.ha.master.borrow_mut().attach(conn_id, local_of(start_phys), self.now_ms()) {
             let reason = format!("this shard already serves {} slaves", crate::ha::SLAVES_PER_SHARD_MAX);
@@ -143,7 +143,7 @@ impl<R: Runtime> Shard<R> {
         }
         let master_end = self.store.shard().phys(self.store.write_offset());
         write_frame(&mut writer, &Frame::Welcome { epoch: MASTER_EPOCH, start_phys, master_end_phys: master_end }).await?;
-        tracing::info!(shard = self.id, conn_id, from = start_phys, master_end, "slave attached");
+        tracing::info!(shard = self.place.id, conn_id, from = start_phys, master_end, "slave attached");
         // ACKs are read by their own task; it ends with the connection, or when this
         // function returns (`_streaming` drops): its read half keeps the socket open, and
         // a connection given up here (a silent slave) must close, or a slave that was
@@ -165,13 +165,13 @@ impl<R: Runtime> Shard<R> {
                                 // Offsets consumers committed on the slave while this
                                 // master was away: reconciled by the higher offset.
                                 match shard.merge_slave_offsets(&payload) {
-                                    Ok(n) if n > 0 => tracing::info!(shard = shard.id, conn_id, advanced = n, "consumer offsets committed on the slave reconciled"),
+                                    Ok(n) if n > 0 => tracing::info!(shard = shard.place.id, conn_id, advanced = n, "consumer offsets committed on the slave reconciled"),
                                     Ok(_) => {}
-                                    Err(e) => tracing::warn!(shard = shard.id, conn_id, error = %e, "slave's consumer offsets not applied"),
+                                    Err(e) => tracing::warn!(shard = shard.place.id, conn_id, error = %e, "slave's consumer offsets not applied"),
                                 }
                             }
                             Ok(_) => {
-                                tracing::warn!(shard = shard.id, conn_id, "slave sent a frame other than ACK or its consumer offsets; closing");
+                                tracing::warn!(shard = shard.place.id, conn_id, "slave sent a frame other than ACK or its consumer offsets; closing");
                                 break;
                             }
                             Err(_) => break,
@@ -194,9 +194,9 @@ impl<R: Runtime> Shard<R> {
         // topic before it holds the topic's first record.
         let mut tables_sent = None;
         while !closed.get() && !self.store_stop.get() {
-            let tables_now = (self.topics.borrow().version(), self.groups.borrow().version());
+            let tables_now = (self.meta.topics.borrow().version(), self.meta.groups.borrow().version());
             let due = last_meta_us.is_none_or(|t| self.rt.monotonic_us().saturating_sub(t) >= META_INTERVAL_MS * 1000);
-            if due || (self.meta.is_some() && tables_sent != Some(tables_now)) {
+            if due || (self.meta.stores.is_some() && tables_sent != Some(tables_now)) {
                 last_meta_us = Some(self.rt.monotonic_us());
                 tables_sent = Some(tables_now);
                 for (kind, payload) in self.meta_snapshots() {
@@ -219,7 +219,7 @@ impl<R: Runtime> Shard<R> {
                 }
                 Err(e) => {
                     // A read error is not fatal (see store/error.rs): try again shortly.
-                    tracing::warn!(shard = self.id, conn_id, error = %e, "replication read failed; retried");
+                    tracing::warn!(shard = self.place.id, conn_id, error = %e, "replication read failed; retried");
                     self.rt.sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -262,15 +262,15 @@ impl<R: Runtime> Shard<R> {
     /// groups from the metadata owner, consumer and delay offsets from every shard.
     fn meta_snapshots(&self) -> Vec<(MetaKind, Vec<u8>)> {
         let mut out = Vec::new();
-        if self.meta.is_some() {
-            if let Ok(t) = self.topics.borrow().encode() {
+        if self.meta.stores.is_some() {
+            if let Ok(t) = self.meta.topics.borrow().encode() {
                 out.push((MetaKind::Topics, t));
             }
-            if let Ok(g) = self.groups.borrow().encode() {
+            if let Ok(g) = self.meta.groups.borrow().encode() {
                 out.push((MetaKind::Groups, g));
             }
         }
-        if let Ok(o) = self.offsets.borrow().encode() {
+        if let Ok(o) = self.offsets.table.borrow().encode() {
             out.push((MetaKind::ConsumerOffsets, o));
         }
         out.push((MetaKind::DelayOffsets, self.delay_offsets().encode()));
@@ -285,23 +285,23 @@ impl<R: Runtime> Shard<R> {
         match kind {
             MetaKind::Topics => {
                 let table = crate::meta::topics::TopicTable::decode(payload).map_err(|e| e.to_string())?;
-                let Some(meta) = &self.meta else { return Err("topic table sent to a shard that does not own metadata".into()) };
+                let Some(meta) = &self.meta.stores else { return Err("topic table sent to a shard that does not own metadata".into()) };
                 let _writer = meta.lock.lock().map_err(|e| e.to_string())?.await;
                 meta.topics.save(payload).await.map_err(|e| e.to_string())?;
-                *self.topics.borrow_mut() = table;
+                *self.meta.topics.borrow_mut() = table;
                 let event = self.topics_event();
                 self.mesh.broadcast_and_wait(event).await;
             }
             MetaKind::Groups => {
                 let table = crate::meta::groups::GroupTable::decode(payload).map_err(|e| e.to_string())?;
-                let Some(meta) = &self.meta else { return Err("group table sent to a shard that does not own metadata".into()) };
+                let Some(meta) = &self.meta.stores else { return Err("group table sent to a shard that does not own metadata".into()) };
                 let _writer = meta.lock.lock().map_err(|e| e.to_string())?.await;
                 meta.groups.save(payload).await.map_err(|e| e.to_string())?;
-                *self.groups.borrow_mut() = table;
+                *self.meta.groups.borrow_mut() = table;
             }
             MetaKind::ConsumerOffsets => {
                 let theirs = crate::meta::offsets::ConsumerOffsetTable::decode(payload).map_err(|e| e.to_string())?;
-                let mut ours = self.offsets.borrow_mut();
+                let mut ours = self.offsets.table.borrow_mut();
                 let mut pending = self.ha.client_offsets.borrow_mut();
                 for (key, offset) in theirs.offsets {
                     // The master's offset wins (a reset there may move it back), except
@@ -326,17 +326,17 @@ impl<R: Runtime> Shard<R> {
 
     /// Why a slave's HELLO cannot be served, if it cannot.
     fn refuse_reason(&self, h: &Hello) -> Option<String> {
-        if h.shard as usize != self.id || h.shard_count as usize != self.count {
+        if h.shard as usize != self.place.id || h.shard_count as usize != self.place.count {
             return Some(format!(
                 "shard layout differs: slave shard {} of {}, master shard {} of {} (master and slave need the same shard_count)",
-                h.shard, h.shard_count, self.id, self.count
+                h.shard, h.shard_count, self.place.id, self.place.count
             ));
         }
         if h.segment_bytes != self.config().store.segment_bytes {
             return Some(format!("segment size differs: slave {} bytes, master {} (store.segment_bytes must match)", h.segment_bytes, self.config().store.segment_bytes));
         }
-        if ShardId::of_phys(h.end_phys).0 as usize != self.id {
-            return Some(format!("slave log end {} is not an offset of shard {}", h.end_phys, self.id));
+        if ShardId::of_phys(h.end_phys).0 as usize != self.place.id {
+            return Some(format!("slave log end {} is not an offset of shard {}", h.end_phys, self.place.id));
         }
         if h.last_epoch > MASTER_EPOCH {
             return Some(format!("slave holds epoch {} records, this master serves epoch {MASTER_EPOCH}", h.last_epoch));
@@ -388,12 +388,12 @@ impl<R: Runtime> Shard<R> {
         while !self.store_stop.get() {
             match connect().await {
                 Some(stream) => match self.clone().replicate_once(stream).await {
-                    Err(HaError::Refused(reason)) => tracing::error!(shard = self.id, reason, "master refused this slave; retrying"),
-                    Err(HaError::Store(e)) => tracing::error!(shard = self.id, error = %e, "replicated data does not continue this log; retrying"),
-                    Err(e) => tracing::info!(shard = self.id, error = %e, "replication connection ended; reconnecting"),
+                    Err(HaError::Refused(reason)) => tracing::error!(shard = self.place.id, reason, "master refused this slave; retrying"),
+                    Err(HaError::Store(e)) => tracing::error!(shard = self.place.id, error = %e, "replicated data does not continue this log; retrying"),
+                    Err(e) => tracing::info!(shard = self.place.id, error = %e, "replication connection ended; reconnecting"),
                     Ok(()) => {}
                 },
-                None => tracing::debug!(shard = self.id, "master not reachable; retrying"),
+                None => tracing::debug!(shard = self.place.id, "master not reachable; retrying"),
             }
             let mut s = self.ha.slave.get();
             s.connected = false;
@@ -406,8 +406,8 @@ impl<R: Runtime> Shard<R> {
         let (mut reader, mut writer) = futures_lite::io::split(stream);
         let end = self.store.shard().phys(self.store.write_offset());
         let hello = Hello {
-            shard: self.id as u16,
-            shard_count: self.count as u16,
+            shard: self.place.id as u16,
+            shard_count: self.place.count as u16,
             segment_bytes: self.config().store.segment_bytes,
             last_epoch: if self.store.write_offset() > 0 { MASTER_EPOCH } else { 0 },
             last_epoch_start_phys: self.store.shard().phys(0),
@@ -424,10 +424,10 @@ impl<R: Runtime> Shard<R> {
                         return Err(HaError::Unexpected("WELCOME starts elsewhere than this log's end"));
                     }
                     self.store.reseed_at(start_phys).await?;
-                    tracing::warn!(shard = self.id, start_phys, "empty store re-seeded: this slave holds the master's log from its oldest retained segment on");
+                    tracing::warn!(shard = self.place.id, start_phys, "empty store re-seeded: this slave holds the master's log from its oldest retained segment on");
                 }
                 let end = start_phys;
-                tracing::info!(shard = self.id, from = end, master_end = master_end_phys, "replicating from the master");
+                tracing::info!(shard = self.place.id, from = end, master_end = master_end_phys, "replicating from the master");
                 epoch
             }
             Frame::Refuse { reason } => return Err(HaError::Refused(reason)),
@@ -495,12 +495,12 @@ impl<R: Runtime> Shard<R> {
             // this long means the connection is dead (a partition, a master host gone)
             // even if no error ever comes; reconnect rather than wait on it forever.
             let frame = with_timeout(&self.rt, SLAVE_SILENT_MAX_MS, read_frame(&mut reader, &mut buf)).await?;
-            tracing::trace!(shard = self.id, kind = ?std::mem::discriminant(&frame), "replication frame");
+            tracing::trace!(shard = self.place.id, kind = ?std::mem::discriminant(&frame), "replication frame");
             let (phys_from, master_end_phys, records) = match frame {
                 Frame::Data { phys_from, master_end_phys, records } => (phys_from, master_end_phys, records),
                 Frame::Meta { kind, payload } => {
                     if let Err(e) = self.apply_replicated_meta(kind, &payload).await {
-                        tracing::warn!(shard = self.id, ?kind, error = %e, "replicated metadata not applied; sent again on its next change or reconnect");
+                        tracing::warn!(shard = self.place.id, ?kind, error = %e, "replicated metadata not applied; sent again on its next change or reconnect");
                     }
                     continue;
                 }
@@ -518,7 +518,7 @@ impl<R: Runtime> Shard<R> {
                     }
                     Err(StoreError::Busy { .. }) => {
                         let end = self.store.write_offset();
-                        tracing::trace!(shard = self.id, end, "replica busy: waiting for a flush");
+                        tracing::trace!(shard = self.place.id, end, "replica busy: waiting for a flush");
                         self.store.wait_durable(end).await?;
                     }
                     Err(e) => return Err(e.into()),
@@ -529,7 +529,7 @@ impl<R: Runtime> Shard<R> {
             let ack = Frame::Ack { received_phys: phys(self.store.write_offset()), durable_phys: phys(self.store.flushed_offset()) };
             // A full queue means ACKs are already on their way; this one adds nothing.
             let _ = ack_tx.try_send(ack);
-            tracing::trace!(shard = self.id, at, "replication frame applied");
+            tracing::trace!(shard = self.place.id, at, "replication frame applied");
         }
     }
 
@@ -537,7 +537,7 @@ impl<R: Runtime> Shard<R> {
     /// commit flag). On a slave the commit is also kept for the master
     /// (`ha_client_offsets`), which takes it by the higher offset when it is reachable.
     pub(super) fn commit_client_offset(&self, group: &str, topic: &str, queue_id: i32, offset: u64) -> Result<(), crate::meta::MetaError> {
-        self.offsets.borrow_mut().commit(group, topic, queue_id, offset)?;
+        self.offsets.table.borrow_mut().commit(group, topic, queue_id, offset)?;
         if !self.config().role.is_master() {
             // Bounded: its keys are keys of the offset table just committed to.
             self.ha.client_offsets.borrow_mut().insert((group.to_string(), topic.to_string(), queue_id), offset);
@@ -563,7 +563,7 @@ impl<R: Runtime> Shard<R> {
     /// its own. Returns how many advanced.
     fn merge_slave_offsets(&self, payload: &[u8]) -> Result<usize, String> {
         let theirs = crate::meta::offsets::ConsumerOffsetTable::decode(payload).map_err(|e| e.to_string())?;
-        let mut ours = self.offsets.borrow_mut();
+        let mut ours = self.offsets.table.borrow_mut();
         let mut advanced = 0;
         for ((group, topic, queue), offset) in theirs.offsets {
             if ours.query(&group, &topic, queue).is_none_or(|o| o < offset) {
@@ -582,7 +582,7 @@ impl<R: Runtime> Shard<R> {
     /// `None` while the master is unknown (the NameServer has not named one yet).
     pub fn ha_master_target(&self) -> Option<std::net::SocketAddr> {
         let base = self.ha.master_addr.get()?;
-        Some(std::net::SocketAddr::new(base.ip(), base.port().checked_add(self.id as u16)?))
+        Some(std::net::SocketAddr::new(base.ip(), base.port().checked_add(self.place.id as u16)?))
     }
 
     /// Whether a slave still has to learn its master from the NameServer.
@@ -601,7 +601,7 @@ impl<R: Runtime> Shard<R> {
         let addr: std::net::SocketAddr = match ha_server_addr.parse() {
             Ok(a) => a,
             Err(_) => {
-                tracing::warn!(shard = self.id, ha_server_addr, "the NameServer named a master replication address that is not ip:port; ignored");
+                tracing::warn!(shard = self.place.id, ha_server_addr, "the NameServer named a master replication address that is not ip:port; ignored");
                 return;
             }
         };

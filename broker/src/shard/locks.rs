@@ -71,7 +71,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             Ok(b) => return error_response(cmd, rs::INVALID_PARAMETER, format!("{} queues in one lock request (max {LOCK_BATCH_QUEUES_MAX})", b.mq_set.len())),
             Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, format!("bad lock body: {e}")),
         };
-        let granted = self.locks.borrow_mut().lock(&body.consumer_group, &body.client_id, &body.mq_set, self.now_ms());
+        let granted = self.clients.locks.borrow_mut().lock(&body.consumer_group, &body.client_id, &body.mq_set, self.now_ms());
         let mut r = cmd.create_response(rs::SUCCESS, None);
         r.body = LockBatchResponseBody { lock_ok_mq_set: granted }.encode().into();
         r
@@ -80,7 +80,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
     pub(super) fn handle_unlock_batch(&self, cmd: &RemotingCommand) -> RemotingCommand {
         match LockBatchRequestBody::decode(&cmd.body) {
             Ok(b) => {
-                self.locks.borrow_mut().unlock(&b.consumer_group, &b.client_id, &b.mq_set);
+                self.clients.locks.borrow_mut().unlock(&b.consumer_group, &b.client_id, &b.mq_set);
                 cmd.create_response(rs::SUCCESS, None)
             }
             Err(e) => error_response(cmd, rs::INVALID_PARAMETER, format!("bad unlock body: {e}")),

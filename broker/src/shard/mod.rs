@@ -92,31 +92,64 @@ struct MetaStores<D: crate::store::io::Disk> {
     groups: SnapshotStore<D>,
 }
 
-/// One core's state. Fields are private: the request handlers in this module and the
-/// methods below are the only way to change them.
-pub struct Shard<R: Runtime> {
-    rt: R,
+/// Where a shard sits: its id among `count` shards and the address its records name
+/// as their store host.
+#[derive(Debug, Clone, Copy)]
+struct Place {
     id: usize,
     count: usize,
+    store_host: SocketAddr,
+}
+
+/// The shard's replicas of the host metadata (topics, subscription groups) and, on the
+/// metadata owner, where they persist.
+struct Metadata<D: crate::store::io::Disk> {
+    topics: RefCell<TopicTable>,
+    /// Subscription groups (authoritative on the metadata owner only).
+    groups: RefCell<GroupTable>,
+    /// Where topic and group tables persist: the metadata owner only.
+    stores: Option<MetaStores<D>>,
+}
+
+/// Consumer offsets of this shard's queues and their snapshot (`consumerOffset`).
+struct Offsets<D: crate::store::io::Disk> {
+    table: RefCell<ConsumerOffsetTable>,
+    store: SnapshotStore<D>,
+}
+
+/// What this shard knows of clients: group membership and producers (replicated),
+/// the queue locks of the groups it owns, its own connections and the requests it sent
+/// to them.
+#[derive(Default)]
+struct Clients {
+    consumers: RefCell<ConsumerManager>,
+    /// Queue locks of the consumer groups this shard owns.
+    locks: RefCell<locks::LockTable>,
+    /// Server-initiated requests (NOTIFY_CONSUMER_IDS_CHANGED) to local connections.
+    conns: RefCell<HashMap<u64, chan::Sender<RemotingCommand>>>,
+    /// Requests sent to this shard's clients, waiting for their answers.
+    calls: RefCell<client_calls::ClientCalls>,
+}
+
+/// One core's state: the store, the metadata replicas, connections and dispatch, plus
+/// one owner per feature (delays, timers, transactions, replication, statistics), each
+/// in its own module and reached through its methods. Fields are private: the request
+/// handlers in this module and the methods below are the only way to change them.
+///
+/// Architecture Invariant: at most 15 fields (`tests/architecture.rs` counts them); a
+/// new feature adds an owner, not fields.
+pub struct Shard<R: Runtime> {
+    rt: R,
+    place: Place,
     /// Replaced whole when UPDATE_BROKER_CONFIG changes a runtime key (on every shard);
     /// readers take the `Rc` for the duration of their use.
     config: RefCell<Rc<BrokerConfig>>,
     store: ShardStore<R>,
     mesh: Rc<Mesh<R>>,
-    topics: RefCell<TopicTable>,
-    offsets: RefCell<ConsumerOffsetTable>,
-    offsets_store: SnapshotStore<R::Disk>,
-    consumers: RefCell<ConsumerManager>,
-    /// Queue locks of the consumer groups this shard owns.
-    locks: RefCell<locks::LockTable>,
+    meta: Metadata<R::Disk>,
+    offsets: Offsets<R::Disk>,
+    clients: Clients,
     waiters: Rc<PullWaiters>,
-    /// Server-initiated requests (NOTIFY_CONSUMER_IDS_CHANGED) to local connections.
-    conns: RefCell<HashMap<u64, chan::Sender<RemotingCommand>>>,
-    store_host: SocketAddr,
-    /// Subscription groups (authoritative on the metadata owner only).
-    groups: RefCell<GroupTable>,
-    /// Where topic and group tables persist: the metadata owner only.
-    meta: Option<MetaStores<R::Disk>>,
     /// Set at a clean stop: the store's background tasks end.
     store_stop: Rc<Cell<bool>>,
     /// Delay levels and this shard's delivery progress (`delay.rs`).
@@ -127,8 +160,6 @@ pub struct Shard<R: Runtime> {
     txns: txn::Transactions<R::Disk>,
     /// Replication: this shard's slaves (on a master) and its master (on a slave).
     ha: ha::Replication,
-    /// Requests sent to this shard's clients, waiting for their answers.
-    client_calls: RefCell<client_calls::ClientCalls>,
     /// This shard's traffic figures (`stats.rs`).
     stats: ShardStats,
 }
@@ -241,27 +272,19 @@ impl<R: Runtime> Shard<R> {
         let ha_master_addr = config.ha_master_address.as_deref().and_then(|a| a.parse().ok());
         let shard = Rc::new(Self {
             rt: rt.clone(),
-            id,
-            count,
+            place: Place { id, count, store_host },
             config: RefCell::new(config),
             store: store.clone(),
             mesh,
-            topics: RefCell::new(topics),
-            offsets: RefCell::new(offsets),
-            offsets_store,
-            consumers: RefCell::new(ConsumerManager::default()),
-            locks: RefCell::new(locks::LockTable::default()),
+            meta: Metadata { topics: RefCell::new(topics), groups: RefCell::new(groups), stores: meta },
+            offsets: Offsets { table: RefCell::new(offsets), store: offsets_store },
+            clients: Clients::default(),
             waiters: Rc::new(PullWaiters::default()),
-            conns: RefCell::new(HashMap::new()),
-            store_host,
-            groups: RefCell::new(groups),
-            meta,
             store_stop: Rc::new(Cell::new(false)),
             delays,
             timers,
             txns,
             ha: ha::Replication::new(ha_master_addr),
-            client_calls: RefCell::new(client_calls::ClientCalls::default()),
             stats: ShardStats::new(started_ms, recovery_ms),
         });
         crate::store::flusher::spawn_store_tasks(rt.clone(), store, shard.store_stop.clone(), Rc::new(|e: String| crate::fatal::fatal(&e)));
@@ -293,10 +316,10 @@ impl<R: Runtime> Shard<R> {
     }
 
     pub fn id(&self) -> usize {
-        self.id
+        self.place.id
     }
     pub fn count(&self) -> usize {
-        self.count
+        self.place.count
     }
     pub fn config(&self) -> Rc<BrokerConfig> {
         self.config.borrow().clone()
@@ -305,7 +328,7 @@ impl<R: Runtime> Shard<R> {
         &self.store
     }
     pub fn store_host(&self) -> SocketAddr {
-        self.store_host
+        self.place.store_host
     }
     pub fn rt(&self) -> &R {
         &self.rt
@@ -317,7 +340,7 @@ impl<R: Runtime> Shard<R> {
     /// offsets this shard owns (bounded by the offset table).
     pub fn metrics_snapshot(&self) -> crate::metrics::Snapshot {
         let mut lag: std::collections::BTreeMap<(String, String), u64> = std::collections::BTreeMap::new();
-        for ((group, topic, queue), committed) in self.offsets.borrow().offsets.iter() {
+        for ((group, topic, queue), committed) in self.offsets.table.borrow().offsets.iter() {
             let behind = self.store.max_offset(topic, *queue).saturating_sub(*committed);
             *lag.entry((group.clone(), topic.clone())).or_default() += behind;
         }
@@ -331,7 +354,7 @@ impl<R: Runtime> Shard<R> {
             if s.connected { crate::store::engine::local_of(s.master_end_phys).saturating_sub(end) } else { 0 }
         };
         crate::metrics::Snapshot {
-            shard: self.id,
+            shard: self.place.id,
             topics: self.stats.topics(),
             lag: lag.into_iter().map(|((g, t), n)| (g, t, n)).collect(),
             rpc: self.stats.rpc(),
@@ -343,8 +366,8 @@ impl<R: Runtime> Shard<R> {
             forwarded_in: self.counters().forwarded_in.get(),
             suspended_pulls: self.waiters.suspended() as u64,
             recovery_ms: self.stats.recovery_ms(),
-            topic_count: if self.meta.is_some() { self.topics.borrow().len() as u64 } else { 0 },
-            group_count: if self.meta.is_some() { self.groups.borrow().len() as u64 } else { 0 },
+            topic_count: if self.meta.stores.is_some() { self.meta.topics.borrow().len() as u64 } else { 0 },
+            group_count: if self.meta.stores.is_some() { self.meta.groups.borrow().len() as u64 } else { 0 },
             ha_slaves: slaves.len() as u64,
             ha_behind_bytes: ha_behind,
             checkpoint_lag_bytes: self.store.checkpoint_lag_bytes(),
@@ -362,17 +385,17 @@ impl<R: Runtime> Shard<R> {
     }
 
     pub fn topic(&self, name: &str) -> Option<TopicConfig> {
-        self.topics.borrow().get(name).cloned()
+        self.meta.topics.borrow().get(name).cloned()
     }
 
     /// A connection on this shard opened: server pushes for it go to `tx`.
     pub fn register_conn(&self, conn_id: u64, tx: chan::Sender<RemotingCommand>) {
-        self.conns.borrow_mut().insert(conn_id, tx);
+        self.clients.conns.borrow_mut().insert(conn_id, tx);
     }
 
     /// A connection closed: forget it, and its clients leave their groups everywhere.
     pub fn conn_closed(self: &Rc<Self>, conn_id: u64, client_ids: &[String]) {
-        self.conns.borrow_mut().remove(&conn_id);
+        self.clients.conns.borrow_mut().remove(&conn_id);
         self.fail_client_calls(conn_id);
         for client_id in client_ids {
             let event = ShardEvent::ClientGone { client_id: client_id.clone() };
@@ -383,7 +406,7 @@ impl<R: Runtime> Shard<R> {
 
     /// Connections registered on this shard.
     pub fn conn_count(&self) -> usize {
-        self.conns.borrow().len()
+        self.clients.conns.borrow().len()
     }
 
     /// Applies one batch that arrived from shard `peer` over the mesh.
@@ -410,20 +433,20 @@ impl<R: Runtime> Shard<R> {
     /// Persists the consumer offsets of this shard's queues if they changed.
     pub async fn persist_offsets(&self) {
         let encoded = {
-            let mut offsets = self.offsets.borrow_mut();
+            let mut offsets = self.offsets.table.borrow_mut();
             if !offsets.take_dirty() {
                 return;
             }
             match offsets.encode() {
                 Ok(bytes) => bytes,
-                Err(e) => crate::fatal::fatal(&format!("shard {}: consumer offsets do not encode: {e}", self.id)),
+                Err(e) => crate::fatal::fatal(&format!("shard {}: consumer offsets do not encode: {e}", self.place.id)),
             }
         };
-        if let Err(e) = self.offsets_store.save(&encoded).await {
+        if let Err(e) = self.offsets.store.save(&encoded).await {
             // Not fatal (a full disk must not stop the broker): the table stays dirty
             // and is saved on a later round; a crash meanwhile re-delivers, never loses.
-            tracing::warn!(shard = self.id, error = %e, "consumer offsets not saved; retried");
-            self.offsets.borrow_mut().mark_dirty();
+            tracing::warn!(shard = self.place.id, error = %e, "consumer offsets not saved; retried");
+            self.offsets.table.borrow_mut().mark_dirty();
         }
     }
 
@@ -470,7 +493,7 @@ impl<R: Runtime> Shard<R> {
             Err(refusal) => return (!oneway).then_some(refusal),
         };
         let mut response = match self.route(&cmd) {
-            Some(owner) if owner != self.id => {
+            Some(owner) if owner != self.place.id => {
                 self.stats.on_forwarded_out();
                 // The owner does not hold the connection: the producer's address travels
                 // with the request (a send handled here reads it from `ctx`).
@@ -500,22 +523,22 @@ impl<R: Runtime> Shard<R> {
         let queue = || {
             let topic = cmd.ext("topic").or_else(|| cmd.ext("b"))?;
             let queue_id: i32 = cmd.ext("queueId").or_else(|| cmd.ext("e"))?.trim().parse().ok()?;
-            (queue_id >= 0).then(|| queue_owner(topic, queue_id, self.count))
+            (queue_id >= 0).then(|| queue_owner(topic, queue_id, self.place.count))
         };
         match cmd.code {
             rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => queue(),
             code if is_queue_read(code) => queue(),
             rq::CONSUMER_SEND_MSG_BACK => {
                 let offset: u64 = cmd.ext("offset")?.trim().parse().ok()?;
-                Some(crate::store::engine::ShardId::of_phys(offset).0 as usize).filter(|&s| s < self.count)
+                Some(crate::store::engine::ShardId::of_phys(offset).0 as usize).filter(|&s| s < self.place.count)
             }
             rq::END_TRANSACTION => {
                 let offset: u64 = cmd.ext("commitLogOffset")?.trim().parse().ok()?;
-                Some(crate::store::engine::ShardId::of_phys(offset).0 as usize).filter(|&s| s < self.count)
+                Some(crate::store::engine::ShardId::of_phys(offset).0 as usize).filter(|&s| s < self.place.count)
             }
             rq::VIEW_MESSAGE_BY_ID => {
                 let offset: u64 = cmd.ext("offset")?.trim().parse().ok()?;
-                Some(crate::store::engine::ShardId::of_phys(offset).0 as usize).filter(|&s| s < self.count)
+                Some(crate::store::engine::ShardId::of_phys(offset).0 as usize).filter(|&s| s < self.place.count)
             }
             rq::UPDATE_AND_CREATE_TOPIC
             | rq::DELETE_TOPIC_IN_BROKER
@@ -524,7 +547,7 @@ impl<R: Runtime> Shard<R> {
             | rq::GET_ALL_SUBSCRIPTIONGROUP_CONFIG
             | rq::GET_SUBSCRIPTIONGROUP_CONFIG
             | rq::UPDATE_BROKER_CONFIG => Some(META_OWNER_SHARD),
-            rq::LOCK_BATCH_MQ | rq::UNLOCK_BATCH_MQ => locks::lock_request_group(&cmd.body).map(|g| crate::routing::group_owner(&g, self.count)),
+            rq::LOCK_BATCH_MQ | rq::UNLOCK_BATCH_MQ => locks::lock_request_group(&cmd.body).map(|g| crate::routing::group_owner(&g, self.place.count)),
             _ => None,
         }
     }
@@ -589,15 +612,15 @@ impl<R: Runtime> Shard<R> {
         match event {
             ShardEvent::Topics { version, encoded } => match TopicTable::decode(&encoded) {
                 Ok(table) => {
-                    if table.version() >= self.topics.borrow().version() {
-                        *self.topics.borrow_mut() = table;
+                    if table.version() >= self.meta.topics.borrow().version() {
+                        *self.meta.topics.borrow_mut() = table;
                     }
                 }
                 Err(e) => crate::fatal::fatal(&format!("topic table replica (version {version}) does not decode: {e}")),
             },
             ShardEvent::Heartbeat { client_id, data, origin } => {
                 let changed = {
-                    let mut consumers = self.consumers.borrow_mut();
+                    let mut consumers = self.clients.consumers.borrow_mut();
                     consumers.apply_producers(&client_id, &data, &origin);
                     if data.consumer_data_set.is_empty() {
                         Vec::new()
@@ -609,11 +632,11 @@ impl<R: Runtime> Shard<R> {
             }
             ShardEvent::Push { conn_id, cmd } => {
                 if !self.push_local(conn_id, cmd) {
-                    tracing::debug!(shard = self.id, conn_id, "server request for a connection that is gone or full: dropped");
+                    tracing::debug!(shard = self.place.id, conn_id, "server request for a connection that is gone or full: dropped");
                 }
             }
             ShardEvent::ClientGone { client_id } => {
-                let changed = self.consumers.borrow_mut().remove_client(&client_id);
+                let changed = self.clients.consumers.borrow_mut().remove_client(&client_id);
                 self.notify_groups_changed(&changed);
             }
             ShardEvent::HaMaster { addr } => self.ha.set_master_addr(addr),
@@ -627,10 +650,10 @@ impl<R: Runtime> Shard<R> {
     /// Tells this shard's connected consumers of each group that membership changed.
     fn notify_groups_changed(&self, groups: &[String]) {
         for group in groups {
-            let local = self.consumers.borrow().local_members(group, self.id);
+            let local = self.clients.consumers.borrow().local_members(group, self.place.id);
             for (_, conn_id) in local {
                 let notify = RemotingCommand::request(rq::NOTIFY_CONSUMER_IDS_CHANGED).with_ext("consumerGroup", group.clone()).oneway();
-                if let Some(tx) = self.conns.borrow().get(&conn_id) {
+                if let Some(tx) = self.clients.conns.borrow().get(&conn_id) {
                     // A full queue means the client is not reading: it rebalances on
                     // its own timer anyway (every 20 s).
                     let _ = tx.try_send(notify);

@@ -50,7 +50,7 @@ fn offset_response(cmd: &RemotingCommand, key: &str, value: i64) -> RemotingComm
 impl<R: Runtime> Shard<R> {
     pub(super) async fn handle_pull(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
         if self.config().broker_permission & crate::config::PERM_READ == 0 {
-            return error_response(cmd, rs::NO_PERMISSION, format!("the broker[{}] pulling message is forbidden", self.store_host.ip()));
+            return error_response(cmd, rs::NO_PERMISSION, format!("the broker[{}] pulling message is forbidden", self.place.store_host.ip()));
         }
         let header = match cmd.header::<PullMessageRequestHeader>() {
             Ok(h) => h,
@@ -74,7 +74,7 @@ impl<R: Runtime> Shard<R> {
         }
         let subscription: Subscription = match (&header.subscription, header.sys_flag & FLAG_SUBSCRIPTION != 0) {
             (Some(expr), true) => subscription_of(expr, header.expression_type.as_deref().unwrap_or("TAG"), header.sub_version),
-            _ => match self.consumers.borrow().subscription(&header.consumer_group, &header.topic) {
+            _ => match self.clients.consumers.borrow().subscription(&header.consumer_group, &header.topic) {
                 Some(s) => s.clone(),
                 // A consumer that pulls before its first heartbeat reached this shard,
                 // or a pull consumer that never sends one: everything matches.
@@ -186,7 +186,7 @@ impl<R: Runtime> Shard<R> {
             Ok(v) => v,
             Err(r) => return r,
         };
-        if let Some(offset) = self.offsets.borrow().query(group, topic, queue_id) {
+        if let Some(offset) = self.offsets.table.borrow().query(group, topic, queue_id) {
             return offset_response(cmd, "offset", offset as i64);
         }
         // As RocketMQ: a group that never committed starts at 0 while the queue's first
@@ -256,7 +256,7 @@ impl<R: Runtime> Shard<R> {
             Ok(o) => o,
             Err(r) => return r,
         };
-        if ShardId::of_phys(offset).0 as usize != self.id {
+        if ShardId::of_phys(offset).0 as usize != self.place.id {
             return error_response(cmd, rs::SYSTEM_ERROR, format!("no message at offset {offset}"));
         }
         match self.store.read_record(offset, None).await {
@@ -300,7 +300,7 @@ impl<R: Runtime> Shard<R> {
             Err(e) => return error_response(cmd, rs::SYSTEM_ERROR, e.to_string()),
         }
         if cmd.ext("ringmqLocalOnly").is_none() {
-            for shard in (0..self.count).filter(|&s| s != self.id) {
+            for shard in (0..self.place.count).filter(|&s| s != self.place.id) {
                 if found >= max {
                     break;
                 }
@@ -332,6 +332,6 @@ impl<R: Runtime> Shard<R> {
     /// Resolves an offsetMsgId to this broker's shard, for admin tools.
     pub fn shard_of_msg_id(&self, id: &str) -> Option<usize> {
         let (_, phys) = decode_offset_msg_id(id)?;
-        Some(ShardId::of_phys(phys).0 as usize).filter(|&s| s < self.count)
+        Some(ShardId::of_phys(phys).0 as usize).filter(|&s| s < self.place.count)
     }
 }

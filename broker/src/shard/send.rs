@@ -56,7 +56,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// What a send needs of its topic (perm, write queues, order), creating the topic
     /// when auto-creation is on. Copied out of the table: no `TopicConfig` clone.
     pub(super) async fn topic_for_send(self: &Rc<Self>, name: &str) -> Result<SendTopic, (i32, String)> {
-        let facts = |shard: &Self| shard.topics.borrow().get(name).map(|t| SendTopic { perm: t.perm, write_queue_nums: t.write_queue_nums, order: t.order });
+        let facts = |shard: &Self| shard.meta.topics.borrow().get(name).map(|t| SendTopic { perm: t.perm, write_queue_nums: t.write_queue_nums, order: t.order });
         if let Some(topic) = facts(self) {
             return Ok(topic);
         }
@@ -98,7 +98,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         // A broker without write permission is avoided through its routes; only ordered
         // topics (whose producers cannot pick another queue) are refused here (Java).
         if self.config().broker_permission & crate::config::PERM_WRITE == 0 && topic.order {
-            return error_response(cmd, rs::NO_PERMISSION, format!("the broker[{}] sending message is forbidden", self.store_host.ip()));
+            return error_response(cmd, rs::NO_PERMISSION, format!("the broker[{}] sending message is forbidden", self.place.store_host.ip()));
         }
         let queue_id = header.queue_id;
         if queue_id < 0 || queue_id as u32 >= topic.write_queue_nums {
@@ -126,7 +126,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             sys_flag: header.sys_flag,
             born_timestamp_ms: header.born_timestamp,
             born_host,
-            store_host: self.store_host,
+            store_host: self.place.store_host,
             reconsume_times: header.reconsume_times.unwrap_or(0),
             prepared_transaction_offset: 0,
         };
@@ -177,7 +177,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                         if !ids.is_empty() {
                             ids.push(',');
                         }
-                        let _ = std::fmt::Write::write_fmt(&mut ids, format_args!("{}", OffsetMsgId(self.store_host, r.phys_offset)));
+                        let _ = std::fmt::Write::write_fmt(&mut ids, format_args!("{}", OffsetMsgId(self.place.store_host, r.phys_offset)));
                         first.get_or_insert(r);
                         last = Some(r);
                     }
@@ -248,7 +248,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         self.waiters.notify(header.topic, queue_id);
         if self.config().store.flush_mode == FlushMode::Sync {
             if let Err(e) = self.store.wait_durable(last.durable_ticket).await {
-                crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.id));
+                crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.place.id));
             }
         }
         // SYNC_MASTER: the message is stored here either way; the code says whether a
@@ -267,7 +267,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let ext = &mut response.ext_fields;
         match &batch_ids {
             Some(ids) => ext.set("msgId", ids),
-            None => ext.set_fmt("msgId", format_args!("{}", OffsetMsgId(self.store_host, first.phys_offset))),
+            None => ext.set_fmt("msgId", format_args!("{}", OffsetMsgId(self.place.store_host, first.phys_offset))),
         }
         ext.set_fmt("queueId", format_args!("{queue_id}"));
         ext.set_fmt("queueOffset", format_args!("{}", first.queue_offset as i64));
@@ -289,7 +289,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             Err(e @ (StoreError::Busy { .. } | StoreError::IndexBusy { .. } | StoreError::CheckpointBusy { .. })) => Err((rs::SYSTEM_BUSY, format!("[PC_SYNCHRONIZED] broker busy: {e}"))),
             Err(e @ (StoreError::DiskFull { .. } | StoreError::NoSpace)) => Err((rs::SERVICE_NOT_AVAILABLE, e.to_string())),
             Err(e @ (StoreError::TooLarge { .. } | StoreError::Illegal(_))) => Err((rs::MESSAGE_ILLEGAL, e.to_string())),
-            Err(e) => crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.id)),
+            Err(e) => crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.place.id)),
         }
     }
 }

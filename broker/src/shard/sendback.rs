@@ -102,7 +102,7 @@ impl<R: Runtime> Shard<R> {
     /// broker sets (`BORN_HOST_EXT`, `SEND_BACK_EXT`, `RETRY_OF_GROUP_EXT`).
     pub(super) async fn call_internal(self: &Rc<Self>, cmd: RemotingCommand) -> RemotingCommand {
         match self.route(&cmd) {
-            Some(owner) if owner != self.id => self.mesh.call(owner, cmd).await,
+            Some(owner) if owner != self.place.id => self.mesh.call(owner, cmd).await,
             _ => Box::pin(self.handle_here(cmd, ConnCtx::FORWARDED)).await,
         }
     }
@@ -119,7 +119,7 @@ impl<R: Runtime> Shard<R> {
             // Not in the request (clients before 3.4.9): the group's `retryMaxTimes`.
             None => self.group_retry_max_times(group).await.unwrap_or(MAX_RECONSUME_TIMES_DEFAULT),
         };
-        if offset < 0 || ShardId::of_phys(offset as u64).0 as usize != self.id {
+        if offset < 0 || ShardId::of_phys(offset as u64).0 as usize != self.place.id {
             return error_response(cmd, rs::SYSTEM_ERROR, format!("look message by offset failed, {offset}"));
         }
         let record = match self.store.read_record(offset as u64, None).await {
@@ -140,7 +140,7 @@ impl<R: Runtime> Shard<R> {
         // later ones keep that name (the request's `originMsgId` is not used), so every
         // retry copy and the dead letter name the original message.
         if props.get(PROPERTY_ORIGIN_MESSAGE_ID).is_none_or(|m| m.trim().is_empty()) {
-            let _ = props.set(PROPERTY_ORIGIN_MESSAGE_ID, &super::send::offset_msg_id(&self.store_host, offset as u64));
+            let _ = props.set(PROPERTY_ORIGIN_MESSAGE_ID, &super::send::offset_msg_id(&self.place.store_host, offset as u64));
         }
         let reconsume_times = view.reconsume_times();
         let (target, level) = send_back_target(group, reconsume_times, max_reconsume, delay_level);

@@ -137,7 +137,7 @@ impl<R: Runtime> Shard<R> {
             // timers of the minutes in between are found there (all due) — none lost.
             let oldest = last - (wheel.buckets - 1) * TIMER_BUCKET_MS;
             if st.cursor_ms < oldest {
-                tracing::info!(shard = self.id, behind_ms = last - st.cursor_ms, "timer wheel catching up a whole turn");
+                tracing::info!(shard = self.place.id, behind_ms = last - st.cursor_ms, "timer wheel catching up a whole turn");
                 st.cursor_ms = oldest;
             }
         }
@@ -233,7 +233,7 @@ impl<R: Runtime> Shard<R> {
                 Ok(e) if !e.is_empty() => e,
                 Ok(_) => return,
                 Err(e) => {
-                    tracing::warn!(shard = self.id, bucket = b, error = %e, "timer bucket not read; retried on the next pass");
+                    tracing::warn!(shard = self.place.id, bucket = b, error = %e, "timer bucket not read; retried on the next pass");
                     return;
                 }
             };
@@ -245,7 +245,7 @@ impl<R: Runtime> Shard<R> {
                     Err(e) => {
                         // Returned, not retried here: the same read would fail again at
                         // once, and this loop would spin.
-                        tracing::warn!(shard = self.id, bucket = b, error = %e, "timer not read; retried on the next pass");
+                        tracing::warn!(shard = self.place.id, bucket = b, error = %e, "timer not read; retried on the next pass");
                         return;
                     }
                 };
@@ -277,7 +277,7 @@ impl<R: Runtime> Shard<R> {
             Ok(Some(r)) => r,
             Ok(None) => return Ok(None),
             Err(e) => {
-                tracing::warn!(shard = self.id, error = %e, "timer not read; retried on the next pass");
+                tracing::warn!(shard = self.place.id, error = %e, "timer not read; retried on the next pass");
                 return Err(());
             }
         };
@@ -292,10 +292,10 @@ impl<R: Runtime> Shard<R> {
             }
             Err(StoreError::Busy { .. } | StoreError::IndexBusy { .. } | StoreError::CheckpointBusy { .. } | StoreError::DiskFull { .. } | StoreError::NoSpace) => Err(()),
             Err(e @ (StoreError::TooLarge { .. } | StoreError::Illegal(_))) => {
-                tracing::warn!(shard = self.id, error = %e, "timer message cannot be delivered; skipped");
+                tracing::warn!(shard = self.place.id, error = %e, "timer message cannot be delivered; skipped");
                 Ok(None)
             }
-            Err(e) => crate::fatal::fatal(&format!("store of shard {} failed delivering a timer: {e}", self.id)),
+            Err(e) => crate::fatal::fatal(&format!("store of shard {} failed delivering a timer: {e}", self.place.id)),
         }
     }
 
@@ -325,7 +325,7 @@ impl<R: Runtime> Shard<R> {
         if let Err(e) = self.timers.progress_store.save(&encoded).await {
             // Not fatal (a full disk must not stop the broker): progress only saves
             // re-delivery; it stays dirty and is saved on a later round.
-            tracing::warn!(shard = self.id, error = %e, "timer progress not saved; retried");
+            tracing::warn!(shard = self.place.id, error = %e, "timer progress not saved; retried");
             self.timers.state.borrow_mut().dirty = true;
         }
     }

@@ -198,7 +198,7 @@ impl<R: Runtime> Shard<R> {
         let first_check_ms = base.born_timestamp_ms.saturating_add(txn::immunity_ms(&half_properties, self.config().transaction_timeout_ms) as i64);
         let pending = Pending { phys: r.phys_offset, size: r.size_bytes, checks: 0, first_check_ms: Some(first_check_ms), recovered: false };
         if let Err(e) = self.txns.table.borrow_mut().insert(r.queue_offset, pending) {
-            crate::fatal::fatal(&format!("shard {}: a new half message collides with an open one: {e}", self.id));
+            crate::fatal::fatal(&format!("shard {}: a new half message collides with an open one: {e}", self.place.id));
         }
         inc(&self.txns.counters.halves);
         Ok((r, half_properties))
@@ -216,7 +216,7 @@ impl<R: Runtime> Shard<R> {
         let outcome = match txn::Outcome::from_end_code(h.commit_or_rollback) {
             Ok(Some(o)) => o,
             Ok(None) => {
-                tracing::info!(shard = self.id, group = %h.producer_group, offset = h.commit_log_offset, from_check = h.from_transaction_check, "producer left the transaction unknown; it will be checked");
+                tracing::info!(shard = self.place.id, group = %h.producer_group, offset = h.commit_log_offset, from_check = h.from_transaction_check, "producer left the transaction unknown; it will be checked");
                 return cmd.create_response(rs::SUCCESS, Some("transaction state unknown: the half message stays open and will be checked"));
             }
             Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, e),
@@ -224,14 +224,14 @@ impl<R: Runtime> Shard<R> {
         let (Ok(half_offset), Ok(phys)) = (u64::try_from(h.tran_state_table_offset), u64::try_from(h.commit_log_offset)) else {
             return error_response(cmd, rs::SYSTEM_ERROR, "Find prepared transaction message failed: negative tranStateTableOffset or commitLogOffset");
         };
-        if ShardId::of_phys(phys).0 as usize != self.id {
+        if ShardId::of_phys(phys).0 as usize != self.place.id {
             return error_response(cmd, rs::SYSTEM_ERROR, format!("Find prepared transaction message failed: commitLogOffset {phys} is not on this broker"));
         }
         let size = self.txns.table.borrow().get(half_offset).filter(|p| p.phys == phys).map(|p| p.size);
         let half = match self.store.read_record(phys, size).await {
             Ok(Some(record)) if StoredMessageView::parse(&record).is_ok() => Half { record },
             Ok(_) => {
-                tracing::warn!(shard = self.id, phys, half_offset, group = %h.producer_group, "END_TRANSACTION for no message (unknown or deleted half)");
+                tracing::warn!(shard = self.place.id, phys, half_offset, group = %h.producer_group, "END_TRANSACTION for no message (unknown or deleted half)");
                 return error_response(cmd, rs::SYSTEM_ERROR, format!("Find prepared transaction message failed: no message at commitLogOffset {phys}"));
             }
             Err(e) => return error_response(cmd, rs::SYSTEM_ERROR, format!("Find prepared transaction message failed: {e}")),
@@ -264,10 +264,10 @@ impl<R: Runtime> Shard<R> {
         match resolved {
             Resolve::Done(ticket) => {
                 let (group, from_check) = (&h.producer_group, h.from_transaction_check);
-                tracing::debug!(shard = self.id, half_offset, phys, group = %group, from_check, outcome = outcome.as_str(), "transaction ended");
+                tracing::debug!(shard = self.place.id, half_offset, phys, group = %group, from_check, outcome = outcome.as_str(), "transaction ended");
                 if let (Some(ticket), FlushMode::Sync, false) = (ticket, self.config().store.flush_mode, cmd.is_oneway()) {
                     if let Err(e) = self.store.wait_durable(ticket).await {
-                        crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.id));
+                        crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.place.id));
                     }
                 }
                 cmd.create_response(rs::SUCCESS, None)
@@ -278,15 +278,15 @@ impl<R: Runtime> Shard<R> {
                 let before = self.resolved_outcome(half_offset, &half).await;
                 match before {
                     Some(b) if b == outcome => {
-                        tracing::info!(shard = self.id, half_offset, phys, outcome = outcome.as_str(), from_check = h.from_transaction_check, "duplicate END_TRANSACTION: already done");
+                        tracing::info!(shard = self.place.id, half_offset, phys, outcome = outcome.as_str(), from_check = h.from_transaction_check, "duplicate END_TRANSACTION: already done");
                         cmd.create_response(rs::SUCCESS, Some(&format!("transaction already ended ({})", b.as_str())))
                     }
                     Some(b) => {
-                        tracing::warn!(shard = self.id, half_offset, phys, asked = outcome.as_str(), done = b.as_str(), from_check = h.from_transaction_check, "END_TRANSACTION contradicts how the transaction ended: ignored");
+                        tracing::warn!(shard = self.place.id, half_offset, phys, asked = outcome.as_str(), done = b.as_str(), from_check = h.from_transaction_check, "END_TRANSACTION contradicts how the transaction ended: ignored");
                         error_response(cmd, rs::ILLEGAL_OPERATION, format!("transaction already ended ({}); {} ignored", b.as_str(), outcome.as_str()))
                     }
                     None => {
-                        tracing::warn!(shard = self.id, half_offset, phys, asked = outcome.as_str(), "END_TRANSACTION for a half no longer open (outcome not found)");
+                        tracing::warn!(shard = self.place.id, half_offset, phys, asked = outcome.as_str(), "END_TRANSACTION for a half no longer open (outcome not found)");
                         error_response(cmd, rs::ILLEGAL_OPERATION, format!("transaction at tranStateTableOffset {half_offset} already ended; {} ignored", outcome.as_str()))
                     }
                 }
@@ -313,7 +313,7 @@ impl<R: Runtime> Shard<R> {
             sys_flag: txn::reset_transaction_type(view.sys_flag(), txn::SYSFLAG_TRANSACTION_COMMIT_TYPE),
             born_timestamp_ms: view.born_timestamp_ms(),
             born_host: view.born_host(),
-            store_host: self.store_host,
+            store_host: self.place.store_host,
             reconsume_times: view.reconsume_times(),
             prepared_transaction_offset: pending.phys as i64,
         };
@@ -352,8 +352,8 @@ impl<R: Runtime> Shard<R> {
             properties,
             sys_flag: 0,
             born_timestamp_ms: self.now_ms(),
-            born_host: self.store_host,
-            store_host: self.store_host,
+            born_host: self.place.store_host,
+            store_host: self.place.store_host,
             reconsume_times: 0,
             prepared_transaction_offset: 0,
         }
@@ -365,7 +365,7 @@ impl<R: Runtime> Shard<R> {
     fn put_op(&self, half_offset: u64, outcome: Outcome) {
         let (body, props) = (txn::op_body(half_offset), txn::op_properties(half_offset, outcome));
         if let Err((code, remark)) = self.put(&self.op_message(half_offset, outcome, &body, &props)) {
-            tracing::warn!(shard = self.id, half_offset, outcome = outcome.as_str(), code, remark, "op record not written; the saved table carries the outcome");
+            tracing::warn!(shard = self.place.id, half_offset, outcome = outcome.as_str(), code, remark, "op record not written; the saved table carries the outcome");
         }
     }
 
@@ -378,7 +378,7 @@ impl<R: Runtime> Shard<R> {
             Some(p) if p.recovered && committed => {
                 table.remove(half_offset);
                 drop(table);
-                tracing::info!(shard = self.id, half_offset, "half found committed after a crash (its op record was lost); op record written");
+                tracing::info!(shard = self.place.id, half_offset, "half found committed after a crash (its op record was lost); op record written");
                 self.put_op(half_offset, Outcome::Commit);
                 true
             }
@@ -403,7 +403,7 @@ impl<R: Runtime> Shard<R> {
                 })
             }),
             Err(e) => {
-                tracing::warn!(shard = self.id, phys, error = %e, "committed-copy lookup failed; assumed absent");
+                tracing::warn!(shard = self.place.id, phys, error = %e, "committed-copy lookup failed; assumed absent");
                 false
             }
         }
@@ -444,7 +444,7 @@ impl<R: Runtime> Shard<R> {
         let expired = self.txns.table.borrow_mut().expire_below(half_min);
         if expired > 0 {
             self.txns.counters.expired.set(self.txns.counters.expired.get() + expired as u64);
-            tracing::warn!(shard = self.id, expired, "open transactions dropped: retention deleted their half messages");
+            tracing::warn!(shard = self.place.id, expired, "open transactions dropped: retention deleted their half messages");
         }
         let mut from = 0u64;
         loop {
@@ -471,12 +471,12 @@ impl<R: Runtime> Shard<R> {
             Ok(_) => {
                 if self.txns.table.borrow_mut().remove(half_offset).is_some() {
                     inc(&self.txns.counters.expired);
-                    tracing::warn!(shard = self.id, half_offset, phys = pending.phys, "open half message is gone (deleted by retention): dropped");
+                    tracing::warn!(shard = self.place.id, half_offset, phys = pending.phys, "open half message is gone (deleted by retention): dropped");
                 }
                 return;
             }
             Err(e) => {
-                tracing::warn!(shard = self.id, half_offset, error = %e, "half message not read; checked on the next pass");
+                tracing::warn!(shard = self.place.id, half_offset, error = %e, "half message not read; checked on the next pass");
                 return;
             }
         };
@@ -498,23 +498,23 @@ impl<R: Runtime> Shard<R> {
                     // clock rather than the producer's born time.
                     if self.txns.table.borrow_mut().remove(half_offset).is_some() {
                         inc(&self.txns.counters.expired);
-                        tracing::warn!(shard = self.id, half_offset, "open half message older than fileReservedTime: dropped");
+                        tracing::warn!(shard = self.place.id, half_offset, "open half message older than fileReservedTime: dropped");
                     }
                     return;
                 }
                 let group = properties::find(&props, keys::PGROUP).unwrap_or_default().to_string();
                 let Some(check) = self.check_request(half_offset, &half, n) else {
-                    tracing::warn!(shard = self.id, half_offset, "half message names no real topic; cannot be checked");
+                    tracing::warn!(shard = self.place.id, half_offset, "half message names no real topic; cannot be checked");
                     return;
                 };
                 if self.push_to_producer(&group, check, n as usize + half_offset as usize) {
                     self.txns.table.borrow_mut().update(half_offset, |p| p.checks = n);
                     inc(&self.txns.counters.checks);
-                    tracing::debug!(shard = self.id, half_offset, group = %group, n, "transaction checked");
+                    tracing::debug!(shard = self.place.id, half_offset, group = %group, n, "transaction checked");
                 } else {
                     // Not counted: the group is checked again at the next interval.
                     inc(&self.txns.counters.checks_without_producer);
-                    tracing::debug!(shard = self.id, half_offset, group = %group, "no live producer of the group to check with; retried next interval");
+                    tracing::debug!(shard = self.place.id, half_offset, group = %group, "no live producer of the group to check with; retried next interval");
                 }
             }
         }
@@ -538,7 +538,7 @@ impl<R: Runtime> Shard<R> {
             commit_log_offset: view.physical_offset(),
             msg_id: uniq.clone(),
             transaction_id: uniq,
-            offset_msg_id: Some(super::send::offset_msg_id(&self.store_host, view.physical_offset() as u64)),
+            offset_msg_id: Some(super::send::offset_msg_id(&self.place.store_host, view.physical_offset() as u64)),
             broker_name: Some(self.client_broker_name()),
         };
         Some(RemotingCommand::request(rq::CHECK_TRANSACTION_STATE).with_header(&header).with_body(message.encode()).oneway())
@@ -547,14 +547,14 @@ impl<R: Runtime> Shard<R> {
     /// Sends a server request to one live producer of `group` (picked by `pick`);
     /// false when the group has none or its connection is not taking requests.
     fn push_to_producer(&self, group: &str, cmd: RemotingCommand, pick: usize) -> bool {
-        let conns = self.consumers.borrow().producer_conns(group);
+        let conns = self.clients.consumers.borrow().producer_conns(group);
         if conns.is_empty() {
             return false;
         }
         let conn = &conns[pick % conns.len()];
-        if conn.conn_shard == self.id {
+        if conn.conn_shard == self.place.id {
             self.push_local(conn.conn_id, cmd)
-        } else if conn.conn_shard < self.count {
+        } else if conn.conn_shard < self.place.count {
             self.mesh.send_event(conn.conn_shard, super::mesh::ShardEvent::Push { conn_id: conn.conn_id, cmd });
             true
         } else {
@@ -564,7 +564,7 @@ impl<R: Runtime> Shard<R> {
 
     /// Queues a server request on one of this shard's connections.
     pub(super) fn push_local(&self, conn_id: u64, cmd: RemotingCommand) -> bool {
-        match self.conns.borrow().get(&conn_id) {
+        match self.clients.conns.borrow().get(&conn_id) {
             // A full queue means the client is not reading: checked again later.
             Some(tx) => tx.try_send(cmd).is_ok(),
             None => false,
@@ -583,7 +583,7 @@ impl<R: Runtime> Shard<R> {
         let view = half.view();
         let props = half.properties();
         tracing::error!(
-            shard = self.id,
+            shard = self.place.id,
             half_offset,
             phys = view.physical_offset(),
             checks,
@@ -591,7 +591,7 @@ impl<R: Runtime> Shard<R> {
             "half message checked too many times: moved to TRANS_CHECK_MAX_TIME_TOPIC"
         );
         if let Err((code, remark)) = self.ensure_topic(CHECK_MAX_TOPIC, txn::CHECK_MAX_TOPIC_QUEUE_NUMS).await {
-            tracing::error!(shard = self.id, half_offset, code, remark, "TRANS_CHECK_MAX_TIME_TOPIC not created; the discarded half stays only in the half queue");
+            tracing::error!(shard = self.place.id, half_offset, code, remark, "TRANS_CHECK_MAX_TIME_TOPIC not created; the discarded half stays only in the half queue");
             return;
         }
         let header = SendMessageRequestHeaderV2 {
@@ -616,7 +616,7 @@ impl<R: Runtime> Shard<R> {
             .with_body(view.body().to_vec());
         let r = self.call_internal(send).await;
         if r.code != rs::SUCCESS {
-            tracing::error!(shard = self.id, half_offset, code = r.code, remark = ?r.remark, "discarded half not copied to TRANS_CHECK_MAX_TIME_TOPIC");
+            tracing::error!(shard = self.place.id, half_offset, code = r.code, remark = ?r.remark, "discarded half not copied to TRANS_CHECK_MAX_TIME_TOPIC");
         }
     }
 
@@ -640,10 +640,10 @@ impl<R: Runtime> Shard<R> {
             (snapshot.encode(), self.store.write_offset())
         };
         if let Err(e) = self.store.wait_durable(ticket).await {
-            crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.id));
+            crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.place.id));
         }
         if let Err(e) = self.txns.store.save(&encoded).await {
-            tracing::warn!(shard = self.id, error = %e, "transaction state not saved; retried");
+            tracing::warn!(shard = self.place.id, error = %e, "transaction state not saved; retried");
             self.txns.table.borrow_mut().mark_dirty();
         }
     }
