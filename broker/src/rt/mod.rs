@@ -13,7 +13,6 @@
 
 pub mod chan;
 
-use crate::shard::mesh::Batch;
 use crate::store::io::dma::DmaDisk;
 use crate::store::io::{Clock, Disk, SystemClock};
 use std::future::Future;
@@ -23,7 +22,9 @@ use std::time::Duration;
 pub trait Runtime: Clone + 'static {
     type Disk: Disk;
     type Clock: Clock;
-    type Link: MeshLink;
+    /// One shard's end of the mesh carrying `M` (the shard's batches in the broker;
+    /// generic so this seam knows nothing of what shards say to each other).
+    type Link<M: Send + 'static>: MeshLink<M>;
 
     fn disk(&self) -> Self::Disk;
     /// Wall-clock time (store timestamps, retention, lock expiry).
@@ -36,14 +37,14 @@ pub trait Runtime: Clone + 'static {
 }
 
 /// One shard's end of the bounded channels to every other shard.
-pub trait MeshLink: 'static {
+pub trait MeshLink<M>: 'static {
     /// This shard's id.
     fn peer_id(&self) -> usize;
     /// Shards in the mesh, this one included.
     fn peer_count(&self) -> usize;
     /// Sends one batch to shard `to`, waiting while its channel is full; `Err` when
     /// the peer is gone.
-    fn send_to(&self, to: usize, batch: Batch) -> impl Future<Output = Result<(), ()>>;
+    fn send_to(&self, to: usize, msg: M) -> impl Future<Output = Result<(), ()>>;
 }
 
 /// The production runtime: the current thread's glommio executor.
@@ -58,7 +59,7 @@ fn process_start() -> std::time::Instant {
 impl Runtime for Glommio {
     type Disk = DmaDisk;
     type Clock = SystemClock;
-    type Link = glommio::channels::channel_mesh::Senders<Batch>;
+    type Link<M: Send + 'static> = glommio::channels::channel_mesh::Senders<M>;
 
     fn disk(&self) -> DmaDisk {
         DmaDisk
@@ -79,15 +80,28 @@ impl Runtime for Glommio {
     }
 }
 
-impl MeshLink for glommio::channels::channel_mesh::Senders<Batch> {
+impl<M: Send + 'static> MeshLink<M> for glommio::channels::channel_mesh::Senders<M> {
     fn peer_id(&self) -> usize {
         glommio::channels::channel_mesh::Senders::peer_id(self)
     }
     fn peer_count(&self) -> usize {
         self.nr_consumers()
     }
-    async fn send_to(&self, to: usize, batch: Batch) -> Result<(), ()> {
-        glommio::channels::channel_mesh::Senders::send_to(self, to, batch).await.map_err(|_| ())
+    async fn send_to(&self, to: usize, msg: M) -> Result<(), ()> {
+        glommio::channels::channel_mesh::Senders::send_to(self, to, msg).await.map_err(|_| ())
+    }
+}
+
+/// Every runtime drives a store's background tasks (`store::flusher`).
+impl<R: Runtime> crate::store::flusher::StoreExecutor for R {
+    fn spawn(&self, fut: impl Future<Output = ()> + 'static) {
+        Runtime::spawn(self, fut)
+    }
+    fn sleep(&self, duration: Duration) -> impl Future<Output = ()> + 'static {
+        Runtime::sleep(self, duration)
+    }
+    fn monotonic_us(&self) -> u64 {
+        Runtime::monotonic_us(self)
     }
 }
 

@@ -63,7 +63,7 @@ pub struct Mesh<R: Runtime> {
     /// Envelopes per batch (`forward_batch_max`).
     batch_max: usize,
     self_id: usize,
-    senders: R::Link,
+    senders: R::Link<Batch>,
     outbox: RefCell<Vec<Vec<Envelope>>>,
     scheduled: RefCell<Vec<bool>>,
     pending: RefCell<HashMap<u64, OneshotSender<RemotingCommand>>>,
@@ -71,7 +71,7 @@ pub struct Mesh<R: Runtime> {
 }
 
 impl<R: Runtime> Mesh<R> {
-    pub fn new(rt: R, senders: R::Link, batch_max: usize) -> Rc<Self> {
+    pub fn new(rt: R, senders: R::Link<Batch>, batch_max: usize) -> Rc<Self> {
         assert!(batch_max > 0, "a mesh batch holds at least one envelope");
         let n = senders.peer_count();
         let self_id = senders.peer_id();

@@ -217,7 +217,7 @@ impl<R: Runtime> Shard<R> {
     /// metadata owner) the topic and group tables, joins the mesh through `link`, and
     /// starts its background tasks (store flusher, offsets persistence). The caller
     /// feeds the mesh's incoming batches to [`Shard::receive_batch`].
-    pub async fn open(rt: R, id: usize, count: usize, config: Rc<BrokerConfig>, link: R::Link, store_host: SocketAddr) -> Result<Rc<Self>, OpenError> {
+    pub async fn open(rt: R, id: usize, count: usize, config: Rc<BrokerConfig>, link: R::Link<Batch>, store_host: SocketAddr) -> Result<Rc<Self>, OpenError> {
         let dir = config.store_root.join(format!("shard-{id}"));
         let open_started_us = rt.monotonic_us();
         let (store, report) = open_store(rt.disk(), rt.clock(), dir.clone(), ShardId(id as u16), config.store.clone())

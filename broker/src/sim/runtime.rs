@@ -153,21 +153,21 @@ impl DiskFile for SimIoFile {
 }
 
 /// One shard's end of the simulated mesh: bounded channels to every other shard.
-pub struct SimLink {
+pub struct SimLink<M> {
     me: usize,
-    to: Vec<Option<chan::Sender<Batch>>>,
+    to: Vec<Option<chan::Sender<M>>>,
 }
 
-impl MeshLink for SimLink {
+impl<M: 'static> MeshLink<M> for SimLink<M> {
     fn peer_id(&self) -> usize {
         self.me
     }
     fn peer_count(&self) -> usize {
         self.to.len()
     }
-    async fn send_to(&self, to: usize, batch: Batch) -> Result<(), ()> {
+    async fn send_to(&self, to: usize, msg: M) -> Result<(), ()> {
         match &self.to[to] {
-            Some(tx) => tx.send(batch).await.map_err(|_| ()),
+            Some(tx) => tx.send(msg).await.map_err(|_| ()),
             None => Err(()),
         }
     }
@@ -175,8 +175,8 @@ impl MeshLink for SimLink {
 
 /// A full mesh of `n` shards: each shard's link, and each shard's receivers as
 /// `(from_peer, receiver)`.
-pub fn sim_mesh(n: usize) -> (Vec<SimLink>, Vec<Vec<(usize, chan::Receiver<Batch>)>>) {
-    let mut links: Vec<SimLink> = (0..n).map(|me| SimLink { me, to: (0..n).map(|_| None).collect() }).collect();
+pub fn sim_mesh(n: usize) -> (Vec<SimLink<Batch>>, Vec<Vec<(usize, chan::Receiver<Batch>)>>) {
+    let mut links: Vec<SimLink<Batch>> = (0..n).map(|me| SimLink { me, to: (0..n).map(|_| None).collect() }).collect();
     let mut receivers: Vec<Vec<(usize, chan::Receiver<Batch>)>> = (0..n).map(|_| Vec::new()).collect();
     for from in 0..n {
         for to in 0..n {
@@ -207,7 +207,7 @@ impl SimRt {
 impl Runtime for SimRt {
     type Disk = SimIoDisk;
     type Clock = SimClock;
-    type Link = SimLink;
+    type Link<M: Send + 'static> = SimLink<M>;
 
     fn disk(&self) -> SimIoDisk {
         self.disk.clone()

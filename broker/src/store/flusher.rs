@@ -14,11 +14,22 @@
 
 use super::config::FlushMode;
 use super::engine::Store;
-use super::io::Clock;
-use crate::rt::Runtime;
+use super::io::{Clock, Disk};
 use std::cell::Cell;
+use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
+
+/// What the store's background tasks need from an executor. The store defines it and
+/// the broker's runtimes (`rt::Runtime`, glommio and the simulator) provide it, so the
+/// store depends on nothing above it.
+pub trait StoreExecutor: Clone + 'static {
+    /// Runs `fut` as a task of its own, detached.
+    fn spawn(&self, fut: impl Future<Output = ()> + 'static);
+    fn sleep(&self, duration: Duration) -> impl Future<Output = ()> + 'static;
+    /// Monotonic time in microseconds; never goes back.
+    fn monotonic_us(&self) -> u64;
+}
 
 /// How often ConsumeQueues, the index and the checkpoint are synced (sooner when the
 /// checkpoint falls half of `checkpoint_lag_bytes_max` behind: `Store::logics_wanted`).
@@ -34,7 +45,7 @@ pub const SCRUB_INTERVAL_MS: u64 = 100;
 
 /// Starts the store's background tasks on the runtime's executor. They stop when
 /// `stop` is set (the caller then calls `Store::close`) or the store fails.
-pub fn spawn_store_tasks<R: Runtime, C: Clock>(rt: R, store: Store<R::Disk, C>, stop: Rc<Cell<bool>>, on_fatal: Rc<dyn Fn(String)>) {
+pub fn spawn_store_tasks<E: StoreExecutor, D: Disk, C: Clock>(rt: E, store: Store<D, C>, stop: Rc<Cell<bool>>, on_fatal: Rc<dyn Fn(String)>) {
     let s = store.clone();
     let st = stop.clone();
     let fatal = on_fatal.clone();
