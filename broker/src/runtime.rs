@@ -249,7 +249,7 @@ async fn run_shard(
     let registers = id == crate::routing::META_OWNER_SHARD || config.route_mode == crate::config::RouteMode::Shard;
     if registers {
         // After the bind: the NameServer hands out this address only once it accepts.
-        crate::namesrv_client::spawn_registration(shard.clone(), stop.clone(), registered);
+        shard.spawn_registration(stop.clone(), registered);
     }
     let _ = ready.send(id);
     let next_conn = Cell::new((id as u64) << 48);
@@ -286,7 +286,7 @@ async fn run_shard(
     // Clean stop: no new connections; persist offsets; flush and checkpoint the store.
     drop(listener);
     if registers {
-        crate::namesrv_client::unregister_all(&shard).await;
+        shard.unregister_all().await;
     }
     if let Err(e) = shard.close().await {
         fatal(&format!("shard {id}: store did not close cleanly: {e}"));

@@ -15,6 +15,9 @@ pub mod chan;
 
 use crate::store::io::dma::DmaDisk;
 use crate::store::io::{Clock, Disk, SystemClock};
+use ringmq_client::net::Connection;
+use ringmq_client::remoting::command::RemotingCommand;
+use ringmq_client::remoting::frame::SerializeType;
 use std::future::Future;
 use std::time::Duration;
 
@@ -34,6 +37,9 @@ pub trait Runtime: Clone + 'static {
     fn sleep(&self, duration: Duration) -> impl Future<Output = ()> + 'static;
     /// Monotonic time in microseconds (deadlines, latencies); never goes back.
     fn monotonic_us(&self) -> u64;
+    /// One request/response exchange with a server outside this process (a
+    /// NameServer) on a fresh connection, all within `timeout`.
+    fn call_remote(&self, addr: &str, cmd: RemotingCommand, timeout: Duration) -> impl Future<Output = Result<RemotingCommand, String>> + 'static;
 }
 
 /// One shard's end of the bounded channels to every other shard.
@@ -77,6 +83,18 @@ impl Runtime for Glommio {
     }
     fn monotonic_us(&self) -> u64 {
         process_start().elapsed().as_micros() as u64
+    }
+    fn call_remote(&self, addr: &str, cmd: RemotingCommand, timeout: Duration) -> impl Future<Output = Result<RemotingCommand, String>> + 'static {
+        let addr = addr.to_string();
+        let rt = *self;
+        async move {
+            let started_us = rt.monotonic_us();
+            let conn = Connection::connect(&addr, timeout, SerializeType::Json, None).await.map_err(|e| e.to_string())?;
+            let spent = Duration::from_micros(rt.monotonic_us().saturating_sub(started_us));
+            let answer = conn.request(cmd, timeout.saturating_sub(spent)).await.map_err(|e| e.to_string());
+            conn.close();
+            answer
+        }
     }
 }
 

@@ -85,7 +85,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// queues), so a client that created a topic can route to every shard-broker at once.
     /// The caller has already made every shard hold the new table (`update_topics`).
     pub async fn register_now(self: &std::rc::Rc<Self>) {
-        crate::namesrv_client::register_all(self, false).await;
+        self.register_all(false).await;
         if self.route_mode() == RouteMode::Shard {
             for shard in (0..self.place.count).filter(|&s| s != self.place.id) {
                 let r = self.mesh.call(shard, RemotingCommand::request(REGISTER_NOW_INTERNAL)).await;

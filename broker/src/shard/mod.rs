@@ -29,6 +29,7 @@ mod send;
 pub mod sendback;
 pub mod ha;
 pub mod txn;
+mod registration;
 
 use crate::config::BrokerConfig;
 use crate::meta::groups::GroupTable;
@@ -600,7 +601,7 @@ impl<R: Runtime> Shard<R> {
             // From another shard only (a client's request never arrives as FORWARDED
             // with a code `route` does not forward).
             edge::REGISTER_NOW_INTERNAL if ctx.conn_id == ConnCtx::FORWARDED.conn_id && ctx.remote.is_none() => {
-                crate::namesrv_client::register_all(self, false).await;
+                self.register_all(false).await;
                 cmd.create_response(rs::SUCCESS, None)
             }
             code => error_response(&cmd, rs::REQUEST_CODE_NOT_SUPPORTED, format!("request code {code} not supported")),

@@ -225,4 +225,9 @@ impl Runtime for SimRt {
         self.ex.note_clock_read();
         self.ex.now_us()
     }
+    fn call_remote(&self, addr: &str, _cmd: ringmq_client::remoting::command::RemotingCommand, _timeout: Duration) -> impl Future<Output = Result<ringmq_client::remoting::command::RemotingCommand, String>> + 'static {
+        // A simulated shard reaches nothing outside the simulation: refused, not faked.
+        let refusal = format!("{addr}: the simulator has no servers outside the broker");
+        async move { Err(refusal) }
+    }
 }
