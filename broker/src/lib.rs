@@ -12,7 +12,7 @@ pub mod namesrv_client;
 pub mod net;
 pub mod routing;
 pub mod rt;
-pub mod runtime;
+pub mod launch;
 pub mod schedule;
 pub mod shard;
 pub mod sim;

@@ -3,7 +3,7 @@
 
 use clap::Parser;
 use ringmq_broker::config::{BrokerArgs, BrokerConfig};
-use ringmq_broker::runtime;
+use ringmq_broker::launch;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -28,11 +28,11 @@ fn main() {
     // Handlers go in before start-up: a SIGTERM during recovery must mean "stop cleanly
     // once up", not the default action (death without a checkpoint).
     let requested = Arc::new(AtomicBool::new(false));
-    if let Err(e) = runtime::stop_on_signals(requested.clone()) {
+    if let Err(e) = launch::stop_on_signals(requested.clone()) {
         eprintln!("ringmq-broker: cannot install signal handlers: {e}");
         std::process::exit(1);
     }
-    let broker = match runtime::start(config) {
+    let broker = match launch::start(config) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("ringmq-broker: {e}");

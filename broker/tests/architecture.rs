@@ -64,16 +64,16 @@ fn check(scope: &str, banned: &[&str]) {
     assert!(found.is_empty(), "layering broken in `{scope}`:\n{}", found.join("\n"));
 }
 
-const ABOVE_THE_SHARD: &[&str] = &["crate::shard", "crate::runtime", "crate::net::", "crate::sim"];
+const ABOVE_THE_SHARD: &[&str] = &["crate::shard", "crate::launch", "crate::net::", "crate::sim"];
 
 #[test]
 fn the_runtime_seam_knows_nothing_of_shards() {
-    check("rt", &["crate::shard", "crate::runtime", "crate::net::", "crate::namesrv_client"]);
+    check("rt", &["crate::shard", "crate::launch", "crate::net::", "crate::namesrv_client"]);
 }
 
 #[test]
 fn the_store_depends_only_on_its_own_traits() {
-    check("store", &["crate::shard", "crate::rt", "crate::runtime", "crate::net::", "crate::sim", "crate::namesrv_client", "crate::config"]);
+    check("store", &["crate::shard", "crate::rt", "crate::launch", "crate::net::", "crate::sim", "crate::namesrv_client", "crate::config"]);
 }
 
 #[test]

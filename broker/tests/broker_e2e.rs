@@ -3,7 +3,7 @@
 
 use bytes::BytesMut;
 use ringmq_broker::config::BrokerConfig;
-use ringmq_broker::runtime::{self, BrokerHandle};
+use ringmq_broker::launch::{self, BrokerHandle};
 use ringmq_broker::store::config::FlushMode;
 use ringmq_client::message::stored::StoredMessageView;
 use ringmq_client::message::properties::Properties;
@@ -81,7 +81,7 @@ fn start(root: &std::path::Path, port: u16) -> BrokerHandle {
     config.store.disk_warn_ratio = 0.999;
     config.store.disk_force_clean_ratio = 0.999;
     config.store.disk_refuse_ratio = 0.9999;
-    runtime::start(config).expect("broker starts")
+    launch::start(config).expect("broker starts")
 }
 
 fn create_topic(c: &mut Client, topic: &str, queues: i32) -> RemotingCommand {
@@ -318,7 +318,7 @@ fn retention_deletes_old_segments_in_the_running_broker() {
     config.store.flush_min_bytes = 256 * 1024;
     config.store.disk_warn_ratio = 0.0;
     config.store.disk_force_clean_ratio = 0.0;
-    let broker = runtime::start(config).expect("broker starts");
+    let broker = launch::start(config).expect("broker starts");
     let mut c = Client::connect(broker.addr, SerializeType::Json);
     let r = create_topic(&mut c, "RETAIN", 1);
     assert_eq!(r.code, rs::SUCCESS, "{:?}", r.remark);

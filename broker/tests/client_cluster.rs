@@ -16,7 +16,7 @@ mod common;
 
 use common::ChildBroker;
 use ringmq_broker::config::BrokerConfig;
-use ringmq_broker::runtime::{self, BrokerHandle};
+use ringmq_broker::launch::{self, BrokerHandle};
 use ringmq_broker::store::config::FlushMode;
 use ringmq_client::admin;
 use ringmq_client::consumer::{
@@ -87,7 +87,7 @@ impl Cluster {
         let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
         let brokers = broker_names
             .iter()
-            .map(|name| runtime::start(broker_config(name, &addrs, &root.path().join(name))).expect("broker starts"))
+            .map(|name| launch::start(broker_config(name, &addrs, &root.path().join(name))).expect("broker starts"))
             .collect();
         // A broker registers right after it starts, on its own task: wait until every
         // NameServer lists every broker, or a test that reads the cluster at once races it.
@@ -107,7 +107,7 @@ impl Cluster {
         let mut config = broker_config(name, &addrs, &root.path().join(name));
         config.shard_count = shards;
         config.route_mode = ringmq_broker::config::RouteMode::Shard;
-        let broker = runtime::start(config).expect("broker starts");
+        let broker = launch::start(config).expect("broker starts");
         let names: Vec<String> = (0..shards).map(|i| ringmq_broker::routing::shard_broker_name(name, i)).collect();
         for ns in &addrs {
             wait_registered(ns, &names.iter().map(String::as_str).collect::<Vec<_>>());

@@ -24,7 +24,7 @@ use common_interop::{
     start_lite_pull_from_start, start_namesrv, start_producer, start_pull_consumer, test_both_encodings, BrokerPath, Cluster,
     QUEUES,
 };
-use ringmq_broker::runtime;
+use ringmq_broker::launch;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
 use rocketmq_client_rust::{ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQProducer, MQPushConsumer, SendStatus};
@@ -461,7 +461,7 @@ async fn ringmq_and_rocketmq_clients_share_a_two_broker_cluster() {
         let mut config = broker_config(root.path().join(name), name, ns_addr.clone());
         config.shard_count = 1;
         config.pull_suspend_max_ms = 1_000;
-        brokers.push(runtime::start(config).expect("broker starts"));
+        brokers.push(launch::start(config).expect("broker starts"));
     }
     let topic = "InteropBoth";
     let ringmq_client = {

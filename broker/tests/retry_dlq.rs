@@ -21,7 +21,7 @@
 //! every wait is bounded by `WAIT`.
 
 use ringmq_broker::config::BrokerConfig;
-use ringmq_broker::runtime::{self, BrokerHandle};
+use ringmq_broker::launch::{self, BrokerHandle};
 use ringmq_broker::store::config::FlushMode;
 use ringmq_client::admin;
 use ringmq_client::consumer::kernel;
@@ -105,7 +105,7 @@ impl Cluster {
         let namesrv = start_namesrv();
         let addrs = vec![namesrv.local_addr().to_string()];
         let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
-        let broker = runtime::start(broker_config("broker-a", &addrs, &root.path().join("broker-a"))).expect("broker starts");
+        let broker = launch::start(broker_config("broker-a", &addrs, &root.path().join("broker-a"))).expect("broker starts");
         Self { namesrv: Some(namesrv), broker: Some(broker), _root: root }
     }
 

@@ -13,7 +13,7 @@
 use bytes::BytesMut;
 use hdrhistogram::Histogram;
 use ringmq_broker::config::BrokerConfig;
-use ringmq_broker::runtime;
+use ringmq_broker::launch;
 use ringmq_broker::store::config::{FlushMode, Preallocate};
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
@@ -178,7 +178,7 @@ pub fn run(spec: &BrokerBenchSpec, dir: &Path) -> Result<BrokerRunResult, String
         FlushMode::Async => Preallocate::Fallocate,
     };
     config.store.segment_bytes = 256 * 1024 * 1024;
-    let broker = runtime::start(config).map_err(|e| format!("broker did not start: {e}"))?;
+    let broker = launch::start(config).map_err(|e| format!("broker did not start: {e}"))?;
     let port = broker.addr.port();
     let create = RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)
         .with_ext("topic", TOPIC)

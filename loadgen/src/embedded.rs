@@ -8,7 +8,7 @@
 //! see each other's data.
 
 use ringmq_broker::config::{BrokerConfig, BrokerRole};
-use ringmq_broker::runtime::{self, BrokerHandle};
+use ringmq_broker::launch::{self, BrokerHandle};
 use ringmq_broker::store::config::{FlushMode, Preallocate};
 use std::path::{Path, PathBuf};
 
@@ -122,7 +122,7 @@ impl EmbeddedCluster {
             slave_config = Some(s);
             config.store_root = store_root.join("master");
         }
-        let broker = runtime::start(config).map_err(|e| format!("embedded broker did not start: {e}"))?;
+        let broker = launch::start(config).map_err(|e| format!("embedded broker did not start: {e}"))?;
         let shard_cpu_ms_at_start = shard_threads_cpu_ms();
         let broker_addr = broker.addr.to_string();
         let mut cluster = Self {
@@ -136,7 +136,7 @@ impl EmbeddedCluster {
             shard_cpu_ms_at_start,
         };
         if let Some(s) = slave_config {
-            let slave = runtime::start(s).map_err(|e| format!("embedded slave did not start: {e}"))?;
+            let slave = launch::start(s).map_err(|e| format!("embedded slave did not start: {e}"))?;
             cluster.slave_addr = Some(slave.addr.to_string());
             let shards = slave.shard_count as u64;
             cluster.slave = Some(slave);

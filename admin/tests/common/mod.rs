@@ -14,7 +14,7 @@ pub struct Cluster {
     pub namesrv: String,
     pub broker: String,
     pub _namesrv: namesrv::server::ServerHandle,
-    pub _broker: ringmq_broker::runtime::BrokerHandle,
+    pub _broker: ringmq_broker::launch::BrokerHandle,
     pub _dir: tempfile::TempDir,
 }
 
@@ -37,7 +37,7 @@ pub fn cluster(broker_name: &str) -> Cluster {
     config.store.disk_warn_ratio = 0.999;
     config.store.disk_force_clean_ratio = 0.999;
     config.store.disk_refuse_ratio = 0.9999;
-    let broker = ringmq_broker::runtime::start(config).expect("broker");
+    let broker = ringmq_broker::launch::start(config).expect("broker");
     let addr = broker.addr.to_string();
     Cluster { namesrv, broker: addr, _namesrv: ns, _broker: broker, _dir: dir }
 }

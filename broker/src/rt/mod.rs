@@ -9,7 +9,7 @@
 //!
 //! Architecture Invariant: nothing in `shard/`, `net/conn.rs`, `meta/` or
 //! `store/flusher.rs` calls glommio (or `std::time::Instant`/`SystemTime`) directly;
-//! only `runtime.rs` (process start-up, sockets) and this module's [`Glommio`] do.
+//! only `launch.rs` (process start-up, sockets) and this module's [`Glommio`] do.
 
 pub mod chan;
 

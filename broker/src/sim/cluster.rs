@@ -9,7 +9,7 @@
 
 use super::executor::{GroupId, SimExecutor, CLIENT_GROUP};
 use super::pipe::{duplex, PipeEnd};
-use super::runtime::{sim_mesh, SimRt};
+use super::sim_rt::{sim_mesh, SimRt};
 use crate::config::BrokerConfig;
 use crate::net::conn;
 use crate::rt::chan::{self, OneshotSender};

@@ -14,7 +14,7 @@
 
 use bytes::BytesMut;
 use ringmq_broker::config::BrokerConfig;
-use ringmq_broker::runtime::{self, BrokerHandle};
+use ringmq_broker::launch::{self, BrokerHandle};
 use ringmq_broker::store::config::FlushMode;
 use ringmq_client::message::stored::StoredMessageView;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
@@ -80,7 +80,7 @@ impl Broker {
         };
         host_independent_disk_watermarks(&mut config.store);
         configure(&mut config);
-        let handle = runtime::start(config).expect("broker starts");
+        let handle = launch::start(config).expect("broker starts");
         let addr = SocketAddr::from(([127, 0, 0, 1], handle.addr.port()));
         let broker = Self { handle: Some(handle), addr, _root: root };
         for &(topic, queues) in topics {

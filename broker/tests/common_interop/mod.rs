@@ -27,7 +27,7 @@
 use crate::WAIT;
 use bytes::BytesMut;
 use ringmq_broker::config::BrokerConfig;
-use ringmq_broker::runtime::{self, BrokerHandle};
+use ringmq_broker::launch::{self, BrokerHandle};
 use ringmq_broker::store::config::FlushMode;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
@@ -351,7 +351,7 @@ impl Cluster {
         config.pull_suspend_max_ms = 2_000;
         config.store.flush_mode = FlushMode::Sync;
         tweak(&mut config);
-        let broker = runtime::start(config).expect("broker starts");
+        let broker = launch::start(config).expect("broker starts");
         let broker_port = broker.addr.port();
         let (ns_proxy, broker_proxy) = match path {
             BrokerPath::Direct => (RecordingProxy::start(TcpListener::bind("127.0.0.1:0").expect("proxy binds"), ns_addr, None), None),
