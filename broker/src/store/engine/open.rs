@@ -22,9 +22,28 @@
 //! zero on disk, so the next recovery cannot mistake stale garbage for a torn tail.
 
 use super::*;
-use ringmq_client::message::stored::{record_head, RecordHead};
+use crate::store::checkpoint::Checkpoint;
+use crate::store::consumequeue::ENTRY_BYTES;
+use crate::store::io::{align_down, align_up, DiskFile, IoError, BLOCK_BYTES};
+use crate::store::segmented::{log_accessor, read_log};
+use ringmq_client::message::stored::{record_head, RecordHead, StoredMessageView, BLANK_LEN_MIN_BYTES};
 // Ordered sets: which queues are rebuilt, in which order, is the same in every run.
 use std::collections::BTreeSet;
+
+/// What recovery did, for the start-up log line and for tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub unclean: bool,
+    pub checkpoint_found: bool,
+    pub scanned_from: u64,
+    pub end_offset: u64,
+    pub records_scanned: u64,
+    pub truncated_bytes: u64,
+    pub rebuilt_queues: usize,
+    pub index_replayed: bool,
+    /// Wall-clock milliseconds of each phase of the open, in order (the log shows them).
+    pub phases_ms: Vec<(&'static str, i64)>,
+}
 
 /// Bytes read per piece while scanning.
 const SCAN_READ_BYTES: u64 = 4 * 1024 * 1024;
