@@ -3,7 +3,7 @@
 //! of `Inner`.
 //!
 //! Invariants: `put` does no IO and never awaits (durability is `flush.rs`'s); a refused
-//! put (`admit`) changes nothing; a record never straddles two segments (each segment
+//! put (`admit`) appends nothing; a record never straddles two segments (each segment
 //! ends with a blank of at least `BLANK_LEN_MIN_BYTES`); a record's store time is never
 //! 0 and its properties hold no NUL (recovery reads either as a torn write).
 
@@ -56,47 +56,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
         self.check_alive()?;
         let mut guard = self.inner.borrow_mut();
         let inner = &mut *guard;
-        if let Some((used_percent, refuse_percent)) = inner.disk_full {
-            return Err(StoreError::DiskFull { used_percent, refuse_percent });
-        }
-        if msg.topic.is_empty() || msg.topic.len() > ringmq_client::message::stored::TOPIC_LEN_MAX_BYTES {
-            return Err(StoreError::Illegal(format!("topic length {} not in 1..=127", msg.topic.len())));
-        }
-        if msg.queue_id < 0 {
-            return Err(StoreError::Illegal(format!("queue id {} is negative", msg.queue_id)));
-        }
-        if msg.properties.len() > i16::MAX as usize {
-            return Err(StoreError::Illegal(format!("properties are {} bytes (max 32767)", msg.properties.len())));
-        }
-        if msg.properties.as_bytes().contains(&0) {
-            // Recovery reads NUL in properties as a torn write (the body CRC does not
-            // cover them).
-            return Err(StoreError::Illegal("properties contain a NUL byte".into()));
-        }
-        let size = ringmq_client::message::stored::encoded_len(
-            msg.topic.len(),
-            msg.body.len(),
-            msg.properties.len(),
-            &msg.born_host,
-            &msg.store_host,
-        ) as u64;
-        if size > self.config.record_bytes_max {
-            return Err(StoreError::TooLarge { size_bytes: size, max_bytes: self.config.record_bytes_max });
-        }
-        let dirty = inner.commitlog.dirty_bytes();
-        if dirty + size > self.config.dirty_bytes_max {
-            return Err(StoreError::Busy { dirty_bytes: dirty, max_bytes: self.config.dirty_bytes_max });
-        }
-        let lag = inner.commitlog.write_pos.saturating_sub(inner.checkpoint_logics_phys);
-        if lag + size > self.config.checkpoint_lag_bytes_max {
-            if let Some(w) = inner.logics_waker.take() {
-                w.wake();
-            }
-            return Err(StoreError::CheckpointBusy { lag_bytes: lag, max_bytes: self.config.checkpoint_lag_bytes_max });
-        }
-        if inner.index.is_none() && inner.index_pending.len() >= INDEX_PENDING_KEYS_MAX {
-            return Err(StoreError::IndexBusy { pending_keys: inner.index_pending.len(), max_keys: INDEX_PENDING_KEYS_MAX });
-        }
+        let size = self.admit(inner, msg)?;
         let key = QueueRef(msg.topic, msg.queue_id);
         if !inner.queues.contains_key(&key) {
             let cq = ConsumeQueue::new(
@@ -178,5 +138,52 @@ impl<D: Disk, C: Clock> Store<D, C> {
             store_timestamp_ms,
             durable_ticket: local + size,
         })
+    }
+
+    /// Whether a put may append: its record's encoded size, or why not. Appends nothing
+    /// (a checkpoint too far behind also wakes the logics flusher, so it catches up).
+    fn admit(&self, inner: &mut Inner<D>, msg: &MessageToStore<'_>) -> Result<u64, StoreError> {
+        if let Some((used_percent, refuse_percent)) = inner.disk_full {
+            return Err(StoreError::DiskFull { used_percent, refuse_percent });
+        }
+        if msg.topic.is_empty() || msg.topic.len() > ringmq_client::message::stored::TOPIC_LEN_MAX_BYTES {
+            return Err(StoreError::Illegal(format!("topic length {} not in 1..=127", msg.topic.len())));
+        }
+        if msg.queue_id < 0 {
+            return Err(StoreError::Illegal(format!("queue id {} is negative", msg.queue_id)));
+        }
+        if msg.properties.len() > i16::MAX as usize {
+            return Err(StoreError::Illegal(format!("properties are {} bytes (max 32767)", msg.properties.len())));
+        }
+        if msg.properties.as_bytes().contains(&0) {
+            // Recovery reads NUL in properties as a torn write (the body CRC does not
+            // cover them).
+            return Err(StoreError::Illegal("properties contain a NUL byte".into()));
+        }
+        let size = ringmq_client::message::stored::encoded_len(
+            msg.topic.len(),
+            msg.body.len(),
+            msg.properties.len(),
+            &msg.born_host,
+            &msg.store_host,
+        ) as u64;
+        if size > self.config.record_bytes_max {
+            return Err(StoreError::TooLarge { size_bytes: size, max_bytes: self.config.record_bytes_max });
+        }
+        let dirty = inner.commitlog.dirty_bytes();
+        if dirty + size > self.config.dirty_bytes_max {
+            return Err(StoreError::Busy { dirty_bytes: dirty, max_bytes: self.config.dirty_bytes_max });
+        }
+        let lag = inner.commitlog.write_pos.saturating_sub(inner.checkpoint_logics_phys);
+        if lag + size > self.config.checkpoint_lag_bytes_max {
+            if let Some(w) = inner.logics_waker.take() {
+                w.wake();
+            }
+            return Err(StoreError::CheckpointBusy { lag_bytes: lag, max_bytes: self.config.checkpoint_lag_bytes_max });
+        }
+        if inner.index.is_none() && inner.index_pending.len() >= INDEX_PENDING_KEYS_MAX {
+            return Err(StoreError::IndexBusy { pending_keys: inner.index_pending.len(), max_keys: INDEX_PENDING_KEYS_MAX });
+        }
+        Ok(size)
     }
 }
