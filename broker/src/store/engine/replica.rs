@@ -111,6 +111,63 @@ impl<D: Disk, C: Clock> Store<D, C> {
         Ok(ReplicatedAppend { records, bytes_consumed: consumed, end_phys: self.shard.phys(end), durable_ticket: end, last_store_timestamp_ms })
     }
 
+    /// Checks a replicated batch whole, changing nothing: each record as recovery checks
+    /// it, each message continuing its queue. The plan lists every record of the batch.
+    fn check_replicated(&self, inner: &Inner<D>, bytes: &[u8]) -> Result<Vec<ReplicaPlanItem>, StoreError> {
+        let log_start = inner.commitlog_start;
+        let mut plan: Vec<ReplicaPlanItem> = Vec::new();
+        let mut next_queue_offsets: std::collections::HashMap<(String, i32), u64> = std::collections::HashMap::new();
+        let (mut at, mut pos) = (0usize, inner.commitlog.write_pos);
+        let diverged = |reason: String| StoreError::ReplicaDiverged { offset: 0, reason };
+        while at < bytes.len() {
+            let seg_end = inner.commitlog.segment_start(pos) + inner.commitlog.segment_bytes;
+            match record_head(&bytes[at..]) {
+                RecordHead::Blank(n) => {
+                    if pos + n as u64 != seg_end || at + n > bytes.len() {
+                        return Err(StoreError::ReplicaDiverged { offset: self.shard.phys(pos), reason: format!("blank record of {n} bytes does not end segment at {seg_end}") });
+                    }
+                    plan.push((at, n, None));
+                    at += n;
+                    pos += n as u64;
+                }
+                RecordHead::Message(n) => {
+                    if n as u64 > self.config.record_bytes_max || pos + n as u64 + BLANK_LEN_MIN_BYTES as u64 > seg_end || at + n > bytes.len() {
+                        return Err(StoreError::ReplicaDiverged { offset: self.shard.phys(pos), reason: format!("record of {n} bytes does not fit (segment end {seg_end}, batch {})", bytes.len() - at) });
+                    }
+                    let view = StoredMessageView::parse_verified(&bytes[at..at + n]).map_err(|e| diverged(e.to_string()))?;
+                    if view.physical_offset() as u64 != self.shard.phys(pos) || view.store_timestamp_ms() == 0 || view.properties_bytes().contains(&0) {
+                        return Err(StoreError::ReplicaDiverged { offset: self.shard.phys(pos), reason: format!("record says physical offset {} (or is torn)", view.physical_offset()) });
+                    }
+                    let topic = view.topic().map_err(|e| diverged(e.to_string()))?.to_string();
+                    let key = (topic, view.queue_id());
+                    let queue_offset = view.queue_offset().max(0) as u64;
+                    let expected = match (next_queue_offsets.get(&key), inner.queues.get(&key)) {
+                        (Some(&o), _) => o,
+                        (None, Some(q)) => q.max_offset(),
+                        // A log that no longer starts at 0 (re-seeded, or cut by
+                        // retention) meets queues whose start lies below it.
+                        (None, None) if log_start > 0 => queue_offset,
+                        (None, None) => 0,
+                    };
+                    if queue_offset != expected {
+                        return Err(StoreError::ReplicaDiverged {
+                            offset: self.shard.phys(pos),
+                            reason: format!("{}/{}: queue offset {queue_offset}, this replica's next is {expected}", key.0, key.1),
+                        });
+                    }
+                    next_queue_offsets.insert(key.clone(), queue_offset + 1);
+                    plan.push((at, n, Some((key.0, key.1, queue_offset))));
+                    at += n;
+                    pos += n as u64;
+                }
+                RecordHead::Empty | RecordHead::Invalid => {
+                    return Err(StoreError::ReplicaDiverged { offset: self.shard.phys(pos), reason: "not a record".into() });
+                }
+            }
+        }
+        Ok(plan)
+    }
+
     /// Makes this empty store a replica that starts at physical offset `phys_start` (a
     /// segment start of its master's log, above 0): the master no longer holds what lies
     /// below, so the replica's log, like the master's after retention, begins there.
@@ -195,63 +252,6 @@ impl<D: Disk, C: Clock> Store<D, C> {
         }
         bytes.truncate(at);
         Ok(Some(bytes))
-    }
-
-    /// Checks a replicated batch whole, changing nothing: each record as recovery checks
-    /// it, each message continuing its queue. The plan lists every record of the batch.
-    fn check_replicated(&self, inner: &Inner<D>, bytes: &[u8]) -> Result<Vec<ReplicaPlanItem>, StoreError> {
-        let log_start = inner.commitlog_start;
-        let mut plan: Vec<ReplicaPlanItem> = Vec::new();
-        let mut next_queue_offsets: std::collections::HashMap<(String, i32), u64> = std::collections::HashMap::new();
-        let (mut at, mut pos) = (0usize, inner.commitlog.write_pos);
-        let diverged = |reason: String| StoreError::ReplicaDiverged { offset: 0, reason };
-        while at < bytes.len() {
-            let seg_end = inner.commitlog.segment_start(pos) + inner.commitlog.segment_bytes;
-            match record_head(&bytes[at..]) {
-                RecordHead::Blank(n) => {
-                    if pos + n as u64 != seg_end || at + n > bytes.len() {
-                        return Err(StoreError::ReplicaDiverged { offset: self.shard.phys(pos), reason: format!("blank record of {n} bytes does not end segment at {seg_end}") });
-                    }
-                    plan.push((at, n, None));
-                    at += n;
-                    pos += n as u64;
-                }
-                RecordHead::Message(n) => {
-                    if n as u64 > self.config.record_bytes_max || pos + n as u64 + BLANK_LEN_MIN_BYTES as u64 > seg_end || at + n > bytes.len() {
-                        return Err(StoreError::ReplicaDiverged { offset: self.shard.phys(pos), reason: format!("record of {n} bytes does not fit (segment end {seg_end}, batch {})", bytes.len() - at) });
-                    }
-                    let view = StoredMessageView::parse_verified(&bytes[at..at + n]).map_err(|e| diverged(e.to_string()))?;
-                    if view.physical_offset() as u64 != self.shard.phys(pos) || view.store_timestamp_ms() == 0 || view.properties_bytes().contains(&0) {
-                        return Err(StoreError::ReplicaDiverged { offset: self.shard.phys(pos), reason: format!("record says physical offset {} (or is torn)", view.physical_offset()) });
-                    }
-                    let topic = view.topic().map_err(|e| diverged(e.to_string()))?.to_string();
-                    let key = (topic, view.queue_id());
-                    let queue_offset = view.queue_offset().max(0) as u64;
-                    let expected = match (next_queue_offsets.get(&key), inner.queues.get(&key)) {
-                        (Some(&o), _) => o,
-                        (None, Some(q)) => q.max_offset(),
-                        // A log that no longer starts at 0 (re-seeded, or cut by
-                        // retention) meets queues whose start lies below it.
-                        (None, None) if log_start > 0 => queue_offset,
-                        (None, None) => 0,
-                    };
-                    if queue_offset != expected {
-                        return Err(StoreError::ReplicaDiverged {
-                            offset: self.shard.phys(pos),
-                            reason: format!("{}/{}: queue offset {queue_offset}, this replica's next is {expected}", key.0, key.1),
-                        });
-                    }
-                    next_queue_offsets.insert(key.clone(), queue_offset + 1);
-                    plan.push((at, n, Some((key.0, key.1, queue_offset))));
-                    at += n;
-                    pos += n as u64;
-                }
-                RecordHead::Empty | RecordHead::Invalid => {
-                    return Err(StoreError::ReplicaDiverged { offset: self.shard.phys(pos), reason: "not a record".into() });
-                }
-            }
-        }
-        Ok(plan)
     }
 }
 
