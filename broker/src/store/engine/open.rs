@@ -22,9 +22,28 @@
 //! zero on disk, so the next recovery cannot mistake stale garbage for a torn tail.
 
 use super::*;
-use ringmq_client::message::stored::{record_head, RecordHead};
+use crate::store::checkpoint::Checkpoint;
+use crate::store::consumequeue::ENTRY_BYTES;
+use crate::store::io::{align_down, align_up, DiskFile, IoError, BLOCK_BYTES};
+use crate::store::segmented::{log_accessor, read_log};
+use ringmq_client::message::stored::{record_head, RecordHead, StoredMessageView, BLANK_LEN_MIN_BYTES};
 // Ordered sets: which queues are rebuilt, in which order, is the same in every run.
 use std::collections::BTreeSet;
+
+/// What recovery did, for the start-up log line and for tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub unclean: bool,
+    pub checkpoint_found: bool,
+    pub scanned_from: u64,
+    pub end_offset: u64,
+    pub records_scanned: u64,
+    pub truncated_bytes: u64,
+    pub rebuilt_queues: usize,
+    pub index_replayed: bool,
+    /// Wall-clock milliseconds of each phase of the open, in order (the log shows them).
+    pub phases_ms: Vec<(&'static str, i64)>,
+}
 
 /// Bytes read per piece while scanning.
 const SCAN_READ_BYTES: u64 = 4 * 1024 * 1024;
@@ -37,6 +56,10 @@ struct Scanner<F: DiskFile> {
 }
 
 impl<F: DiskFile> Scanner<F> {
+    fn new(files: BTreeMap<u64, Rc<F>>, segment_bytes: u64) -> Self {
+        Self { files, segment_bytes, buf: Vec::new(), buf_start: 0 }
+    }
+
     /// Up to `len` bytes at `pos` within `pos`'s segment (short at the file's end).
     async fn bytes_at(&mut self, pos: u64, len: u64) -> Result<&[u8], IoError> {
         let buf_end = self.buf_start + self.buf.len() as u64;
@@ -119,6 +142,30 @@ enum ScanEnd {
     Bad(String),
 }
 
+/// Wall-clock phases of the open, for the log: where start-up time goes.
+struct Phases {
+    start_ms: i64,
+}
+
+impl Phases {
+    /// Records the phase `name` as ending at `now_ms`; the next one starts there.
+    fn end(&mut self, report: &mut RecoveryReport, name: &'static str, now_ms: i64) {
+        report.phases_ms.push((name, now_ms - self.start_ms));
+        self.start_ms = now_ms;
+    }
+}
+
+/// Where the scan starts and what it re-adds (local CommitLog offsets).
+struct ReplayFrom {
+    /// The first record read: the lowest of the points below and the checkpoint's
+    /// durable CommitLog end (records past it are verified).
+    scan: u64,
+    /// Records from here get their ConsumeQueue entries again.
+    cq: u64,
+    /// Records from here get their index entries again.
+    index: u64,
+}
+
 /// Opens (recovering if needed) the store of one shard under `dir`.
 pub async fn open_store<D: Disk, C: Clock>(
     disk: D,
@@ -130,25 +177,100 @@ pub async fn open_store<D: Disk, C: Clock>(
     config.validate()?;
     assert!(shard.0 < SHARD_COUNT_MAX, "shard id {} out of range", shard.0);
     let mut report = RecoveryReport::default();
-    // Wall-clock phases of the open, for the log: where start-up time goes.
-    let mut phase_start_ms = clock.now_ms();
-    let mut phase = |report: &mut RecoveryReport, name: &'static str, now_ms: i64| {
-        report.phases_ms.push((name, now_ms - phase_start_ms));
-        phase_start_ms = now_ms;
+    let mut phases = Phases { start_ms: clock.now_ms() };
+    let checkpoint = mark_abort_and_load_checkpoint(&disk, &dir, &mut report).await?;
+    phases.end(&mut report, "abort_and_checkpoint", clock.now_ms());
+    report.checkpoint_found = checkpoint.is_some();
+
+    let commitlog_dir = Store::<D, C>::commitlog_dir(&dir);
+    let (commitlog, mut sizes) = open_commitlog(&disk, commitlog_dir, shard, &config).await?;
+    let first_segment = commitlog.files.keys().next().copied().unwrap_or(0);
+    phases.end(&mut report, "segments", clock.now_ms());
+
+    let (index, index_from, index_scan_from) = open_index(&disk, &dir, &config, report.unclean, checkpoint, first_segment, clock.now_ms()).await?;
+    let mut queues = load_queues(&disk, &dir, &config).await?;
+    let has_data = sizes.values().any(|&s| s > 0);
+    let (cq_from, damaged, dropped) = recover_queues(&disk, &mut queues, shard, &config, checkpoint, first_segment, has_data).await?;
+    report.rebuilt_queues = dropped;
+    let verify_from = checkpoint.map(|c| c.commitlog_phys).unwrap_or(first_segment).max(first_segment);
+    let replay = ReplayFrom { scan: verify_from.min(cq_from).min(index_scan_from), cq: cq_from, index: index_from };
+    report.scanned_from = replay.scan;
+    report.index_replayed = index_from < verify_from;
+
+    let store = Store {
+        inner: Rc::new(RefCell::new(recovering_inner(commitlog, queues, index, checkpoint, first_segment))),
+        disk: disk.clone(),
+        clock,
+        config: Rc::new(config),
+        shard,
+        dir: dir.clone(),
     };
-    disk.create_dir_all(&dir).await?;
+    phases.end(&mut report, "index_and_queues", store.clock.now_ms());
+
+    let files = store.inner.borrow().commitlog.files.clone();
+    let mut scanner = Scanner::new(files, store.config.segment_bytes);
+    let (end, how, rebuild) = replay_log(&store, &mut scanner, &replay, &sizes, damaged).await?;
+    report.records_scanned = store.stats().records_put;
+    let truncating_corrupt = check_end(&store, &mut scanner, end, &how, checkpoint).await?;
+    report.end_offset = end;
+    phases.end(&mut report, "scan", store.clock.now_ms());
+
+    // After a clean stop that ended on zeros nothing was written past the end (every
+    // flush completed and wrote zeros after it in its last block). After a crash, or a
+    // bad record, the window may hold torn or stale records: zeroed below, or a stale
+    // record with a valid CRC could come back after a later crash.
+    let mut written_end = if report.unclean || matches!(how, ScanEnd::Bad(_)) {
+        // Only up to the last byte written: usually one torn flush, not the whole window
+        // (zeroing 64 MiB of a fallocated segment costs seconds of extent conversions).
+        scanner.last_nonzero_in(end, end + store.config.torn_window_bytes()).await?.map(|at| at + 1).unwrap_or(end)
+    } else {
+        end
+    };
+    if truncating_corrupt {
+        written_end = written_end.max(give_up_past_end(&store, &mut scanner, &mut sizes, end).await?);
+    }
+    report.truncated_bytes = written_end - end;
+
+    // Queues that did not line up are rebuilt from the start of the log.
+    if !rebuild.is_empty() {
+        report.rebuilt_queues = rebuild.len();
+        rebuild_queues(&store, &scanner, &sizes, first_segment, &rebuild).await?;
+    }
+
+    // Position the CommitLog at `end`, zero what lies past it within one window, and
+    // drop segments that were never completely pre-allocated.
+    let prefix = last_block(&store, &mut scanner, end).await?;
+    drop_unfinished_segments(&store, &sizes, end).await?;
+    phases.end(&mut report, "probe_and_rebuild", store.clock.now_ms());
+    settle_log(&store, end, &prefix, written_end, first_segment).await?;
+    phases.end(&mut report, "zero_and_flush", store.clock.now_ms());
+    if report.unclean {
+        tracing::info!(shard = shard.0, end, scanned_from = replay.scan, records = report.records_scanned, phases_ms = ?report.phases_ms, "recovered after an unclean stop");
+    } else {
+        tracing::info!(shard = shard.0, end, scanned_from = replay.scan, phases_ms = ?report.phases_ms, "store opened after a clean stop");
+    }
+    // Counters describe this run, not recovery.
+    store.inner.borrow_mut().stats = StoreStats::default();
+    Ok((store, report))
+}
+
+/// Notes whether the last stop was unclean (an `abort` file left over; else one is
+/// created now, which only a clean `close` removes) and loads the newest valid
+/// checkpoint.
+async fn mark_abort_and_load_checkpoint<D: Disk>(disk: &D, dir: &Path, report: &mut RecoveryReport) -> Result<Option<Checkpoint>, StoreError> {
+    disk.create_dir_all(dir).await?;
     let abort = dir.join("abort");
     report.unclean = disk.exists(&abort).await?;
     if !report.unclean {
         disk.open(&abort, true).await?;
-        disk.sync_dir(&dir).await?;
+        disk.sync_dir(dir).await?;
     }
-    let checkpoint = Checkpoint::load(&disk, &dir.join("checkpoint")).await?;
-    phase(&mut report, "abort_and_checkpoint", clock.now_ms());
-    report.checkpoint_found = checkpoint.is_some();
+    Ok(Checkpoint::load(disk, &dir.join("checkpoint")).await?)
+}
 
-    // CommitLog segments.
-    let commitlog_dir = Store::<D, C>::commitlog_dir(&dir);
+/// The CommitLog's segment files, opened, and their sizes. A short segment holding
+/// records is extended first (`extend_truncated_tail`).
+async fn open_commitlog<D: Disk>(disk: &D, commitlog_dir: PathBuf, shard: ShardId, config: &StoreConfig) -> Result<(SegmentedLog<D>, BTreeMap<u64, u64>), StoreError> {
     let mut commitlog = SegmentedLog::<D>::new(commitlog_dir.clone(), config.segment_bytes, shard.phys(0), 1024 * 1024, config.tail_cache_bytes, Some(config.preallocate));
     commitlog.write_through = config.write_through;
     let mut sizes = BTreeMap::new();
@@ -163,12 +285,23 @@ pub async fn open_store<D: Disk, C: Clock>(
         commitlog.files.insert(start, Rc::new(file));
     }
     extend_truncated_tail(&commitlog, &mut sizes, config.segment_bytes).await?;
-    let first_segment = commitlog.files.keys().next().copied().unwrap_or(0);
+    Ok((commitlog, sizes))
+}
 
-    // Index and ConsumeQueues.
-    phase(&mut report, "segments", clock.now_ms());
+/// The index (repaired to the checkpoint's mark after a crash where it can be), and
+/// where its entries are re-added from: (first record re-indexed, where the scan must
+/// start for it).
+async fn open_index<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    config: &StoreConfig,
+    unclean: bool,
+    checkpoint: Option<Checkpoint>,
+    first_segment: u64,
+    now_ms: i64,
+) -> Result<(IndexService<D>, u64, u64), StoreError> {
     let index_mark = checkpoint.and_then(|c| c.index_mark);
-    let index = IndexService::open_at_mark(disk.clone(), dir.join("index"), config.index.clone(), !report.unclean, index_mark, clock.now_ms()).await?;
+    let index = IndexService::open_at_mark(disk.clone(), dir.join("index"), config.index.clone(), !unclean, index_mark, now_ms).await?;
     // Records at or past `index_from` get their index entries again. After an unclean
     // stop where the index discarded its newest file, it reports a record boundary (the
     // start of that file). After a clean stop, or a crash where the newest file was
@@ -182,24 +315,44 @@ pub async fn open_store<D: Disk, C: Clock>(
     // were deleted, and everything is indexed again.
     let index_empty_at_checkpoint = checkpoint.is_some_and(|c| c.index_mark_known && c.index_mark.is_none());
     let index_files_lost = index.file_count() == 0 && !index_empty_at_checkpoint;
-    let (index_from, index_scan_from) = if (report.unclean && !index.repaired_to_mark() && index.file_count() > 0) || index_files_lost {
+    let (index_from, index_scan_from) = if (unclean && !index.repaired_to_mark() && index.file_count() > 0) || index_files_lost {
         (index_raw, index_raw)
     } else {
         (index_raw.max(logics_phys), logics_phys)
     };
     let index_from = index_from.max(first_segment);
     let index_scan_from = index_scan_from.max(first_segment);
-    let mut queues: super::QueueMap<D> = super::QueueMap::default();
+    Ok((index, index_from, index_scan_from))
+}
+
+/// Every ConsumeQueue under `consumequeue/`, loaded from its files.
+async fn load_queues<D: Disk>(disk: &D, dir: &Path, config: &StoreConfig) -> Result<QueueMap<D>, StoreError> {
+    let mut queues: QueueMap<D> = QueueMap::default();
     let cq_root = dir.join("consumequeue");
     for topic in disk.list(&cq_root).await? {
         for qid_name in disk.list(&cq_root.join(&topic)).await? {
             let Ok(queue_id) = qid_name.parse::<i32>() else { continue };
             let mut cq = ConsumeQueue::new(cq_root.join(&topic).join(&qid_name), &topic, queue_id, config.cq_entries_per_file, config.cq_tail_entries);
-            cq.load(&disk).await?;
+            cq.load(disk).await?;
             queues.insert((topic.clone(), queue_id), cq);
         }
     }
-    let has_data = sizes.values().any(|&s| s > 0);
+    Ok(queues)
+}
+
+/// Brings the queues back to the checkpoint's replay point, before the scan re-adds
+/// entries past it. Returns where the scan re-adds queue entries from, the queues whose
+/// kept entries are damaged (rebuilt after the scan), and how many queues were dropped
+/// whole because they do not match the checkpoint (all of them, or 0).
+async fn recover_queues<D: Disk>(
+    disk: &D,
+    queues: &mut QueueMap<D>,
+    shard: ShardId,
+    config: &StoreConfig,
+    checkpoint: Option<Checkpoint>,
+    first_segment: u64,
+    has_data: bool,
+) -> Result<(u64, BTreeSet<QueueKey>, usize), StoreError> {
     // Queue entries are cut at the checkpoint's replay point (all of them without a
     // checkpoint), even below the first segment: an entry for a record that never
     // became durable must not survive because its segment was never created.
@@ -209,19 +362,15 @@ pub async fn open_store<D: Disk, C: Clock>(
         // The whole consumequeue directory is gone: rebuild every queue.
         cq_from = first_segment;
     }
-    let verify_from = checkpoint.map(|c| c.commitlog_phys).unwrap_or(first_segment).max(first_segment);
-    let scan_from = verify_from.min(cq_from).min(index_scan_from);
-    report.scanned_from = scan_from;
-    report.index_replayed = index_from < verify_from;
 
     // Cut queue entries at or past the replay point; they are re-added by the scan.
     for cq in queues.values_mut() {
-        cut_queue(&disk, cq, shard.phys(cut_phys)).await?;
+        cut_queue(disk, cq, shard.phys(cut_phys)).await?;
     }
     // Entries kept from before the replay point must be plausible; a queue with a bad
     // one (garbage written over it, a damaged file) is rebuilt after the scan.
     let mut damaged: BTreeSet<QueueKey> = BTreeSet::new();
-    for (key, cq) in &queues {
+    for (key, cq) in queues.iter() {
         if let Some(why) = queue_damage(cq, shard.phys(0), shard.phys(cut_phys), config.record_bytes_max).await? {
             tracing::warn!(topic = %key.0, queue = key.1, reason = %why, "consume queue entry is damaged: the queue will be rebuilt");
             damaged.insert(key.clone());
@@ -229,6 +378,7 @@ pub async fn open_store<D: Disk, C: Clock>(
     }
     // Every record below the replay point has exactly one entry: if the queues hold
     // fewer (files deleted) or more, rebuild them all from the start of the log.
+    let mut dropped = 0;
     if let Some(cp) = checkpoint {
         let entries: u64 = queues.values().map(|q| q.max_offset()).sum();
         if entries != cp.records_below_logics {
@@ -238,78 +388,94 @@ pub async fn open_store<D: Disk, C: Clock>(
                     disk.remove(&cq.log.dir.join(name)).await?;
                 }
             }
-            report.rebuilt_queues = queues.len();
+            dropped = queues.len();
             queues.clear();
             damaged.clear();
             cq_from = first_segment;
         }
     }
-    let scan_from = scan_from.min(cq_from);
-    report.scanned_from = scan_from;
+    Ok((cq_from, damaged, dropped))
+}
 
-    let store = Store {
-        inner: Rc::new(RefCell::new(Inner {
-            commitlog,
-            queues,
-            index: Some(index),
-            index_pending: Vec::new(),
-            index_waiters: Vec::new(),
-            scratch: Vec::new(),
-            failed: None,
-            disk_full: None,
-            waiters: BTreeMap::new(),
-            checkpoint_sequence: checkpoint.map(|c| c.sequence).unwrap_or(0),
-            checkpoint_file: None,
-            logics_flushing: false,
-            logics_waker: None,
-            read_ahead: std::collections::VecDeque::new(),
-            read_ahead_loading: Vec::new(),
-            read_ahead_waiters: Vec::new(),
-            read_ahead_prefetching: 0,
-            cq_pull_blocks: std::collections::VecDeque::new(),
-            scrub_pos: 0,
-            stats: StoreStats::default(),
-            flusher_waker: None,
-            append_wakers: Vec::new(),
-            flush_requested: false,
-            records_appended: 0,
-            records_flushed: 0,
-            queues_deleted: Vec::new(),
-            checkpoint_logics_phys: 0,
-            commitlog_start: first_segment,
-        })),
-        disk: disk.clone(),
-        clock,
-        config: Rc::new(config),
-        shard,
-        dir: dir.clone(),
-    };
+/// The shared state of a store being recovered: the log, queues and index as opened,
+/// counters at zero (the scan counts the records).
+fn recovering_inner<D: Disk>(commitlog: SegmentedLog<D>, queues: QueueMap<D>, index: IndexService<D>, checkpoint: Option<Checkpoint>, first_segment: u64) -> Inner<D> {
+    Inner {
+        commitlog,
+        queues,
+        index: Some(index),
+        index_pending: Vec::new(),
+        index_waiters: Vec::new(),
+        scratch: Vec::new(),
+        failed: None,
+        disk_full: None,
+        waiters: BTreeMap::new(),
+        checkpoint_sequence: checkpoint.map(|c| c.sequence).unwrap_or(0),
+        checkpoint_file: None,
+        logics_flushing: false,
+        logics_waker: None,
+        read_ahead: std::collections::VecDeque::new(),
+        read_ahead_loading: Vec::new(),
+        read_ahead_waiters: Vec::new(),
+        read_ahead_prefetching: 0,
+        cq_pull_blocks: std::collections::VecDeque::new(),
+        scrub_pos: 0,
+        stats: StoreStats::default(),
+        flusher_waker: None,
+        append_wakers: Vec::new(),
+        flush_requested: false,
+        records_appended: 0,
+        records_flushed: 0,
+        queues_deleted: Vec::new(),
+        checkpoint_logics_phys: 0,
+        commitlog_start: first_segment,
+    }
+}
 
-    phase(&mut report, "index_and_queues", store.clock.now_ms());
-    // Scan.
-    let files = store.inner.borrow().commitlog.files.clone();
-    let mut scanner = Scanner { files, segment_bytes: store.config.segment_bytes, buf: Vec::new(), buf_start: 0 };
+/// Sets the record counters to what the queues hold (the sum of their max offsets):
+/// every record recovered is durable.
+fn count_recovered_records<D: Disk, C: Clock>(store: &Store<D, C>, total: u64) {
+    let mut inner = store.inner.borrow_mut();
+    inner.records_appended = total;
+    inner.records_flushed = total;
+}
+
+/// Scans the log from `replay.scan`, re-adding each valid record's queue entry (from
+/// `replay.cq`) and index keys (from `replay.index`). Returns where the log ends, why
+/// it ends there, and the queues to rebuild (`damaged` and those whose entries did not
+/// line up with the records).
+async fn replay_log<D: Disk, C: Clock>(
+    store: &Store<D, C>,
+    scanner: &mut Scanner<D::File>,
+    replay: &ReplayFrom,
+    sizes: &BTreeMap<u64, u64>,
+    damaged: BTreeSet<QueueKey>,
+) -> Result<(u64, ScanEnd, BTreeSet<QueueKey>), StoreError> {
     let mut rebuild: BTreeSet<QueueKey> = damaged;
-    let (end, how) = scan(&store, &mut scanner, scan_from, &sizes, &mut |store, pos, view| {
-        dispatch(store, pos, view, cq_from, index_from, &mut rebuild, None);
+    let (end, how) = scan(store, scanner, replay.scan, sizes, &mut |store, pos, view| {
+        dispatch(store, pos, view, replay.cq, replay.index, &mut rebuild, None);
     })
     .await?;
-    report.records_scanned = store.stats().records_put;
-    {
-        let mut inner = store.inner.borrow_mut();
-        let total: u64 = inner.queues.values().map(|q| q.max_offset()).sum();
-        inner.records_appended = total;
-        inner.records_flushed = total;
-    }
+    let total: u64 = store.inner.borrow().queues.values().map(|q| q.max_offset()).sum();
+    count_recovered_records(store, total);
+    Ok((end, how, rebuild))
+}
+
+/// Whether the log may end at `end`: a bad record or a hole there is a torn tail only
+/// if nothing was written past one write window; anything beyond it stops start-up
+/// with an error naming the file and offset, unless `allow_truncate_corrupt`, and so
+/// does a log that ends before the checkpoint's durable offset. Returns whether the log
+/// is cut at a corrupt record (what follows is given up).
+async fn check_end<D: Disk, C: Clock>(store: &Store<D, C>, scanner: &mut Scanner<D::File>, end: u64, how: &ScanEnd, checkpoint: Option<Checkpoint>) -> Result<bool, StoreError> {
     let window = store.config.torn_window_bytes();
     let end_file = store.inner.borrow().commitlog.path_of(align_down(end, store.config.segment_bytes));
     // One longest record past the window: enough to see any record written there.
     let probe_bytes = store.config.record_bytes_max + BLOCK_BYTES;
     let beyond = scanner.first_record_bytes_from(end + window, probe_bytes).await?;
-    let bad_reason = match (&how, beyond) {
+    let bad_reason = match (how, beyond) {
         (_, Some(at)) => Some(format!(
             "{}; valid-looking data follows at offset {} past the last write window ({} bytes)",
-            match &how {
+            match how {
                 ScanEnd::Bad(r) => r.clone(),
                 _ => "the log has a hole".into(),
             },
@@ -325,7 +491,7 @@ pub async fn open_store<D: Disk, C: Clock>(
             return Err(err);
         }
         tracing::error!(error = %err, "allow_truncate_corrupt is set: truncating the CommitLog here, losing what follows");
-    } else if let ScanEnd::Bad(reason) = &how {
+    } else if let ScanEnd::Bad(reason) = how {
         tracing::warn!(file = %end_file.display(), offset = store.shard.phys(end), %reason, "torn tail inside the last write window: truncated");
     }
     if let Some(cp) = checkpoint {
@@ -337,90 +503,89 @@ pub async fn open_store<D: Disk, C: Clock>(
             });
         }
     }
-    report.end_offset = end;
-    phase(&mut report, "scan", store.clock.now_ms());
-    // After a clean stop that ended on zeros nothing was written past the end (every
-    // flush completed and wrote zeros after it in its last block). After a crash, or a
-    // bad record, the window may hold torn or stale records: zeroed below, or a stale
-    // record with a valid CRC could come back after a later crash.
-    let mut written_end = if report.unclean || matches!(how, ScanEnd::Bad(_)) {
-        // Only up to the last byte written: usually one torn flush, not the whole window
-        // (zeroing 64 MiB of a fallocated segment costs seconds of extent conversions).
-        scanner.last_nonzero_in(end, end + window).await?.map(|at| at + 1).unwrap_or(end)
-    } else {
-        end
-    };
-    if truncating_corrupt {
-        // Everything past `end` is given up. Queue entries below the checkpoint that
-        // point there are cut (else pulls fail on them forever), and the records there
-        // are zeroed or removed (else the next recovery finds them past the new end and
-        // refuses to start, or truncates again, losing what was acknowledged since).
-        let end_segment = align_down(end, store.config.segment_bytes);
-        let mut queues = std::mem::take(&mut store.inner.borrow_mut().queues);
-        for cq in queues.values_mut() {
-            cut_queue(&disk, cq, store.shard.phys(end)).await?;
-        }
-        let total: u64 = queues.values().map(|q| q.max_offset()).sum();
-        {
-            let mut inner = store.inner.borrow_mut();
-            inner.queues = queues;
-            inner.records_appended = total;
-            inner.records_flushed = total;
-        }
-        let later: Vec<u64> = sizes.keys().copied().filter(|&s| s > end_segment).collect();
-        for start in later {
-            let path = store.inner.borrow().commitlog.path_of(start);
-            store.inner.borrow_mut().commitlog.files.remove(&start);
-            scanner.files.remove(&start);
-            sizes.remove(&start);
-            disk.remove(&path).await?;
-        }
-        disk.sync_dir(&commitlog_dir).await?;
-        written_end = written_end.max(end_segment + store.config.segment_bytes);
-    }
-    report.truncated_bytes = written_end - end;
+    Ok(truncating_corrupt)
+}
 
-    // Queues that did not line up are rebuilt from the start of the log.
-    if !rebuild.is_empty() {
-        report.rebuilt_queues = rebuild.len();
-        for key in &rebuild {
-            tracing::warn!(topic = %key.0, queue = key.1, "consume queue inconsistent with the commitlog: rebuilding");
-            let dir = store.cq_dir(&key.0, key.1);
-            for name in disk.list(&dir).await? {
-                disk.remove(&dir.join(name)).await?;
-            }
-            let fresh = ConsumeQueue::new(dir, &key.0, key.1, store.config.cq_entries_per_file, store.config.cq_tail_entries);
-            store.inner.borrow_mut().queues.insert(key.clone(), fresh);
-        }
-        let total: u64 = store.inner.borrow().queues.iter().filter(|(k, _)| !rebuild.contains(*k)).map(|(_, q)| q.max_offset()).sum();
-        let mut fresh_scanner = Scanner { files: scanner.files.clone(), segment_bytes: store.config.segment_bytes, buf: Vec::new(), buf_start: 0 };
-        let only = rebuild.clone();
-        let mut ignored = BTreeSet::new();
-        scan(&store, &mut fresh_scanner, first_segment, &sizes, &mut |store, pos, view| {
-            dispatch(store, pos, view, 0, u64::MAX, &mut ignored, Some(&only));
-        })
-        .await?;
-        let mut inner = store.inner.borrow_mut();
-        let rebuilt: u64 = inner.queues.iter().filter(|(k, _)| rebuild.contains(*k)).map(|(_, q)| q.max_offset()).sum();
-        inner.records_appended = total + rebuilt;
-        inner.records_flushed = total + rebuilt;
+/// Gives up everything past `end` (a corrupt record with data after it, under
+/// `allow_truncate_corrupt`). Queue entries below the checkpoint that point there are
+/// cut (else pulls fail on them forever), and the records there are zeroed or removed
+/// (else the next recovery finds them past the new end and refuses to start, or
+/// truncates again, losing what was acknowledged since): the later segments go here,
+/// and the returned offset is how far the caller zeroes.
+async fn give_up_past_end<D: Disk, C: Clock>(store: &Store<D, C>, scanner: &mut Scanner<D::File>, sizes: &mut BTreeMap<u64, u64>, end: u64) -> Result<u64, StoreError> {
+    let end_segment = align_down(end, store.config.segment_bytes);
+    let mut queues = std::mem::take(&mut store.inner.borrow_mut().queues);
+    for cq in queues.values_mut() {
+        cut_queue(&store.disk, cq, store.shard.phys(end)).await?;
     }
+    let total: u64 = queues.values().map(|q| q.max_offset()).sum();
+    store.inner.borrow_mut().queues = queues;
+    count_recovered_records(store, total);
+    let later: Vec<u64> = sizes.keys().copied().filter(|&s| s > end_segment).collect();
+    for start in later {
+        let path = store.inner.borrow().commitlog.path_of(start);
+        store.inner.borrow_mut().commitlog.files.remove(&start);
+        scanner.files.remove(&start);
+        sizes.remove(&start);
+        store.disk.remove(&path).await?;
+    }
+    store.disk.sync_dir(&Store::<D, C>::commitlog_dir(&store.dir)).await?;
+    Ok(end_segment + store.config.segment_bytes)
+}
 
-    // Position the CommitLog at `end`, zero what lies past it within one window, and
-    // drop segments that were never completely pre-allocated.
-    let segment_bytes = store.config.segment_bytes;
-    let end_segment = align_down(end, segment_bytes);
+/// Rebuilds the queues in `rebuild` from the start of the log: their files are removed
+/// and a second scan re-adds their entries only (index entries are not added again).
+async fn rebuild_queues<D: Disk, C: Clock>(
+    store: &Store<D, C>,
+    scanner: &Scanner<D::File>,
+    sizes: &BTreeMap<u64, u64>,
+    first_segment: u64,
+    rebuild: &BTreeSet<QueueKey>,
+) -> Result<(), StoreError> {
+    for key in rebuild {
+        tracing::warn!(topic = %key.0, queue = key.1, "consume queue inconsistent with the commitlog: rebuilding");
+        let dir = store.cq_dir(&key.0, key.1);
+        for name in store.disk.list(&dir).await? {
+            store.disk.remove(&dir.join(name)).await?;
+        }
+        let fresh = ConsumeQueue::new(dir, &key.0, key.1, store.config.cq_entries_per_file, store.config.cq_tail_entries);
+        store.inner.borrow_mut().queues.insert(key.clone(), fresh);
+    }
+    let total: u64 = store.inner.borrow().queues.iter().filter(|(k, _)| !rebuild.contains(*k)).map(|(_, q)| q.max_offset()).sum();
+    let mut fresh_scanner = Scanner::new(scanner.files.clone(), store.config.segment_bytes);
+    let mut ignored = BTreeSet::new();
+    scan(store, &mut fresh_scanner, first_segment, sizes, &mut |store, pos, view| {
+        dispatch(store, pos, view, 0, u64::MAX, &mut ignored, Some(rebuild));
+    })
+    .await?;
+    let rebuilt: u64 = store.inner.borrow().queues.iter().filter(|(k, _)| rebuild.contains(*k)).map(|(_, q)| q.max_offset()).sum();
+    count_recovered_records(store, total + rebuilt);
+    Ok(())
+}
+
+/// The bytes of the log's last block below `end` (the CommitLog is positioned there
+/// with them).
+async fn last_block<D: Disk, C: Clock>(store: &Store<D, C>, scanner: &mut Scanner<D::File>, end: u64) -> Result<Vec<u8>, StoreError> {
     let block = align_down(end, BLOCK_BYTES);
     let prefix = if end > block { scanner.bytes_at(block, end - block).await?.to_vec() } else { Vec::new() };
     if prefix.len() as u64 != end - block {
+        let end_file = store.inner.borrow().commitlog.path_of(align_down(end, store.config.segment_bytes));
         return Err(StoreError::Corrupt { file: end_file, offset: store.shard.phys(end), reason: "short read of the last block".into() });
     }
-    for (&start, &size) in &sizes {
+    Ok(prefix)
+}
+
+/// Removes the segments at or past `end`'s whose pre-allocation did not finish (short
+/// files); a short segment below it is corrupt.
+async fn drop_unfinished_segments<D: Disk, C: Clock>(store: &Store<D, C>, sizes: &BTreeMap<u64, u64>, end: u64) -> Result<(), StoreError> {
+    let segment_bytes = store.config.segment_bytes;
+    let end_segment = align_down(end, segment_bytes);
+    for (&start, &size) in sizes {
         if start >= end_segment && size < segment_bytes {
             tracing::warn!(segment = start, size, "removing a segment whose pre-allocation did not finish");
             let path = store.inner.borrow().commitlog.path_of(start);
             store.inner.borrow_mut().commitlog.files.remove(&start);
-            disk.remove(&path).await?;
+            store.disk.remove(&path).await?;
         } else if start < end_segment && size < segment_bytes {
             return Err(StoreError::Corrupt {
                 file: store.inner.borrow().commitlog.path_of(start),
@@ -429,10 +594,17 @@ pub async fn open_store<D: Disk, C: Clock>(
             });
         }
     }
-    phase(&mut report, "probe_and_rebuild", store.clock.now_ms());
-    store.inner.borrow_mut().commitlog.reset_at(end, &prefix);
+    Ok(())
+}
+
+/// Positions the CommitLog at `end` (its last block `prefix`), zeroes what was written
+/// past it up to `written_end`, rewrites the partial last block, and brings the queues,
+/// the index and the checkpoint in line with the log.
+async fn settle_log<D: Disk, C: Clock>(store: &Store<D, C>, end: u64, prefix: &[u8], written_end: u64, first_segment: u64) -> Result<(), StoreError> {
+    let block = align_down(end, BLOCK_BYTES);
+    store.inner.borrow_mut().commitlog.reset_at(end, prefix);
     if written_end > end {
-        zero_range(&store, align_up(end, BLOCK_BYTES), written_end).await?;
+        zero_range(store, align_up(end, BLOCK_BYTES), written_end).await?;
     }
     // Rewrite the partial last block (zeros after `end`) before anything else.
     store.inner.borrow_mut().commitlog.flushed_pos = block;
@@ -442,15 +614,7 @@ pub async fn open_store<D: Disk, C: Clock>(
         store.trim_logics().await?;
     }
     store.flush_logics().await?;
-    phase(&mut report, "zero_and_flush", store.clock.now_ms());
-    if report.unclean {
-        tracing::info!(shard = shard.0, end, scanned_from = scan_from, records = report.records_scanned, phases_ms = ?report.phases_ms, "recovered after an unclean stop");
-    } else {
-        tracing::info!(shard = shard.0, end, scanned_from = scan_from, phases_ms = ?report.phases_ms, "store opened after a clean stop");
-    }
-    // Counters describe this run, not recovery.
-    store.inner.borrow_mut().stats = StoreStats::default();
-    Ok((store, report))
+    Ok(())
 }
 
 /// Why `cq`'s newest entries are implausible, if they are: each entry of the queue's

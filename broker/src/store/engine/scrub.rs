@@ -10,6 +10,8 @@
 //! scrub goes on at the next segment (it cannot know where the next record starts).
 
 use super::*;
+use crate::store::io::{align_down, DiskFile};
+use ringmq_client::message::stored::{record_head, RecordHead, StoredMessageView, BLANK_LEN_MIN_BYTES};
 
 /// Bytes the scrub reads per device read.
 pub const SCRUB_READ_BYTES: u64 = 1024 * 1024;

@@ -1,0 +1,47 @@
+//! Disk watermarks: `check_disk` re-reads the filesystem's usage, warns past
+//! `disk_warn_ratio`, refuses appends past `disk_refuse_ratio` and accepts them again
+//! once usage falls back; a full disk met while pre-allocating a segment refuses them
+//! too (`on_no_space`).
+//!
+//! Invariant: a full disk is not a store failure: appends are answered `DiskFull` while
+//! `Inner::disk_full` is set, and everything else goes on.
+
+use super::*;
+use crate::store::io::IoError;
+
+impl<D: Disk, C: Clock> Store<D, C> {
+    /// Re-reads disk usage: warns, refuses appends past `disk_refuse_ratio`, and lets
+    /// them resume once usage falls back. Returns the used ratio.
+    pub async fn check_disk(&self) -> Result<f64, StoreError> {
+        let space = self.disk.space(&self.dir).await?;
+        let ratio = space.used_ratio();
+        let refuse = self.config.disk_refuse_ratio;
+        let mut inner = self.inner.borrow_mut();
+        inner.stats.disk_used_permille = (ratio * 1000.0) as u64;
+        if ratio >= refuse {
+            if inner.disk_full.is_none() {
+                tracing::warn!(shard = self.shard.0, used_percent = (ratio * 100.0) as u32, "disk above the refuse watermark: refusing appends");
+            }
+            inner.disk_full = Some(((ratio * 100.0) as u32, (refuse * 100.0) as u32));
+        } else {
+            if inner.disk_full.take().is_some() {
+                tracing::info!(shard = self.shard.0, used_percent = (ratio * 100.0) as u32, "disk space available again: accepting appends");
+            }
+            if ratio >= self.config.disk_warn_ratio {
+                tracing::warn!(shard = self.shard.0, used_percent = (ratio * 100.0) as u32, "disk above the warning watermark");
+            }
+        }
+        Ok(ratio)
+    }
+
+    pub fn refusing_writes(&self) -> bool {
+        self.inner.borrow().disk_full.is_some()
+    }
+
+    pub(super) async fn on_no_space(&self, e: &IoError) {
+        tracing::warn!(shard = self.shard.0, error = %e, "disk full: refusing appends until space is freed");
+        self.inner.borrow_mut().disk_full = Some((100, (self.config.disk_refuse_ratio * 100.0) as u32));
+        // The half-written segment was removed by `segmented::ensure_segment` while it
+        // still held the segment's claim (removing it here raced the next claimant).
+    }
+}
