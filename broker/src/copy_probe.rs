@@ -21,7 +21,7 @@ pub enum Site {
     NetRead = 0,
     /// A record encoded into a scratch buffer before it reaches the CommitLog's tail.
     RecordScratch = 1,
-    /// A record's bytes written into the CommitLog's tail (`store/engine.rs` `put`).
+    /// A record's bytes written into the CommitLog's tail (`store/engine/write.rs` `put`).
     TailAppend = 2,
     /// Tail bytes copied into the DMA write buffers of a CommitLog flush.
     FlushStage = 3,
