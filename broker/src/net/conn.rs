@@ -77,46 +77,12 @@ pub const FRAME_SLACK_BYTES: usize = 64 * 1024;
 pub async fn serve<R: Runtime, S: AsyncRead + AsyncWrite + Unpin + 'static>(shard: Rc<Shard<R>>, stream: S, remote: Option<SocketAddr>, conn_id: u64) {
     let ctx = ConnCtx { conn_id, remote };
     let rt = shard.rt().clone();
-    let (mut reader, mut writer) = futures_lite::io::split(stream);
+    let (mut reader, writer) = futures_lite::io::split(stream);
     let (tx, rx) = chan::bounded::<RemotingCommand>(WRITE_QUEUE_MAX);
     shard.register_conn(conn_id, tx.clone());
     // Ends when every sender is gone: the reader below and every request task.
     let (writer_done_tx, writer_done) = chan::oneshot::<()>();
-    rt.spawn(async move {
-        let mut out = BytesMut::with_capacity(64 * 1024);
-        while let Some(cmd) = rx.recv().await {
-            out.clear();
-            // A large body (a catch-up pull's) goes to the socket from the response
-            // itself, behind the frames gathered before it: never copied into `out`.
-            let mut direct_body = match encode_response(&cmd, &mut out) {
-                Ok(body) => body,
-                Err(e) => {
-                    tracing::warn!(conn_id, error = %e, "response could not be encoded");
-                    continue;
-                }
-            };
-            // Write everything already queued in one go.
-            while direct_body.is_none() && out.len() < WRITE_GATHER_BYTES_MAX {
-                let Some(Some(next)) = futures_lite::future::poll_once(rx.recv()).await else { break };
-                if let Ok(body) = encode_response(&next, &mut out) {
-                    direct_body = body;
-                }
-            }
-            if !out.is_empty() && writer.write_all(&out).await.is_err() {
-                break;
-            }
-            if let Some(body) = direct_body {
-                if writer.write_all(&body).await.is_err() {
-                    break;
-                }
-            }
-        }
-        // Dropping the receiver fails every later send at once: a dead socket never
-        // holds a request task.
-        drop(rx);
-        let _ = writer.close().await;
-        writer_done_tx.send(());
-    });
+    rt.spawn(write_responses(rx, writer, conn_id, writer_done_tx));
     let limits = FrameLimits::with_body_len_max_bytes(shard.config().max_message_bytes as usize + FRAME_SLACK_BYTES);
     let idle = Duration::from_millis(shard.config().idle_connection_timeout_ms);
     // A permit per running request: `send` waits while REQUESTS_IN_FLIGHT_MAX run.
@@ -209,13 +175,7 @@ pub async fn serve<R: Runtime, S: AsyncRead + AsyncWrite + Unpin + 'static>(shar
             _ => 0,
         };
         buf.truncate(filled + got);
-        read_window_bytes = if got == window {
-            (window * 2).min(READ_CHUNK_BYTES)
-        } else if got < window / 4 {
-            (window / 2).max(READ_WINDOW_MIN_BYTES)
-        } else {
-            window
-        };
+        read_window_bytes = next_read_window(window, got);
         match read {
             Some(Ok(0)) | Some(Err(_)) => break,
             Some(Ok(_)) => {}
@@ -233,6 +193,57 @@ pub async fn serve<R: Runtime, S: AsyncRead + AsyncWrite + Unpin + 'static>(shar
     // Requests still running answer into the queue; the writer ends when the last of
     // them is done (or at once if the socket is gone).
     let _ = writer_done.await;
+}
+
+/// The connection's writer: answers in the order they are queued, everything already
+/// queued gathered into one write; ends when every sender is gone or the socket fails.
+async fn write_responses<W: AsyncWrite + Unpin>(rx: chan::Receiver<RemotingCommand>, mut writer: W, conn_id: u64, done: chan::OneshotSender<()>) {
+    let mut out = BytesMut::with_capacity(64 * 1024);
+    while let Some(cmd) = rx.recv().await {
+        out.clear();
+        // A large body (a catch-up pull's) goes to the socket from the response
+        // itself, behind the frames gathered before it: never copied into `out`.
+        let mut direct_body = match encode_response(&cmd, &mut out) {
+            Ok(body) => body,
+            Err(e) => {
+                tracing::warn!(conn_id, error = %e, "response could not be encoded");
+                continue;
+            }
+        };
+        // Write everything already queued in one go.
+        while direct_body.is_none() && out.len() < WRITE_GATHER_BYTES_MAX {
+            let Some(Some(next)) = futures_lite::future::poll_once(rx.recv()).await else { break };
+            if let Ok(body) = encode_response(&next, &mut out) {
+                direct_body = body;
+            }
+        }
+        if !out.is_empty() && writer.write_all(&out).await.is_err() {
+            break;
+        }
+        if let Some(body) = direct_body {
+            if writer.write_all(&body).await.is_err() {
+                break;
+            }
+        }
+    }
+    // Dropping the receiver fails every later send at once: a dead socket never
+    // holds a request task.
+    drop(rx);
+    let _ = writer.close().await;
+    done.send(());
+}
+
+/// The next read's window: doubled after a read that filled it (up to
+/// `READ_CHUNK_BYTES`), halved after one that used under a quarter (down to
+/// `READ_WINDOW_MIN_BYTES`).
+fn next_read_window(window: usize, got: usize) -> usize {
+    if got == window {
+        (window * 2).min(READ_CHUNK_BYTES)
+    } else if got < window / 4 {
+        (window / 2).max(READ_WINDOW_MIN_BYTES)
+    } else {
+        window
+    }
 }
 
 /// Idle request tasks a connection keeps for its next requests; past this many a task
