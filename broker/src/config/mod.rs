@@ -27,6 +27,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
+pub mod conf_keys;
+
 pub const DEFAULT_LISTEN_PORT: u16 = 10911;
 /// Bytes a stored record may add to its message body: the fixed fields (~100 bytes),
 /// the topic (≤ 127) and the properties (an i16 length, so < 32 KiB), rounded up.
@@ -339,7 +341,7 @@ pub struct BrokerConfig {
     /// Apache RocketMQ broker.conf keys accepted with no effect here, and why
     /// (`conf_keys.rs`); logged once at start-up. Never read from TOML.
     #[serde(skip)]
-    pub ignored_conf_keys: Vec<(String, crate::conf_keys::IgnoredWhy)>,
+    pub ignored_conf_keys: Vec<(String, conf_keys::IgnoredWhy)>,
     #[serde(deserialize_with = "de_store")]
     pub store: StoreConfig,
 }
@@ -728,9 +730,9 @@ impl BrokerConfig {
             match apply_conf_key(&mut config, key, value).map_err(bad)? {
                 ConfEffect::Applied => {}
                 ConfEffect::CommitLogPath(path) => commitlog = Some((path, line)),
-                ConfEffect::Unknown => match crate::conf_keys::classify(key, value, BROKER_CONF_KEYS) {
-                    crate::conf_keys::Unmapped::Ignored(why) => config.ignored_conf_keys.push((key.to_string(), why)),
-                    crate::conf_keys::Unmapped::Refused(reason) => return Err(ConfigError::UnknownKey { key: key.to_string(), line, reason }),
+                ConfEffect::Unknown => match conf_keys::classify(key, value, BROKER_CONF_KEYS) {
+                    conf_keys::Unmapped::Ignored(why) => config.ignored_conf_keys.push((key.to_string(), why)),
+                    conf_keys::Unmapped::Refused(reason) => return Err(ConfigError::UnknownKey { key: key.to_string(), line, reason }),
                 },
             }
         }
@@ -803,7 +805,7 @@ impl BrokerConfig {
         if self.ignored_conf_keys.is_empty() {
             return None;
         }
-        let mut groups: Vec<(crate::conf_keys::IgnoredWhy, Vec<&str>)> = Vec::new();
+        let mut groups: Vec<(conf_keys::IgnoredWhy, Vec<&str>)> = Vec::new();
         for (key, why) in &self.ignored_conf_keys {
             match groups.iter_mut().find(|(w, _)| w == why) {
                 Some((_, keys)) => keys.push(key),
@@ -1442,8 +1444,8 @@ mod tests {
             Conf("sendMessageThreadPoolNums=16\naclEnable=false"),
             Ok(with(|c| {
                 c.ignored_conf_keys = vec![
-                    ("sendMessageThreadPoolNums".into(), crate::conf_keys::IgnoredWhy::ThreadPool),
-                    ("aclEnable".into(), crate::conf_keys::IgnoredWhy::FeatureOff),
+                    ("sendMessageThreadPoolNums".into(), conf_keys::IgnoredWhy::ThreadPool),
+                    ("aclEnable".into(), conf_keys::IgnoredWhy::FeatureOff),
                 ]
             })),
         );
