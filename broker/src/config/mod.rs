@@ -23,11 +23,12 @@ use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 pub mod conf_keys;
+mod ip;
 
 pub const DEFAULT_LISTEN_PORT: u16 = 10911;
 /// Bytes a stored record may add to its message body: the fixed fields (~100 bytes),
@@ -909,17 +910,6 @@ impl BrokerConfig {
         }
     }
 
-    /// The address to advertise: `broker_ip`, else the first non-loopback IPv4 address
-    /// of an interface that is up, else 127.0.0.1.
-    pub fn advertised_ip(&self) -> Ipv4Addr {
-        self.broker_ip
-            .as_deref()
-            .and_then(|ip| ip.parse().ok())
-            .or_else(first_non_loopback_ipv4)
-            .unwrap_or(Ipv4Addr::LOCALHOST)
-    }
-
-    /// The address the broker listens on: every interface, as RocketMQ's broker does.
     /// The first replication port (shard i listens on it + i). Unset, it is RocketMQ's
     /// `listen_port + 1`; in shard mode the client ports `listen_port + i` come first,
     /// so it is `listen_port + shard_count`.
@@ -940,10 +930,6 @@ impl BrokerConfig {
             RouteMode::Host => self.listen_port,
             RouteMode::Shard => self.listen_port.saturating_add(shard.min(u16::MAX as usize) as u16),
         }
-    }
-
-    pub fn listen_ip(&self) -> IpAddr {
-        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -1054,44 +1040,24 @@ impl BrokerConfig {
     }
 }
 
-/// The first IPv4 address of an interface that is up and neither loopback nor
-/// link-local (169.254/16 is not reachable from other hosts reliably).
-fn first_non_loopback_ipv4() -> Option<Ipv4Addr> {
-    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `list` with a linked list we free below; on failure it
-    // returns -1 and we read nothing.
-    if unsafe { libc::getifaddrs(&mut list) } != 0 {
-        return None;
+/// What the tests of every submodule share.
+#[cfg(test)]
+mod test_support {
+    use super::BrokerConfig;
+
+    /// The defaults with `change` applied (and bounds derived, as parsing does).
+    pub(super) fn with(change: impl FnOnce(&mut BrokerConfig)) -> BrokerConfig {
+        let mut config = BrokerConfig::default();
+        change(&mut config);
+        config.derive_bounds();
+        config
     }
-    let mut found = None;
-    let mut cursor = list;
-    while !cursor.is_null() && found.is_none() {
-        // SAFETY: `cursor` is a node of the list getifaddrs returned, not yet freed.
-        let entry = unsafe { &*cursor };
-        cursor = entry.ifa_next;
-        let up = entry.ifa_flags & libc::IFF_UP as libc::c_uint != 0;
-        if !up || entry.ifa_addr.is_null() {
-            continue;
-        }
-        // SAFETY: ifa_addr is non-null and points to a sockaddr of the family it names.
-        if unsafe { (*entry.ifa_addr).sa_family } as i32 != libc::AF_INET {
-            continue;
-        }
-        // SAFETY: the family is AF_INET, so the address is a sockaddr_in.
-        let addr = unsafe { &*(entry.ifa_addr as *const libc::sockaddr_in) };
-        let ip = Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr));
-        if !ip.is_loopback() && !ip.is_link_local() && !ip.is_unspecified() {
-            found = Some(ip);
-        }
-    }
-    // SAFETY: frees the list getifaddrs allocated, once; no reference into it survives.
-    unsafe { libc::freeifaddrs(list) };
-    found
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use super::test_support::with;
     use clap::Parser;
     use std::io::Write;
 
@@ -1103,14 +1069,6 @@ mod tests {
         Args(&'a [&'a str]),
     }
     use Input::*;
-
-    /// The defaults with `change` applied (and bounds derived, as parsing does).
-    fn with(change: impl FnOnce(&mut BrokerConfig)) -> BrokerConfig {
-        let mut config = BrokerConfig::default();
-        change(&mut config);
-        config.derive_bounds();
-        config
-    }
 
     /// Parses `input`; expects that config, or an error whose text contains each of
     /// the given fragments.
@@ -1692,14 +1650,6 @@ mod tests {
             Args(&["-c", invalid.path().to_str().unwrap(), "--cluster-name", "fixed"]),
             Ok(with(|c| c.cluster_name = "fixed".into())),
         );
-    }
-
-    #[test]
-    fn advertised_ip_prefers_the_configured_one() {
-        assert_eq!(with(|c| c.broker_ip = Some("10.1.2.3".into())).advertised_ip(), Ipv4Addr::new(10, 1, 2, 3));
-        let picked = BrokerConfig::default().advertised_ip();
-        assert!(!picked.is_link_local() && !picked.is_unspecified(), "{picked}");
-        assert!(!picked.is_loopback() || first_non_loopback_ipv4().is_none(), "{picked}");
     }
 
     #[test]
