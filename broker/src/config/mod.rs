@@ -24,9 +24,11 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 pub mod conf_keys;
+mod cli;
 mod ip;
 mod validate;
 
+pub use cli::BrokerArgs;
 pub use validate::{MAX_MESSAGE_BYTES_LIMIT, SPIN_BEFORE_PARK_US_MAX};
 
 pub const DEFAULT_LISTEN_PORT: u16 = 10911;
@@ -522,53 +524,6 @@ pub fn expand_home(path: &str) -> PathBuf {
     }
 }
 
-/// Command-line flags; each one given overrides the configuration file.
-#[derive(Debug, Clone, Default, clap::Parser)]
-#[command(
-    name = "ringmq-broker",
-    version,
-    about = "RingMQ broker: a RocketMQ-compatible, thread-per-core message broker"
-)]
-pub struct BrokerArgs {
-    /// Configuration file: `*.toml` (RingMQ) or anything else (RocketMQ broker.conf).
-    #[arg(short = 'c', long = "config", value_name = "PATH")]
-    pub config: Option<PathBuf>,
-    /// Port clients connect to.
-    #[arg(short = 'p', long, value_name = "PORT")]
-    pub listen_port: Option<u16>,
-    /// NameServers, `host:port` separated by `;`.
-    #[arg(short = 'n', long, value_name = "ADDRS")]
-    pub namesrv_addr: Option<String>,
-    #[arg(long, value_name = "DIR")]
-    pub store_root: Option<PathBuf>,
-    /// Shards (pinned cores); 0 = one per available CPU.
-    #[arg(long, value_name = "N")]
-    pub shards: Option<usize>,
-    /// `host` (one address, requests forwarded between cores) or `shard` (each shard a
-    /// broker of its own on listen_port + i).
-    #[arg(long, value_enum)]
-    pub route_mode: Option<RouteMode>,
-    #[arg(long)]
-    pub broker_name: Option<String>,
-    #[arg(long)]
-    pub cluster_name: Option<String>,
-    #[arg(long)]
-    pub broker_id: Option<u64>,
-    #[arg(long, value_enum)]
-    pub role: Option<BrokerRole>,
-    /// A slave's master: `ip:port` of its first replication port.
-    #[arg(long, value_name = "IP:PORT")]
-    pub ha_master_address: Option<String>,
-    /// IPv4 address advertised to NameServers and clients.
-    #[arg(long, value_name = "IP")]
-    pub broker_ip: Option<String>,
-    #[arg(long, value_enum)]
-    pub flush: Option<FlushKind>,
-    /// Create unknown topics on first send (`--auto-create-topic=false` to turn off).
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    pub auto_create_topic: Option<bool>,
-}
-
 fn parse_bool(value: &str) -> Result<bool, String> {
     match value.to_ascii_lowercase().as_str() {
         "true" => Ok(true),
@@ -822,72 +777,6 @@ impl BrokerConfig {
         parsed.map_err(|e| ConfigError::File { path: path.to_path_buf(), source: Box::new(e) })
     }
 
-    /// Defaults ← the `--config` file ← flags, validated.
-    pub fn from_args(args: &BrokerArgs) -> Result<Self, ConfigError> {
-        let mut config = match &args.config {
-            Some(path) => Self::load(path)?,
-            None => Self::default(),
-        };
-        let BrokerArgs {
-            config: _,
-            listen_port,
-            namesrv_addr,
-            store_root,
-            shards,
-            route_mode,
-            broker_name,
-            cluster_name,
-            broker_id,
-            role,
-            ha_master_address,
-            broker_ip,
-            flush,
-            auto_create_topic,
-        } = args.clone();
-        if let Some(port) = listen_port {
-            config.listen_port = port;
-        }
-        if let Some(addrs) = namesrv_addr {
-            config.namesrv_addrs = split_addrs(&addrs);
-        }
-        if let Some(root) = store_root {
-            config.store_root = root;
-        }
-        if let Some(count) = shards {
-            config.shard_count = count;
-        }
-        if let Some(mode) = route_mode {
-            config.route_mode = mode;
-        }
-        if let Some(name) = broker_name {
-            config.broker_name = name;
-        }
-        if let Some(name) = cluster_name {
-            config.cluster_name = name;
-        }
-        if let Some(id) = broker_id {
-            config.broker_id = id;
-        }
-        if let Some(role) = role {
-            config.role = role;
-        }
-        if let Some(addr) = ha_master_address {
-            config.ha_master_address = Some(addr);
-        }
-        if let Some(ip) = broker_ip {
-            config.broker_ip = Some(ip);
-        }
-        if let Some(kind) = flush {
-            config.store.flush_mode = kind.into();
-        }
-        if let Some(enabled) = auto_create_topic {
-            config.auto_create_topic = enabled;
-        }
-        config.derive_bounds();
-        config.validate()?;
-        Ok(config)
-    }
-
     fn derive_bounds(&mut self) {
         self.store.record_bytes_max = self.max_message_bytes.saturating_add(RECORD_OVERHEAD_BYTES_MAX);
     }
@@ -928,7 +817,7 @@ impl BrokerConfig {
 /// What the tests of every submodule share.
 #[cfg(test)]
 mod test_support {
-    use super::BrokerConfig;
+    use super::{BrokerConfig, ConfigError};
 
     /// The defaults with `change` applied (and bounds derived, as parsing does).
     pub(super) fn with(change: impl FnOnce(&mut BrokerConfig)) -> BrokerConfig {
@@ -937,21 +826,32 @@ mod test_support {
         config.derive_bounds();
         config
     }
+
+    /// Asserts `got` is `expected`: that config, or an error whose text contains each
+    /// of the given fragments. `label` names the input in a failure.
+    pub(super) fn expect(label: &str, got: Result<BrokerConfig, ConfigError>, expected: Result<BrokerConfig, &[&str]>) {
+        match (got, expected) {
+            (Ok(config), Ok(want)) => assert_eq!(config, want, "{label}"),
+            (Err(e), Err(fragments)) => {
+                let text = e.to_string();
+                for fragment in fragments {
+                    assert!(text.contains(fragment), "{label}: error {text:?} lacks {fragment:?}");
+                }
+            }
+            (got, want) => panic!("{label}: got {got:?}, expected {want:?}"),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use super::test_support::with;
-    use clap::Parser;
-    use std::io::Write;
+    use super::test_support::{expect, with};
 
     /// Where a configuration comes from in a test case.
     enum Input<'a> {
         Toml(&'a str),
         Conf(&'a str),
-        /// Command-line words after the program name.
-        Args(&'a [&'a str]),
     }
     use Input::*;
 
@@ -988,26 +888,9 @@ mod tests {
     }
 
     fn check(input: Input, expected: Result<BrokerConfig, &[&str]>) {
-        let (label, got) = match input {
-            Toml(text) => (format!("toml {text:?}"), BrokerConfig::from_toml_str(text)),
-            Conf(text) => (format!("conf {text:?}"), BrokerConfig::from_broker_conf_str(text)),
-            Args(words) => {
-                let label = format!("args {words:?}");
-                let parsed = BrokerArgs::try_parse_from(std::iter::once("ringmq-broker").chain(words.iter().copied()))
-                    .map_err(|e| ConfigError::Invalid(format!("clap: {e}")))
-                    .and_then(|args| BrokerConfig::from_args(&args));
-                (label, parsed)
-            }
-        };
-        match (got, expected) {
-            (Ok(config), Ok(want)) => assert_eq!(config, want, "{label}"),
-            (Err(e), Err(fragments)) => {
-                let text = e.to_string();
-                for fragment in fragments {
-                    assert!(text.contains(fragment), "{label}: error {text:?} lacks {fragment:?}");
-                }
-            }
-            (got, want) => panic!("{label}: got {got:?}, expected {want:?}"),
+        match input {
+            Toml(text) => expect(&format!("toml {text:?}"), BrokerConfig::from_toml_str(text), expected),
+            Conf(text) => expect(&format!("conf {text:?}"), BrokerConfig::from_broker_conf_str(text), expected),
         }
     }
 
@@ -1031,7 +914,6 @@ mod tests {
         check(Toml(""), Ok(BrokerConfig::default()));
         check(Conf(""), Ok(BrokerConfig::default()));
         check(Conf("# only a comment\n\n   \n! another"), Ok(BrokerConfig::default()));
-        check(Args(&[]), Ok(BrokerConfig::default()));
     }
 
     #[test]
@@ -1387,95 +1269,6 @@ mod tests {
             Err(&["line 2", "/elsewhere/commitlog", "not under", "/r", "shard-<i>/commitlog"]),
         );
         check(Conf("storePathRootDir=/r\nstorePathCommitLog=/rx/commitlog"), Err(&["not under"]));
-    }
-
-    #[test]
-    fn flags_without_file() {
-        check(Args(&["-p", "1234"]), Ok(with(|c| c.listen_port = 1234)));
-        check(Args(&["--listen-port", "1234"]), Ok(with(|c| c.listen_port = 1234)));
-        check(Args(&["-n", "a:1;b:2"]), Ok(with(|c| c.namesrv_addrs = vec!["a:1".into(), "b:2".into()])));
-        check(Args(&["--namesrv-addr", "a:1"]), Ok(with(|c| c.namesrv_addrs = vec!["a:1".into()])));
-        check(Args(&["--store-root", "/tmp/x"]), Ok(with(|c| c.store_root = "/tmp/x".into())));
-        check(Args(&["--shards", "2"]), Ok(with(|c| c.shard_count = 2)));
-        check(Args(&["--broker-name", "b"]), Ok(with(|c| c.broker_name = "b".into())));
-        check(Args(&["--cluster-name", "K"]), Ok(with(|c| c.cluster_name = "K".into())));
-        check(
-            Args(&["--broker-id", "3", "--role", "slave", "--ha-master-address", "10.0.0.1:10912"]),
-            Ok(with(|c| (c.broker_id, c.role, c.ha_master_address) = (3, BrokerRole::Slave, Some("10.0.0.1:10912".into())))),
-        );
-        check(Args(&["--role", "sync-master"]), Ok(with(|c| c.role = BrokerRole::SyncMaster)));
-        check(Args(&["--broker-ip", "10.9.8.7"]), Ok(with(|c| c.broker_ip = Some("10.9.8.7".into()))));
-        check(Args(&["--flush", "sync"]), Ok(with(|c| c.store.flush_mode = FlushMode::Sync)));
-        check(Args(&["--flush", "async"]), Ok(BrokerConfig::default()));
-        check(Args(&["--auto-create-topic"]), Ok(with(|c| c.auto_create_topic = true)));
-        check(Args(&["--auto-create-topic=true"]), Ok(with(|c| c.auto_create_topic = true)));
-        check(Args(&["--auto-create-topic=false"]), Ok(BrokerConfig::default()));
-        // Flag errors and validation of the result.
-        check(Args(&["--flush", "SYNC_FLUSH"]), Err(&["clap", "--flush"]));
-        check(Args(&["-p", "x"]), Err(&["clap"]));
-        check(Args(&["--bogus"]), Err(&["clap", "--bogus"]));
-        check(Args(&["--auto-create-topic", "maybe"]), Err(&["clap"]));
-        check(Args(&["-p", "0"]), Ok(with(|c| c.listen_port = 0)));
-        check(Args(&["--broker-id", "1"]), Err(&["master has broker_id 0"]));
-        check(Args(&["-c", "/nonexistent/broker.conf"]), Err(&["cannot read", "/nonexistent/broker.conf"]));
-    }
-
-    fn temp_file(suffix: &str, contents: &str) -> tempfile::NamedTempFile {
-        let mut file = tempfile::Builder::new().suffix(suffix).tempfile().unwrap();
-        file.write_all(contents.as_bytes()).unwrap();
-        file
-    }
-
-    #[test]
-    fn file_then_flags_precedence() {
-        let toml = temp_file(
-            ".toml",
-            "listen_port = 2000\nbroker_name = \"from-file\"\nshard_count = 3\n[store]\nflush = \"sync\"\nfile_reserved_hours = 5\n",
-        );
-        let conf =
-            temp_file(".conf", "listenPort=3000\nbrokerName=from-conf\nflushDiskType=SYNC_FLUSH\nfileReservedTime=6\n");
-        let toml_path = toml.path().to_str().unwrap();
-        let conf_path = conf.path().to_str().unwrap();
-        let from_toml = with(|c| {
-            c.listen_port = 2000;
-            c.broker_name = "from-file".into();
-            c.shard_count = 3;
-            c.store.flush_mode = FlushMode::Sync;
-            c.store.file_reserved_hours = 5;
-        });
-        check(Args(&["-c", toml_path]), Ok(from_toml.clone()));
-        assert_eq!(BrokerConfig::load(toml.path()).unwrap(), from_toml);
-        // A flag beats the file; what no flag names stays as the file set it.
-        check(
-            Args(&["-c", toml_path, "-p", "2001", "--flush", "async", "--shards", "1"]),
-            Ok(with(|c| {
-                c.listen_port = 2001;
-                c.broker_name = "from-file".into();
-                c.shard_count = 1;
-                c.store.file_reserved_hours = 5;
-            })),
-        );
-        check(
-            Args(&["--config", conf_path, "--broker-name", "flag"]),
-            Ok(with(|c| {
-                c.listen_port = 3000;
-                c.broker_name = "flag".into();
-                c.store.flush_mode = FlushMode::Sync;
-                c.store.file_reserved_hours = 6;
-            })),
-        );
-        // Errors from a file name the file.
-        let bad = temp_file(".toml", "nope = 1");
-        check(Args(&["-c", bad.path().to_str().unwrap()]), Err(&[bad.path().to_str().unwrap(), "nope"]));
-        let bad_conf = temp_file(".properties", "\nnope=1");
-        check(Args(&["-c", bad_conf.path().to_str().unwrap()]), Err(&[".properties", "line 2", "nope"]));
-        // A file that parses but does not validate is refused by from_args.
-        let invalid = temp_file(".toml", "cluster_name = \"\"");
-        check(Args(&["-c", invalid.path().to_str().unwrap()]), Err(&["cluster_name"]));
-        check(
-            Args(&["-c", invalid.path().to_str().unwrap(), "--cluster-name", "fixed"]),
-            Ok(with(|c| c.cluster_name = "fixed".into())),
-        );
     }
 
     #[test]
