@@ -16,7 +16,6 @@
 //! Invariant: a config returned by `from_args` passed `validate`.
 
 use crate::store::config::{FlushMode, StoreConfig, KIB};
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::fmt;
@@ -26,6 +25,7 @@ use thiserror::Error;
 pub mod conf_keys;
 mod cli;
 mod ip;
+mod toml;
 mod validate;
 
 pub use cli::BrokerArgs;
@@ -258,14 +258,14 @@ pub struct BrokerConfig {
     /// picks one at start-up ([`BrokerConfig::advertised_ip`]).
     pub broker_ip: Option<String>,
     /// `host:port` of every NameServer; TOML takes an array or a `"a:9876;b:9876"` string.
-    #[serde(deserialize_with = "de_namesrv_addrs")]
+    #[serde(deserialize_with = "self::toml::de_namesrv_addrs")]
     pub namesrv_addrs: Vec<String>,
     pub cluster_name: String,
     pub broker_name: String,
     /// 0 is the master; a slave has a positive id.
     pub broker_id: u64,
     pub role: BrokerRole,
-    #[serde(deserialize_with = "de_path")]
+    #[serde(deserialize_with = "self::toml::de_path")]
     pub store_root: PathBuf,
     /// Shards (pinned executors); 0 means one per available CPU.
     pub shard_count: usize,
@@ -337,7 +337,7 @@ pub struct BrokerConfig {
     /// (`conf_keys.rs`); logged once at start-up. Never read from TOML.
     #[serde(skip)]
     pub ignored_conf_keys: Vec<(String, conf_keys::IgnoredWhy)>,
-    #[serde(deserialize_with = "de_store")]
+    #[serde(deserialize_with = "self::toml::de_store")]
     pub store: StoreConfig,
 }
 
@@ -388,122 +388,6 @@ impl Default for BrokerConfig {
         config.derive_bounds();
         config
     }
-}
-
-/// `[store] preallocate`: how CommitLog segments are made ready.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum PreallocateKind {
-    Zero,
-    Fallocate,
-}
-
-/// The `[store]` table: the subset of [`StoreConfig`] operators tune. Every field is
-/// optional so that a file names only what it changes.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StoreSection {
-    segment_bytes: Option<u64>,
-    /// "zero" (default; best for sync flush) or "fallocate" (best for async).
-    preallocate: Option<PreallocateKind>,
-    flush: Option<FlushKind>,
-    flush_interval_ms: Option<u64>,
-    flush_min_bytes: Option<u64>,
-    dirty_bytes_max: Option<u64>,
-    checkpoint_lag_bytes_max: Option<u64>,
-    write_through: Option<bool>,
-    read_ahead_windows_max: Option<usize>,
-    scrub_bytes_per_sec: Option<u64>,
-    tail_cache_bytes: Option<u64>,
-    cq_entries_per_file: Option<u64>,
-    file_reserved_hours: Option<u64>,
-    delete_when_hour: Option<u32>,
-    disk_warn_ratio: Option<f64>,
-    disk_force_clean_ratio: Option<f64>,
-    disk_refuse_ratio: Option<f64>,
-    allow_truncate_corrupt: Option<bool>,
-}
-
-impl StoreSection {
-    fn apply(self, store: &mut StoreConfig) {
-        let StoreSection {
-            segment_bytes,
-            preallocate,
-            flush,
-            flush_interval_ms,
-            flush_min_bytes,
-            dirty_bytes_max,
-            checkpoint_lag_bytes_max,
-            write_through,
-            read_ahead_windows_max,
-            scrub_bytes_per_sec,
-            tail_cache_bytes,
-            cq_entries_per_file,
-            file_reserved_hours,
-            delete_when_hour,
-            disk_warn_ratio,
-            disk_force_clean_ratio,
-            disk_refuse_ratio,
-            allow_truncate_corrupt,
-        } = self;
-        fn set<T>(field: &mut T, value: Option<T>) {
-            if let Some(value) = value {
-                *field = value;
-            }
-        }
-        set(&mut store.segment_bytes, segment_bytes);
-        set(&mut store.preallocate, preallocate.map(|p| match p {
-            PreallocateKind::Zero => crate::store::config::Preallocate::Zero,
-            PreallocateKind::Fallocate => crate::store::config::Preallocate::Fallocate,
-        }));
-        set(&mut store.flush_mode, flush.map(FlushMode::from));
-        set(&mut store.flush_interval_ms, flush_interval_ms);
-        set(&mut store.flush_min_bytes, flush_min_bytes);
-        set(&mut store.dirty_bytes_max, dirty_bytes_max);
-        set(&mut store.checkpoint_lag_bytes_max, checkpoint_lag_bytes_max);
-        set(&mut store.write_through, write_through);
-        set(&mut store.read_ahead_windows_max, read_ahead_windows_max);
-        set(&mut store.scrub_bytes_per_sec, scrub_bytes_per_sec);
-        set(&mut store.tail_cache_bytes, tail_cache_bytes);
-        set(&mut store.cq_entries_per_file, cq_entries_per_file);
-        set(&mut store.file_reserved_hours, file_reserved_hours);
-        set(&mut store.delete_when_hour, delete_when_hour);
-        set(&mut store.disk_warn_ratio, disk_warn_ratio);
-        set(&mut store.disk_force_clean_ratio, disk_force_clean_ratio);
-        set(&mut store.disk_refuse_ratio, disk_refuse_ratio);
-        set(&mut store.allow_truncate_corrupt, allow_truncate_corrupt);
-    }
-}
-
-fn de_store<'de, D: Deserializer<'de>>(deserializer: D) -> Result<StoreConfig, D::Error> {
-    let mut store = StoreConfig::default();
-    StoreSection::deserialize(deserializer)?.apply(&mut store);
-    Ok(store)
-}
-
-fn de_path<'de, D: Deserializer<'de>>(deserializer: D) -> Result<PathBuf, D::Error> {
-    Ok(expand_home(&String::deserialize(deserializer)?))
-}
-
-fn de_namesrv_addrs<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
-    struct AddrsVisitor;
-    impl<'de> Visitor<'de> for AddrsVisitor {
-        type Value = Vec<String>;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str(r#"an array of "host:port" strings or one "host:port;host:port" string"#)
-        }
-        fn visit_str<E: de::Error>(self, value: &str) -> Result<Vec<String>, E> {
-            Ok(split_addrs(value))
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<String>, A::Error> {
-            let mut addrs = Vec::new();
-            while let Some(addr) = seq.next_element::<String>()? {
-                addrs.extend(split_addrs(&addr));
-            }
-            Ok(addrs)
-        }
-    }
-    deserializer.deserialize_any(AddrsVisitor)
 }
 
 /// RocketMQ's `namesrvAddr` form: `host:port` separated by `;`, blanks ignored.
@@ -641,13 +525,6 @@ fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) -> Result<C
 }
 
 impl BrokerConfig {
-    /// Parses RingMQ's TOML format over the defaults. Does not validate.
-    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
-        let mut config: Self = toml::from_str(text).map_err(|e| ConfigError::Toml(e.to_string()))?;
-        config.derive_bounds();
-        Ok(config)
-    }
-
     /// Parses a RocketMQ `broker.conf` (Java properties: `key=value` or `key:value`,
     /// `#`/`!` comments, blank lines, whitespace trimmed) over the defaults. Does not
     /// validate. Java's "last one wins" for a repeated key is refused instead: two
@@ -848,13 +725,6 @@ mod tests {
     use super::*;
     use super::test_support::{expect, with};
 
-    /// Where a configuration comes from in a test case.
-    enum Input<'a> {
-        Toml(&'a str),
-        Conf(&'a str),
-    }
-    use Input::*;
-
     /// Parses `input`; expects that config, or an error whose text contains each of
     /// the given fragments.
     fn check_runtime(body: &str, expected: Result<&[(&str, &str)], &str>) {
@@ -887,11 +757,10 @@ mod tests {
         assert!(conf.contains("brokerPermission=2\n") && conf.contains("brokerTopicEnable=true\n"), "{conf}");
     }
 
-    fn check(input: Input, expected: Result<BrokerConfig, &[&str]>) {
-        match input {
-            Toml(text) => expect(&format!("toml {text:?}"), BrokerConfig::from_toml_str(text), expected),
-            Conf(text) => expect(&format!("conf {text:?}"), BrokerConfig::from_broker_conf_str(text), expected),
-        }
+    /// Parses `text` as a broker.conf file; expects that config, or an error whose text
+    /// contains each fragment.
+    fn check(text: &str, expected: Result<BrokerConfig, &[&str]>) {
+        expect(&format!("conf {text:?}"), BrokerConfig::from_broker_conf_str(text), expected);
     }
 
     #[test]
@@ -911,132 +780,8 @@ mod tests {
         assert_eq!(c.store, StoreConfig::default(), "4 MiB messages give the store's default record bound");
         assert!(c.effective_shard_count() >= 1);
         c.validate().unwrap();
-        check(Toml(""), Ok(BrokerConfig::default()));
-        check(Conf(""), Ok(BrokerConfig::default()));
-        check(Conf("# only a comment\n\n   \n! another"), Ok(BrokerConfig::default()));
-    }
-
-    #[test]
-    fn toml_every_key() {
-        let text = r#"
-            listen_port = 20911
-            broker_ip = "10.0.0.7"
-            namesrv_addrs = ["n1:9876", "n2:9876"]
-            cluster_name = "C"
-            broker_name = "broker-b"
-            broker_id = 2
-            role = "slave"
-            ha_master_address = "10.0.0.1:10912"
-            store_root = "/data/store"
-            shard_count = 4
-            cpu_list = [2, 3, 4, 5]
-            auto_create_topic = true
-            default_topic_queue_nums = 16
-            max_message_bytes = 1048576
-            register_interval_ms = 1000
-            idle_connection_timeout_ms = 5000
-            pull_suspend_max_ms = 15000
-            connections_per_shard_max = 100
-            forward_batch_max = 64
-            metrics_exporter_type = "prom"
-            metrics_prom_exporter_host = "127.0.0.1"
-            metrics_prom_exporter_port = 0
-
-            [store]
-            segment_bytes = 67108864
-            flush = "sync"
-            flush_interval_ms = 20
-            flush_min_bytes = 65536
-            dirty_bytes_max = 8388608
-            tail_cache_bytes = 1048576
-            cq_entries_per_file = 2048
-            file_reserved_hours = 48
-            delete_when_hour = 3
-            disk_warn_ratio = 0.5
-            disk_force_clean_ratio = 0.6
-            disk_refuse_ratio = 0.7
-            allow_truncate_corrupt = true
-        "#;
-        let expected = with(|c| {
-            c.listen_port = 20911;
-            c.broker_ip = Some("10.0.0.7".into());
-            c.namesrv_addrs = vec!["n1:9876".into(), "n2:9876".into()];
-            c.cluster_name = "C".into();
-            c.broker_name = "broker-b".into();
-            c.broker_id = 2;
-            c.role = BrokerRole::Slave;
-            c.ha_master_address = Some("10.0.0.1:10912".into());
-            c.store_root = "/data/store".into();
-            c.shard_count = 4;
-            c.cpu_list = Some(vec![2, 3, 4, 5]);
-            c.auto_create_topic = true;
-            c.default_topic_queue_nums = 16;
-            c.max_message_bytes = 1 << 20;
-            c.register_interval_ms = 1000;
-            c.idle_connection_timeout_ms = 5000;
-            c.pull_suspend_max_ms = 15000;
-            c.connections_per_shard_max = 100;
-            c.forward_batch_max = 64;
-            c.metrics_exporter_type = MetricsExporter::Prom;
-            c.metrics_prom_exporter_host = "127.0.0.1".into();
-            c.metrics_prom_exporter_port = 0;
-            let s = &mut c.store;
-            s.segment_bytes = 64 << 20;
-            s.flush_mode = FlushMode::Sync;
-            s.flush_interval_ms = 20;
-            s.flush_min_bytes = 64 << 10;
-            s.dirty_bytes_max = 8 << 20;
-            s.tail_cache_bytes = 1 << 20;
-            s.cq_entries_per_file = 2048;
-            s.file_reserved_hours = 48;
-            s.delete_when_hour = 3;
-            s.disk_warn_ratio = 0.5;
-            s.disk_force_clean_ratio = 0.6;
-            s.disk_refuse_ratio = 0.7;
-            s.allow_truncate_corrupt = true;
-        });
-        assert_eq!(expected.store.record_bytes_max, (1 << 20) + RECORD_OVERHEAD_BYTES_MAX);
-        expected.validate().unwrap();
-        check(Toml(text), Ok(expected));
-    }
-
-    #[test]
-    fn toml_cases() {
-        check(Toml(r#"namesrv_addrs = "a:1;b:2""#), Ok(with(|c| c.namesrv_addrs = vec!["a:1".into(), "b:2".into()])));
-        check(
-            Toml(r#"namesrv_addrs = " a:1 ; ;b:2; ""#),
-            Ok(with(|c| c.namesrv_addrs = vec!["a:1".into(), "b:2".into()])),
-        );
-        check(Toml(r#"namesrv_addrs = []"#), Ok(BrokerConfig::default()));
-        check(Toml(r#"role = "sync_master""#), Ok(with(|c| c.role = BrokerRole::SyncMaster)));
-        check(Toml(r#"role = "async_master""#), Ok(BrokerConfig::default()));
-        check(Toml("[store]\nflush = \"async\""), Ok(BrokerConfig::default()));
-        check(Toml("[store]\n"), Ok(BrokerConfig::default()));
-        check(Toml(r#"store_root = "./target/x""#), Ok(with(|c| c.store_root = "./target/x".into())));
-        if let Some(home) = std::env::var_os("HOME") {
-            let expected = with(|c| c.store_root = PathBuf::from(&home).join("s"));
-            check(Toml(r#"store_root = "~/s""#), Ok(expected.clone()));
-            check(Toml(r#"store_root = "$HOME/s""#), Ok(expected));
-        }
-    }
-
-    #[test]
-    fn toml_errors_name_the_key() {
-        check(Toml("listen_prot = 1"), Err(&["listen_prot"]));
-        check(Toml("[store]\nsegment_size = 1"), Err(&["segment_size"]));
-        check(Toml("[stor]\nsegment_bytes = 1"), Err(&["stor"]));
-        check(Toml("listen_port = 70000"), Err(&["listen_port"]));
-        check(Toml("listen_port = -1"), Err(&["listen_port"]));
-        check(Toml(r#"listen_port = "10911""#), Err(&["listen_port"]));
-        check(Toml(r#"role = "master""#), Err(&["role", "master"]));
-        check(Toml("[store]\nflush = \"SYNC_FLUSH\""), Err(&["flush", "SYNC_FLUSH"]));
-        check(Toml("namesrv_addrs = 5"), Err(&["namesrv_addrs", "host:port"]));
-        check(Toml("namesrv_addrs = [5]"), Err(&["namesrv_addrs"]));
-        check(Toml("cpu_list = [-1]"), Err(&["cpu_list"]));
-        check(Toml("auto_create_topic = 1"), Err(&["auto_create_topic"]));
-        check(Toml("[store]\ndisk_warn_ratio = \"high\""), Err(&["disk_warn_ratio"]));
-        check(Toml("[store]\nrecord_bytes_max = 10"), Err(&["record_bytes_max"]));
-        check(Toml("listen_port = "), Err(&["line 1"]));
+        check("", Ok(BrokerConfig::default()));
+        check("# only a comment\n\n   \n! another", Ok(BrokerConfig::default()));
     }
 
     const EVERY_CONF_KEY: &str = "
@@ -1118,7 +863,7 @@ mod tests {
             c.route_mode = RouteMode::Shard;
         });
         expected.validate().unwrap();
-        check(Conf(EVERY_CONF_KEY), Ok(expected));
+        check(EVERY_CONF_KEY, Ok(expected));
         // Every documented key appears in the fixture.
         for key in BROKER_CONF_KEYS {
             assert!(
@@ -1130,43 +875,43 @@ mod tests {
 
     #[test]
     fn conf_cases() {
-        check(Conf("listenPort:1234"), Ok(with(|c| c.listen_port = 1234)));
-        check(Conf("  listenPort  =  1234  \r\n"), Ok(with(|c| c.listen_port = 1234)));
-        check(Conf("brokerRole=SYNC_MASTER"), Ok(with(|c| c.role = BrokerRole::SyncMaster)));
-        check(Conf("brokerRole=ASYNC_MASTER"), Ok(BrokerConfig::default()));
-        check(Conf("flushDiskType=ASYNC_FLUSH"), Ok(BrokerConfig::default()));
-        check(Conf("deleteWhen=04"), Ok(BrokerConfig::default()));
-        check(Conf("deleteWhen=23"), Ok(with(|c| c.store.delete_when_hour = 23)));
-        check(Conf("deleteWhen= ; 7"), Ok(with(|c| c.store.delete_when_hour = 7)));
-        check(Conf("autoCreateTopicEnable=false"), Ok(BrokerConfig::default()));
-        check(Conf("namesrvAddr="), Ok(BrokerConfig::default()));
-        check(Conf("namesrvAddr=127.0.0.1:9876"), Ok(with(|c| c.namesrv_addrs = vec!["127.0.0.1:9876".into()])));
+        check("listenPort:1234", Ok(with(|c| c.listen_port = 1234)));
+        check("  listenPort  =  1234  \r\n", Ok(with(|c| c.listen_port = 1234)));
+        check("brokerRole=SYNC_MASTER", Ok(with(|c| c.role = BrokerRole::SyncMaster)));
+        check("brokerRole=ASYNC_MASTER", Ok(BrokerConfig::default()));
+        check("flushDiskType=ASYNC_FLUSH", Ok(BrokerConfig::default()));
+        check("deleteWhen=04", Ok(BrokerConfig::default()));
+        check("deleteWhen=23", Ok(with(|c| c.store.delete_when_hour = 23)));
+        check("deleteWhen= ; 7", Ok(with(|c| c.store.delete_when_hour = 7)));
+        check("autoCreateTopicEnable=false", Ok(BrokerConfig::default()));
+        check("namesrvAddr=", Ok(BrokerConfig::default()));
+        check("namesrvAddr=127.0.0.1:9876", Ok(with(|c| c.namesrv_addrs = vec!["127.0.0.1:9876".into()])));
         check(
-            Conf("diskMaxUsedSpaceRatio=60"),
+            "diskMaxUsedSpaceRatio=60",
             Ok(with(|c| {
                 c.store.disk_force_clean_ratio = 0.6;
                 c.store.disk_warn_ratio = 0.6;
             })),
         );
         check(
-            Conf("diskMaxUsedSpaceRatio=95"),
+            "diskMaxUsedSpaceRatio=95",
             Ok(with(|c| {
                 c.store.disk_force_clean_ratio = 0.95;
                 c.store.disk_refuse_ratio = 0.95;
             })),
         );
         // The CommitLog path may come before the root; it must be under it.
-        check(Conf("storePathCommitLog=/r/commitlog\nstorePathRootDir=/r"), Ok(with(|c| c.store_root = "/r".into())));
+        check("storePathCommitLog=/r/commitlog\nstorePathRootDir=/r", Ok(with(|c| c.store_root = "/r".into())));
         check(
-            Conf("storePathRootDir=/r\nstorePathCommitLog=/r/deeper/commitlog"),
+            "storePathRootDir=/r\nstorePathCommitLog=/r/deeper/commitlog",
             Ok(with(|c| c.store_root = "/r".into())),
         );
-        check(Conf("maxMessageSize=1024"), Ok(with(|c| c.max_message_bytes = 1024)));
+        check("maxMessageSize=1024", Ok(with(|c| c.max_message_bytes = 1024)));
         // Apache keys with no meaning here are accepted (and listed); others refused.
-        check(Conf("brokerNmae=a"), Err(&["line 1", "did you mean `brokerName`?"]));
-        check(Conf("listenPort=1\naclEnable=true"), Err(&["line 2", "`aclEnable` is an Apache RocketMQ setting RingMQ does not implement"]));
+        check("brokerNmae=a", Err(&["line 1", "did you mean `brokerName`?"]));
+        check("listenPort=1\naclEnable=true", Err(&["line 2", "`aclEnable` is an Apache RocketMQ setting RingMQ does not implement"]));
         check(
-            Conf("sendMessageThreadPoolNums=16\naclEnable=false"),
+            "sendMessageThreadPoolNums=16\naclEnable=false",
             Ok(with(|c| {
                 c.ignored_conf_keys = vec![
                     ("sendMessageThreadPoolNums".into(), conf_keys::IgnoredWhy::ThreadPool),
@@ -1244,31 +989,31 @@ mod tests {
 
     #[test]
     fn conf_errors() {
-        check(Conf("listenPort=1\nstorePathIndex=/x"), Err(&["line 2", "unknown key `storePathIndex`", "listenPort"]));
-        check(Conf("\n\n# c\nbrokername=b"), Err(&["line 4", "`brokername`"]));
-        check(Conf("listenPort"), Err(&["line 1", "key=value", "listenPort"]));
-        check(Conf("=5"), Err(&["line 1", "key=value"]));
-        check(Conf("brokerName=a\nbrokerName=b"), Err(&["line 2", "brokerName", "first on line 1"]));
-        check(Conf("listenPort=abc"), Err(&["line 1", "listenPort=abc", "number"]));
-        check(Conf("listenPort=70000"), Err(&["listenPort", "number"]));
-        check(Conf("brokerId=-1"), Err(&["brokerId"]));
-        check(Conf("brokerRole=MASTER"), Err(&["brokerRole", "SYNC_MASTER"]));
-        check(Conf("flushDiskType=sync"), Err(&["flushDiskType", "SYNC_FLUSH"]));
-        check(Conf("deleteWhen=24"), Err(&["deleteWhen", "0..=23"]));
-        check(Conf("deleteWhen=4am"), Err(&["deleteWhen"]));
-        check(Conf("deleteWhen="), Err(&["deleteWhen"]));
-        check(Conf("diskMaxUsedSpaceRatio=101"), Err(&["diskMaxUsedSpaceRatio", "percentage"]));
-        check(Conf("autoCreateTopicEnable=yes"), Err(&["autoCreateTopicEnable", "true or false"]));
-        check(Conf("mappedFileSizeCommitLog=1G"), Err(&["mappedFileSizeCommitLog"]));
-        check(Conf("fileReservedTime=-3"), Err(&["fileReservedTime"]));
-        check(Conf("maxMessageSize=big"), Err(&["maxMessageSize"]));
-        check(Conf("defaultTopicQueueNums=x"), Err(&["defaultTopicQueueNums"]));
-        check(Conf("flushIntervalCommitLog=0.5"), Err(&["flushIntervalCommitLog"]));
+        check("listenPort=1\nstorePathIndex=/x", Err(&["line 2", "unknown key `storePathIndex`", "listenPort"]));
+        check("\n\n# c\nbrokername=b", Err(&["line 4", "`brokername`"]));
+        check("listenPort", Err(&["line 1", "key=value", "listenPort"]));
+        check("=5", Err(&["line 1", "key=value"]));
+        check("brokerName=a\nbrokerName=b", Err(&["line 2", "brokerName", "first on line 1"]));
+        check("listenPort=abc", Err(&["line 1", "listenPort=abc", "number"]));
+        check("listenPort=70000", Err(&["listenPort", "number"]));
+        check("brokerId=-1", Err(&["brokerId"]));
+        check("brokerRole=MASTER", Err(&["brokerRole", "SYNC_MASTER"]));
+        check("flushDiskType=sync", Err(&["flushDiskType", "SYNC_FLUSH"]));
+        check("deleteWhen=24", Err(&["deleteWhen", "0..=23"]));
+        check("deleteWhen=4am", Err(&["deleteWhen"]));
+        check("deleteWhen=", Err(&["deleteWhen"]));
+        check("diskMaxUsedSpaceRatio=101", Err(&["diskMaxUsedSpaceRatio", "percentage"]));
+        check("autoCreateTopicEnable=yes", Err(&["autoCreateTopicEnable", "true or false"]));
+        check("mappedFileSizeCommitLog=1G", Err(&["mappedFileSizeCommitLog"]));
+        check("fileReservedTime=-3", Err(&["fileReservedTime"]));
+        check("maxMessageSize=big", Err(&["maxMessageSize"]));
+        check("defaultTopicQueueNums=x", Err(&["defaultTopicQueueNums"]));
+        check("flushIntervalCommitLog=0.5", Err(&["flushIntervalCommitLog"]));
         check(
-            Conf("storePathRootDir=/r\nstorePathCommitLog=/elsewhere/commitlog"),
+            "storePathRootDir=/r\nstorePathCommitLog=/elsewhere/commitlog",
             Err(&["line 2", "/elsewhere/commitlog", "not under", "/r", "shard-<i>/commitlog"]),
         );
-        check(Conf("storePathRootDir=/r\nstorePathCommitLog=/rx/commitlog"), Err(&["not under"]));
+        check("storePathRootDir=/r\nstorePathCommitLog=/rx/commitlog", Err(&["not under"]));
     }
 
     #[test]
@@ -1280,37 +1025,5 @@ mod tests {
             let want = expected.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
             assert_eq!(config.effective_shard_count(), want, "{shard_count} {cpu_list:?}");
         }
-    }
-
-    #[test]
-    fn profiles_load_and_validate() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tuning/profiles");
-        let profiles = [
-            ("throughput.toml", FlushMode::Async),
-            ("durable.toml", FlushMode::Sync),
-            ("low-latency.toml", FlushMode::Sync),
-            ("dev.toml", FlushMode::Async),
-            ("master-sync.toml", FlushMode::Async),
-            ("master-async.toml", FlushMode::Async),
-            ("slave.toml", FlushMode::Async),
-        ];
-        for (name, flush_mode) in profiles {
-            let path = dir.join(name);
-            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            let config = BrokerConfig::from_toml_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
-            config.validate().unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!(config.store.flush_mode, flush_mode, "{name}");
-            assert_eq!(BrokerConfig::load(&path).unwrap(), config, "{name}");
-        }
-        let throughput = BrokerConfig::load(&dir.join("throughput.toml")).unwrap();
-        assert!(throughput.store.segment_bytes > StoreConfig::default().segment_bytes);
-        assert_eq!(throughput.store.flush_interval_ms, 500);
-        let low_latency = BrokerConfig::load(&dir.join("low-latency.toml")).unwrap();
-        assert!(low_latency.store.dirty_bytes_max < StoreConfig::default().dirty_bytes_max);
-        let roles: Vec<BrokerRole> = ["master-sync.toml", "master-async.toml", "slave.toml"].iter().map(|n| BrokerConfig::load(&dir.join(n)).unwrap().role).collect();
-        assert_eq!(roles, [BrokerRole::SyncMaster, BrokerRole::AsyncMaster, BrokerRole::Slave]);
-        let dev = BrokerConfig::load(&dir.join("dev.toml")).unwrap();
-        assert_eq!((dev.shard_count, dev.store_root.as_path()), (1, Path::new("./target/dev-store")));
-        assert!(dev.store.segment_bytes < StoreConfig::default().segment_bytes);
     }
 }
