@@ -24,12 +24,13 @@ pub mod conf_keys;
 mod broker_conf;
 mod cli;
 mod ip;
+mod runtime_update;
 mod toml;
 mod validate;
 
-use broker_conf::apply_conf_key;
 pub use broker_conf::BROKER_CONF_KEYS;
 pub use cli::BrokerArgs;
+pub use runtime_update::{parse_runtime_update, RuntimeUpdateError, RUNTIME_CONF_KEYS};
 pub use validate::{MAX_MESSAGE_BYTES_LIMIT, SPIN_BEFORE_PARK_US_MAX};
 
 pub const DEFAULT_LISTEN_PORT: u16 = 10911;
@@ -37,78 +38,12 @@ pub const DEFAULT_LISTEN_PORT: u16 = 10911;
 /// the topic (≤ 127) and the properties (an i16 length, so < 32 KiB), rounded up.
 pub const RECORD_OVERHEAD_BYTES_MAX: u64 = 64 * KIB;
 
-/// `broker.conf` keys UPDATE_BROKER_CONFIG (mqadmin updateBrokerConfig) changes on a
-/// running broker: applied on every shard at once, kept in `<store>/config/runtimeConfig`
-/// and applied again at the next start (over the config file, said in the log). Every
-/// other key is refused by name: its value is read once at start-up.
-pub const RUNTIME_CONF_KEYS: &[&str] = &[
-    "brokerPermission",
-    "slaveReadEnable",
-    "syncFlushTimeout",
-    "transactionTimeOut",
-    "transactionCheckInterval",
-    "transactionCheckMax",
-];
-
 /// RocketMQ's `PermName.PERM_READ | PERM_WRITE`.
 pub const PERM_READ_WRITE: u32 = 6;
 /// RocketMQ's `PermName.PERM_READ`.
 pub const PERM_READ: u32 = 4;
 /// RocketMQ's `PermName.PERM_WRITE`.
 pub const PERM_WRITE: u32 = 2;
-
-/// Why a runtime update was refused (nothing was applied).
-#[derive(Debug, Error, PartialEq, Eq)]
-pub enum RuntimeUpdateError {
-    #[error("no key=value lines in the body")]
-    Empty,
-    #[error("line `{0}` is not key=value")]
-    Syntax(String),
-    #[error("RingMQ cannot change {keys} at runtime: settings are read at start-up; change the config file and restart the broker (runtime keys: {runtime})")]
-    NotRuntime { keys: String, runtime: String },
-    #[error("{key}={value}: {reason}")]
-    BadValue { key: String, value: String, reason: String },
-}
-
-/// Parses an UPDATE_BROKER_CONFIG body (`key=value` lines, RocketMQ properties form).
-/// All keys must be runtime keys with valid values, or nothing is taken.
-pub fn parse_runtime_update(body: &str) -> Result<Vec<(String, String)>, RuntimeUpdateError> {
-    let mut pairs = Vec::new();
-    for line in body.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!')) {
-        let at = line.find(['=', ':']).ok_or_else(|| RuntimeUpdateError::Syntax(line.to_string()))?;
-        pairs.push((line[..at].trim().to_string(), line[at + 1..].trim().to_string()));
-    }
-    if pairs.is_empty() {
-        return Err(RuntimeUpdateError::Empty);
-    }
-    let refused: Vec<String> = pairs
-        .iter()
-        .filter(|(k, _)| !RUNTIME_CONF_KEYS.contains(&k.as_str()))
-        .map(|(k, _)| if BROKER_CONF_KEYS.contains(&k.as_str()) { format!("`{k}`") } else { format!("`{k}` (not a RingMQ key)") })
-        .collect();
-    if !refused.is_empty() {
-        return Err(RuntimeUpdateError::NotRuntime { keys: refused.join(", "), runtime: RUNTIME_CONF_KEYS.join(", ") });
-    }
-    let mut probe = BrokerConfig::default();
-    for (k, v) in &pairs {
-        apply_conf_key(&mut probe, k, v).map_err(|reason| RuntimeUpdateError::BadValue { key: k.clone(), value: v.clone(), reason })?;
-    }
-    Ok(pairs)
-}
-
-impl BrokerConfig {
-    /// This configuration with runtime keys changed (`pairs` from
-    /// [`parse_runtime_update`], so they apply).
-    pub fn with_runtime_update(&self, pairs: &[(String, String)]) -> BrokerConfig {
-        let mut next = self.clone();
-        for (k, v) in pairs {
-            if let Err(e) = apply_conf_key(&mut next, k, v) {
-                crate::fatal::fatal(&format!("runtime key {k}={v} was checked and now fails: {e}"));
-            }
-        }
-        next
-    }
-}
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -454,38 +389,6 @@ mod test_support {
 mod tests {
     use super::*;
     use super::test_support::with;
-
-    /// Parses `input`; expects that config, or an error whose text contains each of
-    /// the given fragments.
-    fn check_runtime(body: &str, expected: Result<&[(&str, &str)], &str>) {
-        let got = parse_runtime_update(body);
-        match expected {
-            Ok(pairs) => {
-                let want: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-                assert_eq!(got, Ok(want), "{body:?}");
-            }
-            Err(part) => {
-                let e = got.expect_err(body).to_string();
-                assert!(e.contains(part), "{body:?}: {e}");
-            }
-        }
-    }
-
-    #[test]
-    fn runtime_updates_take_runtime_keys_only() {
-        check_runtime("brokerPermission=4\n", Ok(&[("brokerPermission", "4")]));
-        check_runtime("# comment\nslaveReadEnable = true\ntransactionCheckMax:3\n", Ok(&[("slaveReadEnable", "true"), ("transactionCheckMax", "3")]));
-        check_runtime("", Err("no key=value"));
-        check_runtime("brokerPermission", Err("not key=value"));
-        check_runtime("brokerPermission=5", Err("brokerPermission=5: expected 6"));
-        check_runtime("syncFlushTimeout=soon", Err("not a valid number"));
-        check_runtime("fileReservedTime=48\nbrokerPermission=4", Err("cannot change `fileReservedTime` at runtime"));
-        check_runtime("fileReservedTme=48", Err("`fileReservedTme` (not a RingMQ key)"));
-        let next = BrokerConfig::default().with_runtime_update(&[("brokerPermission".into(), "2".into()), ("transactionTimeOut".into(), "9000".into())]);
-        assert_eq!((next.broker_permission, next.transaction_timeout_ms), (2, 9000));
-        let conf: String = next.to_broker_conf().iter().map(|(k, v)| format!("{k}={v}\n")).collect();
-        assert!(conf.contains("brokerPermission=2\n") && conf.contains("brokerTopicEnable=true\n"), "{conf}");
-    }
 
     #[test]
     fn defaults() {
