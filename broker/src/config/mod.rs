@@ -1,11 +1,23 @@
-//! Broker configuration: every setting of a broker process, where it comes from, and
-//! the checks it must pass before the broker starts.
+//! Broker configuration: every setting of a broker process (`BrokerConfig`, the model
+//! the rest of the broker reads), where it comes from, and the checks it must pass
+//! before the broker starts.
 //!
 //! Sources, each overriding the one before: built-in defaults ← a configuration file ←
 //! command-line flags ([`BrokerConfig::from_args`]). A file is either RingMQ's TOML
 //! (snake_case keys, a `[store]` table; see `tuning/profiles/`) or RocketMQ's
 //! `broker.conf` (Java properties with RocketMQ's key names), so an existing RocketMQ
 //! deployment can start RingMQ with the file it has.
+//!
+//! Where each concern lives:
+//! - this file: `BrokerConfig`, its enums and defaults, values derived from it (shard
+//!   count, ports), `load` (a file by its extension), `ConfigError`;
+//! - `toml.rs`: the TOML file model (`[store]` as `StoreSection`) and its deserialisers;
+//! - `broker_conf.rs`: the `broker.conf` key map, read and written back;
+//!   `conf_keys.rs`: what an Apache RocketMQ key RingMQ does not map means here;
+//! - `cli.rs`: command-line flags and how they override the file;
+//! - `validate.rs`: the checks and their named bounds;
+//! - `runtime_update.rs`: keys UPDATE_BROKER_CONFIG may change on a running broker;
+//! - `ip.rs`: the advertised and listen addresses (IP discovery).
 //!
 //! Invariant: an unknown key is an error that names it (and, in `broker.conf`, its
 //! line): a misspelt setting must never silently fall back to its default.
@@ -44,44 +56,6 @@ pub const PERM_READ_WRITE: u32 = 6;
 pub const PERM_READ: u32 = 4;
 /// RocketMQ's `PermName.PERM_WRITE`.
 pub const PERM_WRITE: u32 = 2;
-
-#[derive(Debug, Error)]
-pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}: {source}")]
-    File {
-        path: PathBuf,
-        #[source]
-        source: Box<ConfigError>,
-    },
-    #[error("{0}")]
-    Toml(String),
-    #[error("line {line}: expected `key=value`, found {text:?}")]
-    Syntax { line: usize, text: String },
-    #[error("line {line}: {reason} (RingMQ reads: {}; Apache RocketMQ's thread-pool, network and store tuning keys are accepted and ignored)", BROKER_CONF_KEYS.join(", "))]
-    UnknownKey { key: String, line: usize, reason: String },
-    #[error("line {line}: key `{key}` is set again (first on line {first_line})")]
-    DuplicateKey { key: String, line: usize, first_line: usize },
-    #[error("line {line}: `{key}={value}`: {reason}")]
-    BadValue { key: String, line: usize, value: String, reason: String },
-    #[error(
-        "line {line}: storePathCommitLog {} is not under storePathRootDir {}: RingMQ keeps each \
-         shard's CommitLog at <root>/shard-<i>/commitlog and cannot place it elsewhere; remove \
-         the key or set storePathRootDir to a directory above it",
-        commitlog.display(),
-        root.display()
-    )]
-    CommitLogOutsideRoot { commitlog: PathBuf, root: PathBuf, line: usize },
-    #[error("invalid configuration: {0}")]
-    Invalid(String),
-    #[error(transparent)]
-    Store(#[from] crate::store::config::ConfigError),
-}
 
 /// Where metrics go (RocketMQ 5's `metricsExporterType`): nowhere, or a Prometheus
 /// endpoint (`GET /metrics`). RocketMQ's OTLP_GRPC and LOG exporters are not built.
@@ -287,24 +261,6 @@ impl Default for BrokerConfig {
     }
 }
 
-/// RocketMQ's `namesrvAddr` form: `host:port` separated by `;`, blanks ignored.
-pub fn split_addrs(value: &str) -> Vec<String> {
-    value.split(';').map(str::trim).filter(|a| !a.is_empty()).map(str::to_string).collect()
-}
-
-/// Expands a leading `~` or `$HOME` (configuration files are not read by a shell).
-pub fn expand_home(path: &str) -> PathBuf {
-    let rest = if path == "~" || path == "$HOME" {
-        Some("")
-    } else {
-        path.strip_prefix("~/").or_else(|| path.strip_prefix("$HOME/"))
-    };
-    match (rest, std::env::var_os("HOME")) {
-        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
-        _ => PathBuf::from(path),
-    }
-}
-
 impl BrokerConfig {
     /// Reads a file: `*.toml` as TOML, anything else as `broker.conf`. Does not
     /// validate. Blocking: runs once at start-up, before any executor.
@@ -354,6 +310,65 @@ impl BrokerConfig {
             RouteMode::Shard => self.listen_port.saturating_add(shard.min(u16::MAX as usize) as u16),
         }
     }
+}
+
+
+/// RocketMQ's `namesrvAddr` form: `host:port` separated by `;`, blanks ignored.
+pub fn split_addrs(value: &str) -> Vec<String> {
+    value.split(';').map(str::trim).filter(|a| !a.is_empty()).map(str::to_string).collect()
+}
+
+/// Expands a leading `~` or `$HOME` (configuration files are not read by a shell).
+pub fn expand_home(path: &str) -> PathBuf {
+    let rest = if path == "~" || path == "$HOME" {
+        Some("")
+    } else {
+        path.strip_prefix("~/").or_else(|| path.strip_prefix("$HOME/"))
+    };
+    match (rest, std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => PathBuf::from(path),
+    }
+}
+
+/// Why a configuration could not be read or was refused; each names the file, line,
+/// key or setting at fault.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    File {
+        path: PathBuf,
+        #[source]
+        source: Box<ConfigError>,
+    },
+    #[error("{0}")]
+    Toml(String),
+    #[error("line {line}: expected `key=value`, found {text:?}")]
+    Syntax { line: usize, text: String },
+    #[error("line {line}: {reason} (RingMQ reads: {}; Apache RocketMQ's thread-pool, network and store tuning keys are accepted and ignored)", BROKER_CONF_KEYS.join(", "))]
+    UnknownKey { key: String, line: usize, reason: String },
+    #[error("line {line}: key `{key}` is set again (first on line {first_line})")]
+    DuplicateKey { key: String, line: usize, first_line: usize },
+    #[error("line {line}: `{key}={value}`: {reason}")]
+    BadValue { key: String, line: usize, value: String, reason: String },
+    #[error(
+        "line {line}: storePathCommitLog {} is not under storePathRootDir {}: RingMQ keeps each \
+         shard's CommitLog at <root>/shard-<i>/commitlog and cannot place it elsewhere; remove \
+         the key or set storePathRootDir to a directory above it",
+        commitlog.display(),
+        root.display()
+    )]
+    CommitLogOutsideRoot { commitlog: PathBuf, root: PathBuf, line: usize },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Store(#[from] crate::store::config::ConfigError),
 }
 
 /// What the tests of every submodule share.
