@@ -1,5 +1,5 @@
 //! Apache RocketMQ's broker.conf keys that RingMQ does not map onto a setting of its
-//! own (`config.rs` maps those), and what a broker.conf line with one of them means here.
+//! own (`broker_conf.rs` maps those), and what a broker.conf line with one of them means here.
 //!
 //! Three outcomes for such a key:
 //! - **no meaning here** (`Ignored`): tuning of machinery RingMQ does not have — Java
@@ -198,7 +198,7 @@ fn is_feature_switch(key: &str) -> bool {
     key.starts_with("enable") || key.ends_with("Enable") || key.ends_with("Enabled") || key.ends_with("On")
 }
 
-/// What a broker.conf `key=value` means when `config.rs` does not map `key`.
+/// What a broker.conf `key=value` means when `broker_conf.rs` does not map `key`.
 /// `mapped` are the keys it does map (for the suggestion).
 pub fn classify(key: &str, value: &str, mapped: &[&'static str]) -> Unmapped {
     if is_thread_pool(key) && APACHE_BROKER_KEYS.contains(&key) {

@@ -1,0 +1,575 @@
+//! RocketMQ's `broker.conf` (Java properties with RocketMQ's key names) read onto a
+//! `BrokerConfig`, and a `BrokerConfig` written back as such keys (GET_BROKER_CONFIG),
+//! so an existing RocketMQ deployment starts RingMQ with the file it has.
+//!
+//! `BROKER_CONF_KEYS` are the keys mapped onto a RingMQ setting (`apply_conf_key`,
+//! one line per key); any other key is classified by `conf_keys`: accepted with no
+//! effect (listed in one start-up warning) or refused.
+//!
+//! Invariant: no line is dropped without a trace: it is applied, listed in
+//! `ignored_conf_keys`, or refused with its line number.
+//! Invariant: a key set twice is refused: Java's "last one wins" would hide a mistake.
+//! Invariant: `to_broker_conf` writes only keys `apply_conf_key` reads, and parsing
+//! what it writes gives the same settings.
+
+use super::conf_keys::{self, Unmapped};
+use super::{expand_home, split_addrs, BrokerConfig, BrokerRole, ConfigError, MetricsExporter, RouteMode};
+use crate::store::config::{FlushMode, StoreConfig};
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+
+/// The `broker.conf` keys RingMQ reads (RocketMQ names); any other key is an error.
+pub const BROKER_CONF_KEYS: &[&str] = &[
+    "listenPort",
+    "routeMode",
+    "metricsExporterType",
+    "metricsPromExporterHost",
+    "metricsPromExporterPort",
+    "namesrvAddr",
+    "brokerClusterName",
+    "brokerName",
+    "brokerId",
+    "brokerIP1",
+    "brokerRole",
+    "storePathRootDir",
+    "storePathCommitLog",
+    "flushDiskType",
+    "flushIntervalCommitLog",
+    "mappedFileSizeCommitLog",
+    "fileReservedTime",
+    "deleteWhen",
+    "diskMaxUsedSpaceRatio",
+    "maxMessageSize",
+    "autoCreateTopicEnable",
+    "defaultTopicQueueNums",
+    "messageDelayLevel",
+    "timerMaxDelaySec",
+    "transactionTimeOut",
+    "transactionCheckInterval",
+    "transactionCheckMax",
+    "rejectTransactionMessage",
+    "haListenPort",
+    "haMasterAddress",
+    "syncFlushTimeout",
+    "slaveReadEnable",
+    "brokerPermission",
+    "brokerTopicEnable",
+    "clusterTopicEnable",
+];
+
+impl BrokerConfig {
+    /// Parses a RocketMQ `broker.conf` (Java properties: `key=value` or `key:value`,
+    /// `#`/`!` comments, blank lines, whitespace trimmed) over the defaults. Does not
+    /// validate. Java's "last one wins" for a repeated key is refused instead: two
+    /// values for one setting are a mistake to point at, not to guess about.
+    pub fn from_broker_conf_str(text: &str) -> Result<Self, ConfigError> {
+        let mut config = Self::default();
+        let mut first_seen: HashMap<&str, usize> = HashMap::new();
+        let mut commitlog: Option<(PathBuf, usize)> = None;
+        for (index, raw) in text.lines().enumerate() {
+            let line = index + 1;
+            let Some((key, value)) = split_conf_line(raw, line)? else {
+                continue;
+            };
+            if let Some(&first_line) = first_seen.get(key) {
+                return Err(ConfigError::DuplicateKey { key: key.to_string(), line, first_line });
+            }
+            first_seen.insert(key, line);
+            let bad =
+                |reason: String| ConfigError::BadValue { key: key.to_string(), line, value: value.to_string(), reason };
+            match apply_conf_key(&mut config, key, value).map_err(bad)? {
+                ConfEffect::Applied => {}
+                ConfEffect::CommitLogPath(path) => commitlog = Some((path, line)),
+                ConfEffect::Unknown => config.take_unmapped_key(key, value, line)?,
+            }
+        }
+        // Checked after every line, since storePathRootDir may come later.
+        if let Some((path, line)) = commitlog {
+            if !path.starts_with(&config.store_root) {
+                return Err(ConfigError::CommitLogOutsideRoot { commitlog: path, root: config.store_root, line });
+            }
+        }
+        config.derive_bounds();
+        Ok(config)
+    }
+
+    /// A key RingMQ does not map: kept in `ignored_conf_keys` when Apache RocketMQ's
+    /// meaning of it needs nothing here, else refused with its line.
+    fn take_unmapped_key(&mut self, key: &str, value: &str, line: usize) -> Result<(), ConfigError> {
+        match conf_keys::classify(key, value, BROKER_CONF_KEYS) {
+            Unmapped::Ignored(why) => self.ignored_conf_keys.push((key.to_string(), why)),
+            Unmapped::Refused(reason) => return Err(ConfigError::UnknownKey { key: key.to_string(), line, reason }),
+        }
+        Ok(())
+    }
+
+    /// This configuration as RocketMQ broker.conf `key=value` pairs (GET_BROKER_CONFIG):
+    /// every key `from_broker_conf_str` reads, so parsing the text back gives the same
+    /// settings, plus `shardCount` (RingMQ's own; read-only).
+    pub fn to_broker_conf(&self) -> Vec<(&'static str, String)> {
+        let s = &self.store;
+        let role = match self.role {
+            BrokerRole::AsyncMaster => "ASYNC_MASTER",
+            BrokerRole::SyncMaster => "SYNC_MASTER",
+            BrokerRole::Slave => "SLAVE",
+        };
+        let mut out = vec![
+            ("brokerClusterName", self.cluster_name.clone()),
+            ("brokerName", self.broker_name.clone()),
+            ("brokerId", self.broker_id.to_string()),
+            ("brokerRole", role.to_string()),
+            ("listenPort", self.listen_port.to_string()),
+            ("namesrvAddr", self.namesrv_addrs.join(";")),
+            ("storePathRootDir", self.store_root.display().to_string()),
+            ("flushDiskType", if s.flush_mode == FlushMode::Sync { "SYNC_FLUSH" } else { "ASYNC_FLUSH" }.to_string()),
+            ("flushIntervalCommitLog", s.flush_interval_ms.to_string()),
+            ("mappedFileSizeCommitLog", s.segment_bytes.to_string()),
+            ("fileReservedTime", s.file_reserved_hours.to_string()),
+            ("deleteWhen", format!("{:02}", s.delete_when_hour)),
+            ("diskMaxUsedSpaceRatio", format!("{}", (s.disk_force_clean_ratio * 100.0).round())),
+            ("maxMessageSize", self.max_message_bytes.to_string()),
+            ("autoCreateTopicEnable", self.auto_create_topic.to_string()),
+            ("defaultTopicQueueNums", self.default_topic_queue_nums.to_string()),
+            ("messageDelayLevel", self.message_delay_level.clone()),
+            ("timerMaxDelaySec", self.timer_max_delay_sec.to_string()),
+            ("transactionTimeOut", self.transaction_timeout_ms.to_string()),
+            ("transactionCheckInterval", self.transaction_check_interval_ms.to_string()),
+            ("transactionCheckMax", self.transaction_check_max.to_string()),
+            ("rejectTransactionMessage", self.reject_transaction_message.to_string()),
+            ("haListenPort", self.ha_listen_port.to_string()),
+            ("routeMode", if self.route_mode == RouteMode::Shard { "shard" } else { "host" }.to_string()),
+            ("syncFlushTimeout", self.sync_flush_timeout_ms.to_string()),
+            ("slaveReadEnable", self.slave_read_enable.to_string()),
+            ("brokerPermission", self.broker_permission.to_string()),
+            ("brokerTopicEnable", self.broker_topic_enable.to_string()),
+            ("clusterTopicEnable", self.cluster_topic_enable.to_string()),
+            ("metricsExporterType", if self.metrics_exporter_type == MetricsExporter::Prom { "PROM" } else { "DISABLE" }.to_string()),
+            ("metricsPromExporterHost", self.metrics_prom_exporter_host.clone()),
+            ("metricsPromExporterPort", self.metrics_prom_exporter_port.to_string()),
+        ];
+        if let Some(ip) = &self.broker_ip {
+            out.push(("brokerIP1", ip.clone()));
+        }
+        if let Some(addr) = &self.ha_master_address {
+            out.push(("haMasterAddress", addr.clone()));
+        }
+        out
+    }
+
+    /// The one start-up warning for broker.conf keys accepted with no effect, grouped by
+    /// why; `None` when there are none.
+    pub fn ignored_keys_warning(&self) -> Option<String> {
+        if self.ignored_conf_keys.is_empty() {
+            return None;
+        }
+        let mut groups: Vec<(conf_keys::IgnoredWhy, Vec<&str>)> = Vec::new();
+        for (key, why) in &self.ignored_conf_keys {
+            match groups.iter_mut().find(|(w, _)| w == why) {
+                Some((_, keys)) => keys.push(key),
+                None => groups.push((*why, vec![key])),
+            }
+        }
+        let parts: Vec<String> = groups.iter().map(|(why, keys)| format!("{} — {}", why.describe(), keys.join(", "))).collect();
+        Some(format!("broker.conf: {} Apache RocketMQ key(s) accepted with no effect in RingMQ: {}", self.ignored_conf_keys.len(), parts.join("; ")))
+    }
+}
+
+/// One properties line as `(key, value)`, both trimmed; `None` for a blank or comment
+/// line, an error for a line with no separator or no key.
+fn split_conf_line(raw: &str, line: usize) -> Result<Option<(&str, &str)>, ConfigError> {
+    let trimmed = raw.trim();
+    if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with('!') {
+        return Ok(None);
+    }
+    let Some(at) = trimmed.find(['=', ':']) else {
+        return Err(ConfigError::Syntax { line, text: trimmed.to_string() });
+    };
+    let (key, value) = (trimmed[..at].trim(), trimmed[at + 1..].trim());
+    if key.is_empty() {
+        return Err(ConfigError::Syntax { line, text: trimmed.to_string() });
+    }
+    Ok(Some((key, value)))
+}
+
+/// What one `broker.conf` key does: its RocketMQ meaning mapped onto RingMQ's fields.
+pub(super) enum ConfEffect {
+    Applied,
+    CommitLogPath(PathBuf),
+    Unknown,
+}
+
+/// Sets the field `key` names from `value` (RocketMQ's key and value forms); `Err` says
+/// why the value is refused. The one place a broker.conf key meets a RingMQ field.
+pub(super) fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) -> Result<ConfEffect, String> {
+    let store = &mut config.store;
+    match key {
+        "listenPort" => config.listen_port = parse_number(value)?,
+        "routeMode" => config.route_mode = parse_route_mode(value)?,
+        "namesrvAddr" => config.namesrv_addrs = split_addrs(value),
+        "brokerClusterName" => config.cluster_name = value.to_string(),
+        "brokerName" => config.broker_name = value.to_string(),
+        "messageDelayLevel" => config.message_delay_level = value.to_string(),
+        "timerMaxDelaySec" => config.timer_max_delay_sec = parse_number(value)?,
+        "transactionTimeOut" => config.transaction_timeout_ms = parse_number(value)?,
+        "transactionCheckInterval" => config.transaction_check_interval_ms = parse_number(value)?,
+        "transactionCheckMax" => config.transaction_check_max = parse_number(value)?,
+        "rejectTransactionMessage" => config.reject_transaction_message = parse_bool(value)?,
+        "haListenPort" => config.ha_listen_port = parse_number(value)?,
+        "haMasterAddress" => config.ha_master_address = Some(value.to_string()),
+        "syncFlushTimeout" => config.sync_flush_timeout_ms = parse_number(value)?,
+        "slaveReadEnable" => config.slave_read_enable = parse_bool(value)?,
+        "brokerPermission" => config.broker_permission = parse_permission(value)?,
+        "brokerTopicEnable" => config.broker_topic_enable = parse_bool(value)?,
+        "clusterTopicEnable" => config.cluster_topic_enable = parse_bool(value)?,
+        "metricsExporterType" => config.metrics_exporter_type = parse_metrics_exporter(value)?,
+        "metricsPromExporterHost" => config.metrics_prom_exporter_host = value.to_string(),
+        "metricsPromExporterPort" => config.metrics_prom_exporter_port = parse_number(value)?,
+        "brokerId" => config.broker_id = parse_number(value)?,
+        "brokerIP1" => config.broker_ip = Some(value.to_string()),
+        "brokerRole" => config.role = parse_role(value)?,
+        "storePathRootDir" => config.store_root = expand_home(value),
+        "storePathCommitLog" => return Ok(ConfEffect::CommitLogPath(expand_home(value))),
+        "flushDiskType" => store.flush_mode = parse_flush_disk_type(value)?,
+        "flushIntervalCommitLog" => store.flush_interval_ms = parse_number(value)?,
+        "mappedFileSizeCommitLog" => store.segment_bytes = parse_number(value)?,
+        "fileReservedTime" => store.file_reserved_hours = parse_number(value)?,
+        "deleteWhen" => store.delete_when_hour = parse_delete_when(value)?,
+        "diskMaxUsedSpaceRatio" => apply_disk_max_used_space_ratio(store, value)?,
+        "maxMessageSize" => config.max_message_bytes = parse_number(value)?,
+        "autoCreateTopicEnable" => config.auto_create_topic = parse_bool(value)?,
+        "defaultTopicQueueNums" => config.default_topic_queue_nums = parse_number(value)?,
+        _ => return Ok(ConfEffect::Unknown),
+    }
+    Ok(ConfEffect::Applied)
+}
+
+fn parse_bool(value: &str) -> Result<bool, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err("expected true or false".to_string()),
+    }
+}
+
+fn parse_number<T: std::str::FromStr>(value: &str) -> Result<T, String>
+where
+    T::Err: fmt::Display,
+{
+    value.parse::<T>().map_err(|e| format!("not a valid number: {e}"))
+}
+
+fn parse_route_mode(value: &str) -> Result<RouteMode, String> {
+    match value {
+        "host" | "HOST" => Ok(RouteMode::Host),
+        "shard" | "SHARD" => Ok(RouteMode::Shard),
+        _ => Err("expected host or shard".into()),
+    }
+}
+
+/// RocketMQ's `PermName` bits the broker honours: read+write, read only, write only.
+fn parse_permission(value: &str) -> Result<u32, String> {
+    let perm: u32 = parse_number(value)?;
+    if !matches!(perm, 2 | 4 | 6) {
+        return Err("expected 6 (read and write), 4 (read only) or 2 (write only)".into());
+    }
+    Ok(perm)
+}
+
+fn parse_metrics_exporter(value: &str) -> Result<MetricsExporter, String> {
+    match value {
+        "DISABLE" => Ok(MetricsExporter::Disable),
+        "PROM" => Ok(MetricsExporter::Prom),
+        "OTLP_GRPC" | "LOG" => Err(format!("RingMQ exports metrics to Prometheus only (PROM); {value} is not built")),
+        _ => Err("expected DISABLE or PROM".to_string()),
+    }
+}
+
+fn parse_role(value: &str) -> Result<BrokerRole, String> {
+    match value {
+        "ASYNC_MASTER" => Ok(BrokerRole::AsyncMaster),
+        "SYNC_MASTER" => Ok(BrokerRole::SyncMaster),
+        "SLAVE" => Ok(BrokerRole::Slave),
+        _ => Err("expected ASYNC_MASTER, SYNC_MASTER or SLAVE".into()),
+    }
+}
+
+fn parse_flush_disk_type(value: &str) -> Result<FlushMode, String> {
+    match value {
+        "SYNC_FLUSH" => Ok(FlushMode::Sync),
+        "ASYNC_FLUSH" => Ok(FlushMode::Async),
+        _ => Err("expected SYNC_FLUSH or ASYNC_FLUSH".into()),
+    }
+}
+
+/// The hour of day expired files are deleted at.
+fn parse_delete_when(value: &str) -> Result<u32, String> {
+    // RocketMQ deletes at any of the listed hours; RingMQ has one, the first.
+    let first = value.split(';').map(str::trim).find(|h| !h.is_empty()).unwrap_or("");
+    let hour: u32 = parse_number(first)?;
+    if hour > 23 {
+        return Err(format!("hour {hour} is not in 0..=23"));
+    }
+    Ok(hour)
+}
+
+/// `diskMaxUsedSpaceRatio`, a percentage, onto the store's three disk watermarks.
+fn apply_disk_max_used_space_ratio(store: &mut StoreConfig, value: &str) -> Result<(), String> {
+    let percent: f64 = parse_number(value)?;
+    if !(0.0..=100.0).contains(&percent) {
+        return Err("expected a percentage in 0..=100".into());
+    }
+    // RocketMQ's single ratio is where cleaning is forced; keep the warn and
+    // refuse watermarks on either side of it so the three stay ordered.
+    let ratio = percent / 100.0;
+    store.disk_force_clean_ratio = ratio;
+    store.disk_warn_ratio = store.disk_warn_ratio.min(ratio);
+    store.disk_refuse_ratio = store.disk_refuse_ratio.max(ratio);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::test_support::{expect, with};
+
+    /// Parses `text` as a broker.conf file; expects that config, or an error whose text
+    /// contains each fragment.
+    fn check(text: &str, expected: Result<BrokerConfig, &[&str]>) {
+        expect(&format!("conf {text:?}"), BrokerConfig::from_broker_conf_str(text), expected);
+    }
+
+    const EVERY_CONF_KEY: &str = "
+        # RocketMQ broker.conf
+        routeMode = shard
+        brokerClusterName = C
+        brokerName=broker-b
+        brokerId = 1
+        brokerRole = SLAVE
+        listenPort=20911
+        namesrvAddr=n1:9876;n2:9876
+        brokerIP1 = 10.0.0.8
+        storePathRootDir=/data/rocketmq/store
+        storePathCommitLog=/data/rocketmq/store/commitlog
+        flushDiskType = SYNC_FLUSH
+        flushIntervalCommitLog=200
+        mappedFileSizeCommitLog=268435456
+        fileReservedTime=120
+        deleteWhen=04;05
+        diskMaxUsedSpaceRatio=88
+        maxMessageSize=2097152
+        autoCreateTopicEnable=TRUE
+        defaultTopicQueueNums=4
+        messageDelayLevel=1s 2s 1m 2h
+        timerMaxDelaySec=86400
+        transactionTimeOut=3000
+        transactionCheckInterval=5000
+        transactionCheckMax=3
+        rejectTransactionMessage=true
+        haListenPort=20912
+        haMasterAddress=10.0.0.7:10912
+        syncFlushTimeout=2000
+        slaveReadEnable=true
+        metricsExporterType=PROM
+        metricsPromExporterHost=127.0.0.1
+        metricsPromExporterPort=15557
+        brokerPermission=4
+        brokerTopicEnable=false
+        clusterTopicEnable=false
+    ";
+
+    #[test]
+    fn conf_every_key() {
+        let expected = with(|c| {
+            c.cluster_name = "C".into();
+            c.broker_name = "broker-b".into();
+            c.broker_id = 1;
+            c.role = BrokerRole::Slave;
+            c.listen_port = 20911;
+            c.namesrv_addrs = vec!["n1:9876".into(), "n2:9876".into()];
+            c.broker_ip = Some("10.0.0.8".into());
+            c.store_root = "/data/rocketmq/store".into();
+            c.store.flush_mode = FlushMode::Sync;
+            c.store.flush_interval_ms = 200;
+            c.store.segment_bytes = 256 << 20;
+            c.store.file_reserved_hours = 120;
+            c.store.delete_when_hour = 4;
+            c.store.disk_force_clean_ratio = 0.88;
+            c.store.disk_refuse_ratio = 0.90;
+            c.max_message_bytes = 2 << 20;
+            c.auto_create_topic = true;
+            c.default_topic_queue_nums = 4;
+            c.message_delay_level = "1s 2s 1m 2h".into();
+            c.timer_max_delay_sec = 86_400;
+            c.transaction_timeout_ms = 3_000;
+            c.transaction_check_interval_ms = 5_000;
+            c.transaction_check_max = 3;
+            c.reject_transaction_message = true;
+            c.ha_listen_port = 20912;
+            c.ha_master_address = Some("10.0.0.7:10912".into());
+            c.sync_flush_timeout_ms = 2_000;
+            c.slave_read_enable = true;
+            c.metrics_exporter_type = MetricsExporter::Prom;
+            c.metrics_prom_exporter_host = "127.0.0.1".into();
+            c.metrics_prom_exporter_port = 15557;
+            c.broker_permission = 4;
+            c.broker_topic_enable = false;
+            c.cluster_topic_enable = false;
+            c.route_mode = RouteMode::Shard;
+        });
+        expected.validate().unwrap();
+        check(EVERY_CONF_KEY, Ok(expected));
+        // Every documented key appears in the fixture.
+        for key in BROKER_CONF_KEYS {
+            assert!(
+                EVERY_CONF_KEY.contains(&format!("{key}=")) || EVERY_CONF_KEY.contains(&format!("{key} =")),
+                "{key}"
+            );
+        }
+    }
+
+    #[test]
+    fn conf_cases() {
+        check("", Ok(BrokerConfig::default()));
+        check("# only a comment\n\n   \n! another", Ok(BrokerConfig::default()));
+        check("listenPort:1234", Ok(with(|c| c.listen_port = 1234)));
+        check("  listenPort  =  1234  \r\n", Ok(with(|c| c.listen_port = 1234)));
+        check("brokerRole=SYNC_MASTER", Ok(with(|c| c.role = BrokerRole::SyncMaster)));
+        check("brokerRole=ASYNC_MASTER", Ok(BrokerConfig::default()));
+        check("flushDiskType=ASYNC_FLUSH", Ok(BrokerConfig::default()));
+        check("deleteWhen=04", Ok(BrokerConfig::default()));
+        check("deleteWhen=23", Ok(with(|c| c.store.delete_when_hour = 23)));
+        check("deleteWhen= ; 7", Ok(with(|c| c.store.delete_when_hour = 7)));
+        check("autoCreateTopicEnable=false", Ok(BrokerConfig::default()));
+        check("namesrvAddr=", Ok(BrokerConfig::default()));
+        check("namesrvAddr=127.0.0.1:9876", Ok(with(|c| c.namesrv_addrs = vec!["127.0.0.1:9876".into()])));
+        check(
+            "diskMaxUsedSpaceRatio=60",
+            Ok(with(|c| {
+                c.store.disk_force_clean_ratio = 0.6;
+                c.store.disk_warn_ratio = 0.6;
+            })),
+        );
+        check(
+            "diskMaxUsedSpaceRatio=95",
+            Ok(with(|c| {
+                c.store.disk_force_clean_ratio = 0.95;
+                c.store.disk_refuse_ratio = 0.95;
+            })),
+        );
+        // The CommitLog path may come before the root; it must be under it.
+        check("storePathCommitLog=/r/commitlog\nstorePathRootDir=/r", Ok(with(|c| c.store_root = "/r".into())));
+        check(
+            "storePathRootDir=/r\nstorePathCommitLog=/r/deeper/commitlog",
+            Ok(with(|c| c.store_root = "/r".into())),
+        );
+        check("maxMessageSize=1024", Ok(with(|c| c.max_message_bytes = 1024)));
+        // Apache keys with no meaning here are accepted (and listed); others refused.
+        check("brokerNmae=a", Err(&["line 1", "did you mean `brokerName`?"]));
+        check("listenPort=1\naclEnable=true", Err(&["line 2", "`aclEnable` is an Apache RocketMQ setting RingMQ does not implement"]));
+        check(
+            "sendMessageThreadPoolNums=16\naclEnable=false",
+            Ok(with(|c| {
+                c.ignored_conf_keys = vec![
+                    ("sendMessageThreadPoolNums".into(), conf_keys::IgnoredWhy::ThreadPool),
+                    ("aclEnable".into(), conf_keys::IgnoredWhy::FeatureOff),
+                ]
+            })),
+        );
+    }
+
+    #[test]
+    fn broker_conf_text_parses_back_to_the_same_settings() {
+        let original = BrokerConfig::from_broker_conf_str(EVERY_CONF_KEY).unwrap();
+        let text: String = original.to_broker_conf().iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        let again = BrokerConfig::from_broker_conf_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(again, original, "{text}");
+        // Every key it writes is one broker.conf reads.
+        for (k, _) in original.to_broker_conf() {
+            assert!(BROKER_CONF_KEYS.contains(&k), "{k}");
+        }
+        let defaults = BrokerConfig::default();
+        let text: String = defaults.to_broker_conf().iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        assert_eq!(BrokerConfig::from_broker_conf_str(&text).unwrap(), defaults, "{text}");
+    }
+
+    /// The files Apache RocketMQ ships in `distribution/conf` (8fc57f1468), as written
+    /// there, and a long production-style file: each parses, and a master's validates.
+    #[test]
+    fn apache_rocketmq_shipped_configs_start_ringmq() {
+        let shipped = |name: &str, id: u64, role: &str| {
+            format!(
+                "# Licensed to the Apache Software Foundation (ASF) ...\n\nbrokerClusterName=DefaultCluster\nbrokerName={name}\nbrokerId={id}\ndeleteWhen=04\nfileReservedTime=48\nbrokerRole={role}\nflushDiskType=ASYNC_FLUSH\n"
+            )
+        };
+        let files = [
+            ("broker.conf", "brokerClusterName = DefaultCluster\nbrokerName = broker-a\nbrokerId = 0\ndeleteWhen = 04\nfileReservedTime = 48\nbrokerRole = ASYNC_MASTER\nflushDiskType = ASYNC_FLUSH\n".to_string()),
+            ("2m-2s-sync/broker-a.properties", shipped("broker-a", 0, "SYNC_MASTER")),
+            ("2m-2s-sync/broker-a-s.properties", shipped("broker-a", 1, "SLAVE")),
+            ("2m-2s-async/broker-b.properties", shipped("broker-b", 0, "ASYNC_MASTER")),
+            ("2m-2s-async/broker-b-s.properties", shipped("broker-b", 1, "SLAVE")),
+            ("2m-noslave/broker-trace.properties", shipped("broker-trace", 0, "ASYNC_MASTER")),
+        ];
+        for (name, text) in files {
+            let mut c = BrokerConfig::from_broker_conf_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!((c.cluster_name.as_str(), c.store.file_reserved_hours, c.store.delete_when_hour), ("DefaultCluster", 48, 4), "{name}");
+            assert!(c.ignored_conf_keys.is_empty(), "{name}");
+            // A slave needs its master: these files leave that to -n / namesrvAddr.
+            c.namesrv_addrs = vec!["127.0.0.1:9876".into()];
+            c.validate().unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        let production = "brokerClusterName=prod\nbrokerName=broker-a\nbrokerId=0\nbrokerIP1=10.0.0.5\nlistenPort=10911\n\
+            namesrvAddr=10.0.0.1:9876;10.0.0.2:9876\nstorePathRootDir=/data/rocketmq/store\nstorePathCommitLog=/data/rocketmq/store/commitlog\n\
+            brokerRole=SYNC_MASTER\nflushDiskType=ASYNC_FLUSH\nmappedFileSizeCommitLog=1073741824\nmappedFileSizeConsumeQueue=6000000\n\
+            deleteWhen=04\nfileReservedTime=72\ndiskMaxUsedSpaceRatio=88\nmaxMessageSize=4194304\nautoCreateTopicEnable=false\n\
+            sendMessageThreadPoolNums=16\npullMessageThreadPoolNums=32\nqueryMessageThreadPoolNums=8\n\
+            adminBrokerThreadPoolNums=16\nclientManageThreadPoolNums=32\nconsumerManageThreadPoolNums=32\nsendThreadPoolQueueCapacity=100000\n\
+            pullThreadPoolQueueCapacity=100000\nwaitTimeMillsInSendQueue=400\nuseReentrantLockWhenPutMessage=true\ntransientStorePoolEnable=false\n\
+            warmMapedFileEnable=false\nosPageCacheBusyTimeOutMills=1000\nflushCommitLogLeastPages=4\nflushConsumeQueueLeastPages=2\n\
+            serverWorkerThreads=8\nserverSelectorThreads=3\nserverSocketSndBufSize=131072\nserverSocketRcvBufSize=131072\n\
+            serverPooledByteBufAllocatorEnable=true\nuseEpollNativeSelector=true\nflushConsumerOffsetInterval=5000\naclEnable=false\n\
+            traceTopicEnable=false\nslaveReadEnable=true\nsyncFlushTimeout=5000\nhaListenPort=10912\n";
+        let c = BrokerConfig::from_broker_conf_str(production).unwrap_or_else(|e| panic!("production config: {e}"));
+        // A semantic RingMQ does not enforce is refused, not dropped: groups are not
+        // required to exist before use here.
+        let e = BrokerConfig::from_broker_conf_str(&format!("{production}autoCreateSubscriptionGroup=false\n")).expect_err("refused");
+        assert!(e.to_string().contains("`autoCreateSubscriptionGroup` is an Apache RocketMQ setting RingMQ does not implement"), "{e}");
+        assert_eq!(c.role, BrokerRole::SyncMaster);
+        assert!(c.slave_read_enable);
+        let warning = c.ignored_keys_warning().expect("ignored keys are listed");
+        for key in ["sendMessageThreadPoolNums", "useReentrantLockWhenPutMessage", "serverSocketSndBufSize", "flushConsumerOffsetInterval", "aclEnable"] {
+            assert!(warning.contains(key), "{key} not in: {warning}");
+        }
+        assert!(warning.contains("one pinned thread per core"), "{warning}");
+        c.validate().unwrap_or_else(|e| panic!("production config: {e}"));
+    }
+
+    #[test]
+    fn conf_errors() {
+        check("listenPort=1\nstorePathIndex=/x", Err(&["line 2", "unknown key `storePathIndex`", "listenPort"]));
+        check("\n\n# c\nbrokername=b", Err(&["line 4", "`brokername`"]));
+        check("listenPort", Err(&["line 1", "key=value", "listenPort"]));
+        check("=5", Err(&["line 1", "key=value"]));
+        check("brokerName=a\nbrokerName=b", Err(&["line 2", "brokerName", "first on line 1"]));
+        check("listenPort=abc", Err(&["line 1", "listenPort=abc", "number"]));
+        check("listenPort=70000", Err(&["listenPort", "number"]));
+        check("brokerId=-1", Err(&["brokerId"]));
+        check("brokerRole=MASTER", Err(&["brokerRole", "SYNC_MASTER"]));
+        check("flushDiskType=sync", Err(&["flushDiskType", "SYNC_FLUSH"]));
+        check("deleteWhen=24", Err(&["deleteWhen", "0..=23"]));
+        check("deleteWhen=4am", Err(&["deleteWhen"]));
+        check("deleteWhen=", Err(&["deleteWhen"]));
+        check("diskMaxUsedSpaceRatio=101", Err(&["diskMaxUsedSpaceRatio", "percentage"]));
+        check("autoCreateTopicEnable=yes", Err(&["autoCreateTopicEnable", "true or false"]));
+        check("mappedFileSizeCommitLog=1G", Err(&["mappedFileSizeCommitLog"]));
+        check("fileReservedTime=-3", Err(&["fileReservedTime"]));
+        check("maxMessageSize=big", Err(&["maxMessageSize"]));
+        check("defaultTopicQueueNums=x", Err(&["defaultTopicQueueNums"]));
+        check("flushIntervalCommitLog=0.5", Err(&["flushIntervalCommitLog"]));
+        check(
+            "storePathRootDir=/r\nstorePathCommitLog=/elsewhere/commitlog",
+            Err(&["line 2", "/elsewhere/commitlog", "not under", "/r", "shard-<i>/commitlog"]),
+        );
+        check("storePathRootDir=/r\nstorePathCommitLog=/rx/commitlog", Err(&["not under"]));
+    }
+}

@@ -1,0 +1,437 @@
+//! Broker configuration: every setting of a broker process (`BrokerConfig`, the model
+//! the rest of the broker reads), where it comes from, and the checks it must pass
+//! before the broker starts.
+//!
+//! Sources, each overriding the one before: built-in defaults ← a configuration file ←
+//! command-line flags ([`BrokerConfig::from_args`]). A file is either RingMQ's TOML
+//! (snake_case keys, a `[store]` table; see `tuning/profiles/`) or RocketMQ's
+//! `broker.conf` (Java properties with RocketMQ's key names), so an existing RocketMQ
+//! deployment can start RingMQ with the file it has.
+//!
+//! Where each concern lives:
+//! - this file: `BrokerConfig`, its enums and defaults, values derived from it (shard
+//!   count, ports), `load` (a file by its extension), `ConfigError`;
+//! - `toml.rs`: the TOML file model (`[store]` as `StoreSection`) and its deserialisers;
+//! - `broker_conf.rs`: the `broker.conf` key map, read and written back;
+//!   `conf_keys.rs`: what an Apache RocketMQ key RingMQ does not map means here;
+//! - `cli.rs`: command-line flags and how they override the file;
+//! - `validate.rs`: the checks and their named bounds;
+//! - `runtime_update.rs`: keys UPDATE_BROKER_CONFIG may change on a running broker;
+//! - `ip.rs`: the advertised and listen addresses (IP discovery).
+//!
+//! Invariant: an unknown key is an error that names it (and, in `broker.conf`, its
+//! line): a misspelt setting must never silently fall back to its default.
+//! Invariant: `store.record_bytes_max` is derived from `max_message_bytes` (plus
+//! [`RECORD_OVERHEAD_BYTES_MAX`] for the stored record's header, topic and
+//! properties) by every constructor, so the store and the request handlers agree on
+//! the largest message.
+//! Invariant: a config returned by `from_args` passed `validate`.
+
+use crate::store::config::{FlushMode, StoreConfig, KIB};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+pub mod conf_keys;
+mod broker_conf;
+mod cli;
+mod ip;
+mod runtime_update;
+mod toml;
+mod validate;
+
+pub use broker_conf::BROKER_CONF_KEYS;
+pub use cli::BrokerArgs;
+pub use runtime_update::{parse_runtime_update, RuntimeUpdateError, RUNTIME_CONF_KEYS};
+pub use validate::{MAX_MESSAGE_BYTES_LIMIT, SPIN_BEFORE_PARK_US_MAX};
+
+pub const DEFAULT_LISTEN_PORT: u16 = 10911;
+/// Bytes a stored record may add to its message body: the fixed fields (~100 bytes),
+/// the topic (≤ 127) and the properties (an i16 length, so < 32 KiB), rounded up.
+pub const RECORD_OVERHEAD_BYTES_MAX: u64 = 64 * KIB;
+
+/// RocketMQ's `PermName.PERM_READ | PERM_WRITE`.
+pub const PERM_READ_WRITE: u32 = 6;
+/// RocketMQ's `PermName.PERM_READ`.
+pub const PERM_READ: u32 = 4;
+/// RocketMQ's `PermName.PERM_WRITE`.
+pub const PERM_WRITE: u32 = 2;
+
+/// Where metrics go (RocketMQ 5's `metricsExporterType`): nowhere, or a Prometheus
+/// endpoint (`GET /metrics`). RocketMQ's OTLP_GRPC and LOG exporters are not built.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MetricsExporter {
+    #[default]
+    Disable,
+    Prom,
+}
+
+/// How clients reach a shard (DESIGN.md §2, ARCHITECTURE.md "Route modes").
+///
+/// `Host`: one broker identity per process; every shard accepts on `listen_port`
+/// (SO_REUSEPORT) and forwards a request for another shard's queue over the mesh.
+/// `Shard`: shard i registers with the NameServers as a broker of its own, named
+/// `routing::shard_broker_name(broker_name, i)` and listening on `listen_port + i`,
+/// holding only the queues it owns; clients reach the owning core directly.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteMode {
+    #[default]
+    Host,
+    Shard,
+}
+
+/// RocketMQ 5's default Prometheus exporter port (`metricsPromExporterPort`).
+pub const METRICS_PROM_PORT_DEFAULT: u16 = 5557;
+
+/// A broker's part in master/slave replication (RocketMQ `brokerRole`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum BrokerRole {
+    /// Acknowledges a send once stored locally; slaves catch up.
+    #[default]
+    AsyncMaster,
+    /// Acknowledges a send only once a slave has it.
+    SyncMaster,
+    Slave,
+}
+
+impl BrokerRole {
+    pub fn is_master(self) -> bool {
+        self != BrokerRole::Slave
+    }
+}
+
+/// `flush` in TOML and `--flush` on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum FlushKind {
+    Sync,
+    Async,
+}
+
+impl From<FlushKind> for FlushMode {
+    fn from(kind: FlushKind) -> Self {
+        match kind {
+            FlushKind::Sync => FlushMode::Sync,
+            FlushKind::Async => FlushMode::Async,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrokerConfig {
+    /// Port clients connect to; 0 lets the broker pick a free one at start (tests).
+    pub listen_port: u16,
+    /// The IPv4 address advertised to NameServers and encoded in offsetMsgIds; `None`
+    /// picks one at start-up ([`BrokerConfig::advertised_ip`]).
+    pub broker_ip: Option<String>,
+    /// `host:port` of every NameServer; TOML takes an array or a `"a:9876;b:9876"` string.
+    #[serde(deserialize_with = "self::toml::de_namesrv_addrs")]
+    pub namesrv_addrs: Vec<String>,
+    pub cluster_name: String,
+    pub broker_name: String,
+    /// 0 is the master; a slave has a positive id.
+    pub broker_id: u64,
+    pub role: BrokerRole,
+    #[serde(deserialize_with = "self::toml::de_path")]
+    pub store_root: PathBuf,
+    /// Shards (pinned executors); 0 means one per available CPU.
+    pub shard_count: usize,
+    /// Host or shard route mode (`RouteMode`; broker.conf `routeMode = host|shard`).
+    pub route_mode: RouteMode,
+    /// Pins shard i to CPU `cpu_list[i]`.
+    pub cpu_list: Option<Vec<usize>>,
+    pub auto_create_topic: bool,
+    pub default_topic_queue_nums: u32,
+    pub max_message_bytes: u64,
+    pub register_interval_ms: u64,
+    pub idle_connection_timeout_ms: u64,
+    pub pull_suspend_max_ms: u64,
+    pub connections_per_shard_max: usize,
+    /// Most requests one shard forwards to another in one cross-core batch.
+    pub forward_batch_max: usize,
+    /// How long an idle shard spins before it parks in io_uring (glommio's
+    /// `spin_before_park`): a completion or a request arriving meanwhile is picked up
+    /// without a wake-up, at the cost of that much busy CPU per idle moment. 0 parks at
+    /// once. At most `SPIN_BEFORE_PARK_US_MAX`.
+    pub spin_before_park_us: u64,
+    /// Delay levels, RocketMQ's `messageDelayLevel` syntax (`1s 5s ... 2h`).
+    pub message_delay_level: String,
+    /// Longest timer delay (RocketMQ's `timerMaxDelaySec`).
+    pub timer_max_delay_sec: u64,
+    /// Age of a half message before its first check-back (RocketMQ's
+    /// `transactionTimeOut`, ms; a message's `CHECK_IMMUNITY_TIME_IN_SECONDS` overrides it).
+    pub transaction_timeout_ms: u64,
+    /// Time between two check-back passes (RocketMQ's `transactionCheckInterval`, ms).
+    pub transaction_check_interval_ms: u64,
+    /// Check-backs of one half message before it is moved to
+    /// `TRANS_CHECK_MAX_TIME_TOPIC` (RocketMQ's `transactionCheckMax`).
+    pub transaction_check_max: u32,
+    /// Refuse half messages with NO_PERMISSION (RocketMQ's `rejectTransactionMessage`).
+    pub reject_transaction_message: bool,
+    /// Open transactions (half messages neither committed nor rolled back) one shard
+    /// holds; past it a half message is refused with SYSTEM_BUSY.
+    pub transaction_pending_max: usize,
+    /// First port of the replication stream: shard i of a master listens on
+    /// `ha_listen_port + i` (RocketMQ's `haListenPort`; 0 means `listen_port + 1`).
+    pub ha_listen_port: u16,
+    /// A slave's master, `host:haListenPort` (RocketMQ's `haMasterAddress`); shard i
+    /// connects to port + i.
+    pub ha_master_address: Option<String>,
+    /// How long a SYNC_MASTER send waits for a slave's confirmation before answering
+    /// FLUSH_SLAVE_TIMEOUT (RocketMQ's `syncFlushTimeout`, ms).
+    pub sync_flush_timeout_ms: u64,
+    /// What a SYNC_MASTER waits for: the slave `received` the bytes (appended to its
+    /// log, RocketMQ's meaning) or made them `durable` (fdatasync on the slave).
+    pub ha_sync_ack: crate::ha::SyncAck,
+    /// Consumers may read from this slave (RocketMQ's `slaveReadEnable`).
+    pub slave_read_enable: bool,
+    /// RocketMQ's `brokerPermission`: 6 read+write, 4 read only (drain: producers go
+    /// elsewhere), 2 write only. Sends and pulls the permission lacks are refused and
+    /// the routes the NameServers hand out carry it.
+    pub broker_permission: u32,
+    /// RocketMQ's `brokerTopicEnable`: a topic named after the broker (1 queue, read and
+    /// write) exists, so `mqadmin clusterRT` can send to each broker by name.
+    pub broker_topic_enable: bool,
+    /// RocketMQ's `clusterTopicEnable`: a topic named after the cluster, read and write.
+    pub cluster_topic_enable: bool,
+    /// Metrics exporter (`metricsExporterType`): `disable` or `prom`.
+    pub metrics_exporter_type: MetricsExporter,
+    /// Address the Prometheus endpoint binds (`metricsPromExporterHost`; empty = all).
+    pub metrics_prom_exporter_host: String,
+    /// Its port (`metricsPromExporterPort`, 5557; 0 picks a free one, logged).
+    pub metrics_prom_exporter_port: u16,
+    /// Apache RocketMQ broker.conf keys accepted with no effect here, and why
+    /// (`conf_keys.rs`); logged once at start-up. Never read from TOML.
+    #[serde(skip)]
+    pub ignored_conf_keys: Vec<(String, conf_keys::IgnoredWhy)>,
+    #[serde(deserialize_with = "self::toml::de_store")]
+    pub store: StoreConfig,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        let mut config = Self {
+            listen_port: DEFAULT_LISTEN_PORT,
+            broker_ip: None,
+            namesrv_addrs: Vec::new(),
+            cluster_name: "DefaultCluster".to_string(),
+            broker_name: "broker-a".to_string(),
+            broker_id: 0,
+            role: BrokerRole::AsyncMaster,
+            store_root: expand_home("~/ringmq/store"),
+            shard_count: 0,
+            route_mode: RouteMode::default(),
+            cpu_list: None,
+            auto_create_topic: false,
+            default_topic_queue_nums: 8,
+            max_message_bytes: 4 * 1024 * KIB,
+            register_interval_ms: 30_000,
+            idle_connection_timeout_ms: 120_000,
+            pull_suspend_max_ms: 30_000,
+            connections_per_shard_max: 10_000,
+            forward_batch_max: 256,
+            spin_before_park_us: 0,
+            message_delay_level: crate::schedule::DEFAULT_DELAY_LEVELS.to_string(),
+            timer_max_delay_sec: crate::schedule::timer::TIMER_MAX_DELAY_SEC_DEFAULT,
+            transaction_timeout_ms: crate::txn::TRANSACTION_TIMEOUT_MS_DEFAULT,
+            transaction_check_interval_ms: crate::txn::TRANSACTION_CHECK_INTERVAL_MS_DEFAULT,
+            transaction_check_max: crate::txn::TRANSACTION_CHECK_MAX_DEFAULT,
+            reject_transaction_message: false,
+            transaction_pending_max: crate::txn::TRANSACTION_PENDING_MAX_DEFAULT,
+            ha_listen_port: 0,
+            ha_master_address: None,
+            sync_flush_timeout_ms: crate::ha::SYNC_FLUSH_TIMEOUT_MS_DEFAULT,
+            ha_sync_ack: crate::ha::SyncAck::Received,
+            slave_read_enable: false,
+            broker_permission: PERM_READ_WRITE,
+            broker_topic_enable: true,
+            cluster_topic_enable: true,
+            metrics_exporter_type: MetricsExporter::Disable,
+            metrics_prom_exporter_host: String::new(),
+            metrics_prom_exporter_port: METRICS_PROM_PORT_DEFAULT,
+            ignored_conf_keys: Vec::new(),
+            store: StoreConfig::default(),
+        };
+        config.derive_bounds();
+        config
+    }
+}
+
+impl BrokerConfig {
+    /// Reads a file: `*.toml` as TOML, anything else as `broker.conf`. Does not
+    /// validate. Blocking: runs once at start-up, before any executor.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let parsed = if path.extension().is_some_and(|e| e == "toml") {
+            Self::from_toml_str(&text)
+        } else {
+            Self::from_broker_conf_str(&text)
+        };
+        parsed.map_err(|e| ConfigError::File { path: path.to_path_buf(), source: Box::new(e) })
+    }
+
+    fn derive_bounds(&mut self) {
+        self.store.record_bytes_max = self.max_message_bytes.saturating_add(RECORD_OVERHEAD_BYTES_MAX);
+    }
+
+    /// Shards to start: `shard_count`, or one per CPU in `cpu_list`, or one per
+    /// available CPU.
+    pub fn effective_shard_count(&self) -> usize {
+        match (self.shard_count, &self.cpu_list) {
+            (0, Some(cpus)) if !cpus.is_empty() => cpus.len(),
+            (0, _) => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            (count, _) => count,
+        }
+    }
+
+    /// The first replication port (shard i listens on it + i). Unset, it is RocketMQ's
+    /// `listen_port + 1`; in shard mode the client ports `listen_port + i` come first,
+    /// so it is `listen_port + shard_count`.
+    pub fn ha_port_base(&self) -> u16 {
+        if self.ha_listen_port != 0 {
+            self.ha_listen_port
+        } else if self.route_mode == RouteMode::Shard {
+            self.listen_port.saturating_add(self.effective_shard_count().min(u16::MAX as usize) as u16)
+        } else {
+            self.listen_port.saturating_add(1)
+        }
+    }
+
+    /// The port shard `shard` accepts clients on: `listen_port` for every shard in host
+    /// mode, `listen_port + shard` in shard mode.
+    pub fn shard_listen_port(&self, shard: usize) -> u16 {
+        match self.route_mode {
+            RouteMode::Host => self.listen_port,
+            RouteMode::Shard => self.listen_port.saturating_add(shard.min(u16::MAX as usize) as u16),
+        }
+    }
+}
+
+
+/// RocketMQ's `namesrvAddr` form: `host:port` separated by `;`, blanks ignored.
+pub fn split_addrs(value: &str) -> Vec<String> {
+    value.split(';').map(str::trim).filter(|a| !a.is_empty()).map(str::to_string).collect()
+}
+
+/// Expands a leading `~` or `$HOME` (configuration files are not read by a shell).
+pub fn expand_home(path: &str) -> PathBuf {
+    let rest = if path == "~" || path == "$HOME" {
+        Some("")
+    } else {
+        path.strip_prefix("~/").or_else(|| path.strip_prefix("$HOME/"))
+    };
+    match (rest, std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => PathBuf::from(path),
+    }
+}
+
+/// Why a configuration could not be read or was refused; each names the file, line,
+/// key or setting at fault.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    File {
+        path: PathBuf,
+        #[source]
+        source: Box<ConfigError>,
+    },
+    #[error("{0}")]
+    Toml(String),
+    #[error("line {line}: expected `key=value`, found {text:?}")]
+    Syntax { line: usize, text: String },
+    #[error("line {line}: {reason} (RingMQ reads: {}; Apache RocketMQ's thread-pool, network and store tuning keys are accepted and ignored)", BROKER_CONF_KEYS.join(", "))]
+    UnknownKey { key: String, line: usize, reason: String },
+    #[error("line {line}: key `{key}` is set again (first on line {first_line})")]
+    DuplicateKey { key: String, line: usize, first_line: usize },
+    #[error("line {line}: `{key}={value}`: {reason}")]
+    BadValue { key: String, line: usize, value: String, reason: String },
+    #[error(
+        "line {line}: storePathCommitLog {} is not under storePathRootDir {}: RingMQ keeps each \
+         shard's CommitLog at <root>/shard-<i>/commitlog and cannot place it elsewhere; remove \
+         the key or set storePathRootDir to a directory above it",
+        commitlog.display(),
+        root.display()
+    )]
+    CommitLogOutsideRoot { commitlog: PathBuf, root: PathBuf, line: usize },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Store(#[from] crate::store::config::ConfigError),
+}
+
+/// What the tests of every submodule share.
+#[cfg(test)]
+mod test_support {
+    use super::{BrokerConfig, ConfigError};
+
+    /// The defaults with `change` applied (and bounds derived, as parsing does).
+    pub(super) fn with(change: impl FnOnce(&mut BrokerConfig)) -> BrokerConfig {
+        let mut config = BrokerConfig::default();
+        change(&mut config);
+        config.derive_bounds();
+        config
+    }
+
+    /// Asserts `got` is `expected`: that config, or an error whose text contains each
+    /// of the given fragments. `label` names the input in a failure.
+    pub(super) fn expect(label: &str, got: Result<BrokerConfig, ConfigError>, expected: Result<BrokerConfig, &[&str]>) {
+        match (got, expected) {
+            (Ok(config), Ok(want)) => assert_eq!(config, want, "{label}"),
+            (Err(e), Err(fragments)) => {
+                let text = e.to_string();
+                for fragment in fragments {
+                    assert!(text.contains(fragment), "{label}: error {text:?} lacks {fragment:?}");
+                }
+            }
+            (got, want) => panic!("{label}: got {got:?}, expected {want:?}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use super::test_support::with;
+
+    #[test]
+    fn defaults() {
+        let c = BrokerConfig::default();
+        assert_eq!(c.listen_port, 10911);
+        assert_eq!((c.cluster_name.as_str(), c.broker_name.as_str(), c.broker_id), ("DefaultCluster", "broker-a", 0));
+        assert_eq!(c.role, BrokerRole::AsyncMaster);
+        assert!(c.store_root.ends_with("ringmq/store"));
+        assert_eq!((c.shard_count, c.cpu_list.clone(), c.auto_create_topic), (0, None, false));
+        assert_eq!((c.default_topic_queue_nums, c.max_message_bytes), (8, 4 << 20));
+        assert_eq!(
+            (c.register_interval_ms, c.idle_connection_timeout_ms),
+            (30_000, 120_000)
+        );
+        assert_eq!((c.pull_suspend_max_ms, c.connections_per_shard_max, c.forward_batch_max), (30_000, 10_000, 256));
+        assert_eq!(c.store, StoreConfig::default(), "4 MiB messages give the store's default record bound");
+        assert!(c.effective_shard_count() >= 1);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn effective_shard_count_cases() {
+        let cases =
+            [(0, None, None), (0, Some(vec![3, 4, 5]), Some(3)), (2, Some(vec![3, 4, 5]), Some(2)), (7, None, Some(7))];
+        for (shard_count, cpu_list, expected) in cases {
+            let config = with(|c| (c.shard_count, c.cpu_list) = (shard_count, cpu_list.clone()));
+            let want = expected.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+            assert_eq!(config.effective_shard_count(), want, "{shard_count} {cpu_list:?}");
+        }
+    }
+}

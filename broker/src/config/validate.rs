@@ -1,0 +1,231 @@
+//! Validation: every check a configuration passes before a broker starts with it, and
+//! the named bounds those checks use.
+//!
+//! Invariant: `validate` reads the configuration only (no file, no network, no clock),
+//! so a file's settings and the same settings from flags give the same verdict.
+//! Invariant: the checks run in a fixed order and the first failure is the error; each
+//! message names the setting and the bound it broke.
+//! Invariant: the store's own bounds are checked last, by `StoreConfig::validate`, so
+//! they are stated once, next to the store.
+
+use super::{BrokerConfig, BrokerRole, ConfigError, RouteMode, RECORD_OVERHEAD_BYTES_MAX};
+use crate::meta::topics::QUEUE_NUMS_MAX;
+use crate::store::engine::SHARD_COUNT_MAX;
+use ringmq_client::remoting::frame::FRAME_LEN_MAX_BYTES;
+use std::net::Ipv4Addr;
+
+/// Largest `max_message_bytes`: a SEND request carrying it, with its header, must fit
+/// one remoting frame (DESIGN.md §6).
+pub const MAX_MESSAGE_BYTES_LIMIT: u64 = FRAME_LEN_MAX_BYTES as u64 - RECORD_OVERHEAD_BYTES_MAX;
+
+/// Longest `spin_before_park_us` accepted: past a millisecond a spinning core is simply
+/// a busy core.
+pub const SPIN_BEFORE_PARK_US_MAX: u64 = 1_000;
+
+impl BrokerConfig {
+    /// Checks every setting; the first one out of bounds is the error, named.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.check_ports_and_addresses()
+            .and_then(|()| self.check_identity())
+            .and_then(|()| self.check_placement())
+            .and_then(|()| self.check_limits())
+            .and_then(|()| self.check_schedule())
+            .map_err(ConfigError::Invalid)?;
+        self.store.validate()?;
+        Ok(())
+    }
+
+    /// Shard ports, the advertised IP and the NameServer addresses.
+    fn check_ports_and_addresses(&self) -> Result<(), String> {
+        if self.route_mode == RouteMode::Shard && self.listen_port != 0 {
+            let last = self.listen_port as usize + self.effective_shard_count() - 1;
+            if last > u16::MAX as usize {
+                return Err(format!("route_mode shard: shard ports listen_port + i run to {last}, past 65535 (lower listen_port)"));
+            }
+        }
+        if let Some(ip) = &self.broker_ip {
+            if ip.parse::<Ipv4Addr>().is_err() {
+                return Err(format!("broker_ip {ip:?} is not an IPv4 address (offsetMsgIds carry 4 bytes)"));
+            }
+        }
+        for addr in &self.namesrv_addrs {
+            let port_ok = addr
+                .rsplit_once(':')
+                .filter(|(host, _)| !host.is_empty())
+                .and_then(|(_, port)| port.parse::<u16>().ok())
+                .is_some_and(|port| port != 0);
+            if !port_ok {
+                return Err(format!("namesrv address {addr:?} is not host:port"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Cluster and broker names, and a role that agrees with the broker id and can
+    /// find its master.
+    fn check_identity(&self) -> Result<(), String> {
+        for (field, value) in [("cluster_name", &self.cluster_name), ("broker_name", &self.broker_name)] {
+            if value.is_empty() || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(format!("{field} {value:?} must be non-empty without whitespace"));
+            }
+        }
+        match (self.role, self.broker_id) {
+            (BrokerRole::Slave, 0) => return Err("a slave needs broker_id > 0 (0 is the master)".into()),
+            (role, id) if role.is_master() && id != 0 => {
+                return Err(format!("a master has broker_id 0, not {id} (set role = \"slave\" for a slave)"))
+            }
+            _ => {}
+        }
+        if self.role == BrokerRole::Slave {
+            match self.ha_master_address.as_deref() {
+                Some(a) if a.parse::<std::net::SocketAddr>().is_err() => {
+                    return Err(format!("ha_master_address (haMasterAddress) must be \"ip:port\" of the master's replication port, got {a:?}"))
+                }
+                // Learnt from the NameServer's answer to REGISTER_BROKER (haServerAddr).
+                None if self.namesrv_addrs.is_empty() => {
+                    return Err("a slave needs its master: set namesrv_addrs (the NameServer names the master of the same broker_name) or ha_master_address = \"ip:port\"".into())
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the store lives and which cores the shards run on.
+    fn check_placement(&self) -> Result<(), String> {
+        if self.store_root.as_os_str().is_empty() {
+            return Err("store_root is empty".into());
+        }
+        if self.shard_count > SHARD_COUNT_MAX as usize {
+            return Err(format!("shard_count {} exceeds {SHARD_COUNT_MAX}", self.shard_count));
+        }
+        if let Some(cpus) = &self.cpu_list {
+            let mut sorted = cpus.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            if cpus.is_empty() || sorted.len() != cpus.len() {
+                return Err(format!("cpu_list {cpus:?} must be non-empty without repeats"));
+            }
+            if cpus.len() < self.effective_shard_count() {
+                return Err(format!("cpu_list has {} CPUs for {} shards", cpus.len(), self.effective_shard_count()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Sizes, counts and intervals: each within its bound, and those in `positive`
+    /// never zero.
+    fn check_limits(&self) -> Result<(), String> {
+        if !(1..=QUEUE_NUMS_MAX).contains(&self.default_topic_queue_nums) {
+            return Err(format!(
+                "default_topic_queue_nums {} is not in 1..={QUEUE_NUMS_MAX}",
+                self.default_topic_queue_nums
+            ));
+        }
+        if !(1..=MAX_MESSAGE_BYTES_LIMIT).contains(&self.max_message_bytes) {
+            return Err(format!(
+                "max_message_bytes {} is not in 1..={MAX_MESSAGE_BYTES_LIMIT}",
+                self.max_message_bytes
+            ));
+        }
+        let positive = [
+            ("register_interval_ms", self.register_interval_ms),
+            ("idle_connection_timeout_ms", self.idle_connection_timeout_ms),
+            ("pull_suspend_max_ms", self.pull_suspend_max_ms),
+            ("connections_per_shard_max", self.connections_per_shard_max as u64),
+            ("forward_batch_max", self.forward_batch_max as u64),
+            ("store.flush_interval_ms", self.store.flush_interval_ms),
+            ("transaction_check_interval_ms", self.transaction_check_interval_ms),
+            ("transaction_pending_max", self.transaction_pending_max as u64),
+            ("sync_flush_timeout_ms", self.sync_flush_timeout_ms),
+        ];
+        if let Some((field, _)) = positive.iter().find(|(_, value)| *value == 0) {
+            return Err(format!("{field} must be positive"));
+        }
+        if self.spin_before_park_us > SPIN_BEFORE_PARK_US_MAX {
+            return Err(format!("spin_before_park_us {} is above {SPIN_BEFORE_PARK_US_MAX}", self.spin_before_park_us));
+        }
+        Ok(())
+    }
+
+    /// Delay levels and the longest timer delay.
+    fn check_schedule(&self) -> Result<(), String> {
+        if let Err(e) = crate::schedule::DelayLevels::parse(&self.message_delay_level) {
+            return Err(e.to_string());
+        }
+        if self.timer_max_delay_sec == 0 || self.timer_max_delay_sec > crate::schedule::timer::TIMER_MAX_DELAY_SEC_LIMIT {
+            return Err(format!(
+                "timer_max_delay_sec {} is not in 1..={}",
+                self.timer_max_delay_sec,
+                crate::schedule::timer::TIMER_MAX_DELAY_SEC_LIMIT
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::test_support::with;
+    use std::path::PathBuf;
+
+    #[test]
+    fn validate_cases() {
+        let cases: Vec<(BrokerConfig, Option<&str>)> = vec![
+            (BrokerConfig::default(), None),
+            (with(|c| c.listen_port = 0), None), // a free port, picked at start
+            (with(|c| (c.route_mode, c.shard_count, c.listen_port) = (RouteMode::Shard, 4, 65532)), None),
+            (with(|c| (c.route_mode, c.shard_count, c.listen_port) = (RouteMode::Shard, 4, 65533)), Some("past 65535")),
+            (with(|c| c.broker_ip = Some("::1".into())), Some("IPv4")),
+            (with(|c| c.broker_ip = Some("10.1.2.3".into())), None),
+            (with(|c| c.namesrv_addrs = vec!["host".into()]), Some("host:port")),
+            (with(|c| c.namesrv_addrs = vec![":9876".into()]), Some("host:port")),
+            (with(|c| c.namesrv_addrs = vec!["h:0".into()]), Some("host:port")),
+            (with(|c| c.namesrv_addrs = vec!["h:9876".into(), "10.0.0.1:9877".into()]), None),
+            (with(|c| c.cluster_name = String::new()), Some("cluster_name")),
+            (with(|c| c.broker_name = "a b".into()), Some("broker_name")),
+            (with(|c| c.role = BrokerRole::Slave), Some("broker_id > 0")),
+            (with(|c| c.broker_id = 1), Some("master has broker_id 0")),
+            (with(|c| (c.role, c.broker_id) = (BrokerRole::Slave, 1)), Some("a slave needs its master")),
+            (with(|c| (c.role, c.broker_id, c.namesrv_addrs) = (BrokerRole::Slave, 1, vec!["10.0.0.1:9876".into()])), None),
+            (with(|c| (c.role, c.broker_id, c.ha_master_address) = (BrokerRole::Slave, 1, Some("10.0.0.1:10912".into()))), None),
+            (with(|c| (c.role, c.broker_id, c.ha_master_address) = (BrokerRole::Slave, 1, Some("host:10912".into()))), Some("ip:port")),
+            (with(|c| c.store_root = PathBuf::new()), Some("store_root")),
+            (with(|c| c.shard_count = 128), None),
+            (with(|c| c.shard_count = 129), Some("shard_count 129")),
+            (with(|c| c.cpu_list = Some(vec![])), Some("cpu_list")),
+            (with(|c| c.cpu_list = Some(vec![1, 1])), Some("without repeats")),
+            (with(|c| (c.shard_count, c.cpu_list) = (3, Some(vec![0, 1]))), Some("2 CPUs for 3 shards")),
+            (with(|c| (c.shard_count, c.cpu_list) = (2, Some(vec![4, 6, 8]))), None),
+            (with(|c| c.cpu_list = Some(vec![5, 7])), None),
+            (with(|c| c.default_topic_queue_nums = 0), Some("default_topic_queue_nums")),
+            (with(|c| c.default_topic_queue_nums = 1025), Some("default_topic_queue_nums")),
+            (with(|c| c.max_message_bytes = 0), Some("max_message_bytes")),
+            (with(|c| c.spin_before_park_us = SPIN_BEFORE_PARK_US_MAX), None),
+            (with(|c| c.spin_before_park_us = SPIN_BEFORE_PARK_US_MAX + 1), Some("spin_before_park_us")),
+            (with(|c| (c.store.dirty_bytes_max, c.store.checkpoint_lag_bytes_max) = (64 << 20, 100 << 20)), Some("checkpoint_lag_bytes_max")),
+            (with(|c| c.max_message_bytes = MAX_MESSAGE_BYTES_LIMIT + 1), Some("max_message_bytes")),
+            (with(|c| c.register_interval_ms = 0), Some("register_interval_ms must be positive")),
+            (with(|c| c.pull_suspend_max_ms = 0), Some("pull_suspend_max_ms")),
+            (with(|c| c.connections_per_shard_max = 0), Some("connections_per_shard_max")),
+            (with(|c| c.forward_batch_max = 0), Some("forward_batch_max")),
+            (with(|c| c.store.flush_interval_ms = 0), Some("flush_interval_ms")),
+            (with(|c| c.store.disk_warn_ratio = 0.95), Some("disk ratios")),
+            (with(|c| c.store.segment_bytes = 4096), Some("segment_bytes")),
+            (with(|c| c.store.segment_bytes = (1 << 20) + 1), Some("multiple of 4096")),
+            (with(|c| c.store.delete_when_hour = 24), Some("delete_when_hour")),
+            // Messages larger than the flush window: the store's own check.
+            (with(|c| c.store.dirty_bytes_max = 1 << 20), Some("dirty_bytes_max")),
+            (with(|c| (c.max_message_bytes, c.store.dirty_bytes_max) = (512 << 10, 1 << 20)), None),
+            (with(|c| c.max_message_bytes = MAX_MESSAGE_BYTES_LIMIT), None),
+        ];
+        for (config, expected) in cases {
+            match (config.validate(), expected) {
+                (Ok(()), None) => {}
+                (Err(e), Some(fragment)) => assert!(e.to_string().contains(fragment), "{e} lacks {fragment}"),
+                (got, want) => panic!("{config:?}: got {got:?}, expected error {want:?}"),
+            }
+        }
+    }
+}
