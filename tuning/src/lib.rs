@@ -1,5 +1,5 @@
 //! RingMQ tuning: the broker profiles in `tuning/profiles/` (read by the broker's
-//! `config.rs`) and the kernel/host profiles in `tuning/kernel/`, with the library
+//! `config/` module) and the kernel/host profiles in `tuning/kernel/`, with the library
 //! behind `ringmq-tune`, which checks a host against a kernel profile and applies it.
 //!
 //! Flow: [`profile`] parses a kernel profile → [`host`] reads the host's state under a

@@ -106,7 +106,7 @@ impl BrokerConfig {
 
     /// This configuration as RocketMQ broker.conf `key=value` pairs (GET_BROKER_CONFIG):
     /// every key `from_broker_conf_str` reads, so parsing the text back gives the same
-    /// settings, plus `shardCount` (RingMQ's own; read-only).
+    /// settings (GET_BROKER_CONFIG adds `shardCount`, RingMQ's own and read-only).
     pub fn to_broker_conf(&self) -> Vec<(&'static str, String)> {
         let s = &self.store;
         let role = match self.role {
