@@ -8,7 +8,7 @@
 //! is answered as Java answers a missing item: SYSTEM_ERROR "The stats <name> <key> not
 //! exist".
 
-use super::admin_tools::{json_response, LOCAL_ONLY_EXT};
+use super::admin::{json_response, LOCAL_ONLY_EXT};
 use super::{error_response, Shard};
 use crate::metrics::windows::{stats_item, StatsName, WindowSum};
 use ringmq_client::remoting::admin::BrokerStatsData;

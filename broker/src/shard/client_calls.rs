@@ -18,7 +18,7 @@
 //! - a connection that closes fails its waiting calls at once;
 //! - a response nobody waits for (late, or forged) is dropped.
 
-use super::admin_tools::LOCAL_ONLY_EXT;
+use super::admin::LOCAL_ONLY_EXT;
 use super::{error_response, ConnCtx, Shard};
 use crate::routing::queue_owner;
 use crate::rt::chan;
@@ -224,7 +224,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         };
         if cmd.ext(LOCAL_ONLY_EXT).is_some() {
             return match self.local_reset_rows(topic, group, config.write_queue_nums as i32, timestamp, force).await {
-                Ok(rows) => super::admin_tools::json_response(cmd, serde_json::Value::Array(rows).to_string().into_bytes()),
+                Ok(rows) => super::admin::json_response(cmd, serde_json::Value::Array(rows).to_string().into_bytes()),
                 Err(e) => error_response(cmd, rs::SYSTEM_ERROR, e),
             };
         }
@@ -278,7 +278,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 tracing::warn!(topic, group, client_id, "[reset-offset] the client's connection is gone or full: not told");
             }
         }
-        super::admin_tools::json_response(cmd, body.encode())
+        super::admin::json_response(cmd, body.encode())
     }
 
     /// This shard's write queues of `topic` as `[queueId, newOffset, groupHasOffset]`.

@@ -142,7 +142,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             // A key lives on the shards owning the topic's queues, and a client asks
             // every broker of the topic's route: each shard-broker answers for itself.
             rq::QUERY_MESSAGE => {
-                cmd.ext_fields.insert(super::admin_tools::LOCAL_ONLY_EXT.into(), "1".into());
+                cmd.ext_fields.insert(super::admin::LOCAL_ONLY_EXT.into(), "1".into());
                 Ok(EdgeReply::Unchanged)
             }
             _ => Ok(EdgeReply::Unchanged),

@@ -19,7 +19,10 @@ pub mod locks;
 pub mod longpoll;
 pub mod mesh;
 mod admin;
-mod admin_tools;
+mod broker_info;
+mod client_info;
+mod metadata;
+mod queue_stats;
 mod edge;
 pub mod client_calls;
 mod broker_stats;
@@ -471,13 +474,13 @@ impl<R: Runtime> Shard<R> {
         // values are dropped.
         cmd.ext_fields.remove(sendback::RETRY_OF_GROUP_EXT);
         cmd.ext_fields.remove(SYSTEM_TOPIC_EXT);
-        cmd.ext_fields.remove(admin_tools::LOCAL_ONLY_EXT);
-        cmd.ext_fields.remove(admin_tools::TOPICS_EXT);
-        cmd.ext_fields.remove(admin_tools::CALLER_EXT);
-        if admin_tools::CALLER_LOGGED_CODES.contains(&cmd.code) {
+        cmd.ext_fields.remove(admin::LOCAL_ONLY_EXT);
+        cmd.ext_fields.remove(admin::TOPICS_EXT);
+        cmd.ext_fields.remove(admin::CALLER_EXT);
+        if admin::CALLER_LOGGED_CODES.contains(&cmd.code) {
             // Whoever runs a state change logs who asked; it may not hold the connection.
             if let Some(remote) = ctx.remote {
-                cmd.ext_fields.insert(admin_tools::CALLER_EXT.into(), remote.to_string());
+                cmd.ext_fields.insert(admin::CALLER_EXT.into(), remote.to_string());
             }
         }
         let send = matches!(cmd.code, rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE);
