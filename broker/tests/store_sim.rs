@@ -188,7 +188,7 @@ fn crash_once(seed: u64, ops: usize) {
     let preallocate = if seed % 2 == 0 { Preallocate::Zero } else { Preallocate::Fallocate };
     // And both ways of making a group commit durable (write + fdatasync, or O_DSYNC).
     let write_through = (seed / 2) % 2 == 1;
-    let config = StoreConfig { flush_mode: FlushMode::Sync, preallocate, write_through, ..StoreConfig::for_tests() };
+    let config = StoreConfig { flush_mode: FlushMode::Sync, preallocate, write_through: Some(write_through), ..StoreConfig::for_tests() };
     let mut appended: Vec<(u64, i32)> = Vec::new();
     let mut acked = std::collections::BTreeSet::new();
     let mut next_seq;
@@ -1290,7 +1290,7 @@ fn a_write_through_group_commit_is_one_write_and_survives_a_power_cut() {
             let _guard = SeedGuard(seed);
             let disk = SimDisk::new(seed);
             let clock = ManualClock::new(1_700_000_000_000);
-            let config = StoreConfig { flush_mode: FlushMode::Sync, write_through, ..StoreConfig::for_tests() };
+            let config = StoreConfig { flush_mode: FlushMode::Sync, write_through: Some(write_through), ..StoreConfig::for_tests() };
             let (store, _) = open(&disk, &clock, &config).unwrap();
             // The first flush creates (pre-zeroes) the first segment: not a group commit's cost.
             put(&store, 0, 0, 700, "").unwrap();

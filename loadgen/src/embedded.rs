@@ -40,8 +40,9 @@ pub struct EmbeddedSpec {
     /// `Some(role)`: the broker is that master (ASYNC_MASTER or SYNC_MASTER) and a slave
     /// runs beside it.
     pub replication: Option<BrokerRole>,
-    /// `[store] write_through`: O_DSYNC segments.
-    pub write_through: bool,
+    /// `[store] write_through`: O_DSYNC segments (`None`: the broker's default, on
+    /// under sync flush).
+    pub write_through: Option<bool>,
     /// `spin_before_park_us` of the broker's shards.
     pub spin_before_park_us: u64,
     /// `[store] read_ahead_windows_max`.
@@ -59,7 +60,11 @@ impl EmbeddedSpec {
             segment_mib: 256,
             delay_levels: ringmq_broker::schedule::DEFAULT_DELAY_LEVELS.into(),
             replication,
-            write_through: a.write_through,
+            write_through: match (a.write_through, a.no_write_through) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
             spin_before_park_us: a.spin_before_park_us,
             read_ahead_windows: a.read_ahead_windows,
             route_mode: a.route_mode,
@@ -72,8 +77,11 @@ impl EmbeddedSpec {
         if self.route_mode == ringmq_broker::config::RouteMode::Shard {
             s.push_str(", shard route mode");
         }
-        if self.write_through {
+        let store = ringmq_broker::store::config::StoreConfig { flush_mode: self.flush, write_through: self.write_through, ..Default::default() };
+        if store.write_through() {
             s.push_str(", O_DSYNC");
+        } else if self.flush == FlushMode::Sync {
+            s.push_str(", write + fdatasync");
         }
         if self.spin_before_park_us > 0 {
             s.push_str(&format!(", spin {} µs", self.spin_before_park_us));

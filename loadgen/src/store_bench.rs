@@ -657,7 +657,7 @@ async fn run_on_executor(spec: RunSpec, dir: PathBuf, stage: Arc<AtomicU8>) -> R
         FlushMode::Sync => Preallocate::Zero,
         FlushMode::Async => Preallocate::Fallocate,
     };
-    let write_through = spec.mode == Mode::SyncDsync;
+    let write_through = Some(spec.mode == Mode::SyncDsync);
     let config = StoreConfig { segment_bytes: spec.segment_bytes, flush_mode: spec.mode.flush_mode(), preallocate, write_through, ..StoreConfig::default() };
     let store_settings = settings(&config);
     let (store, _report) = open_store(DmaDisk, SystemClock, dir.clone(), ShardId(0), config.clone())

@@ -307,8 +307,10 @@ pub struct CyclesArgs {
     /// JSON results (verdict, recovery times against store size).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// The broker's CommitLog segments O_DSYNC (`[store] write_through`): each group
-    /// commit is one write, durable when it completes.
+    /// The broker's CommitLog segments O_DSYNC (`[store] write_through = true`, the
+    /// sync-flush default): each group commit is one write, durable when it completes.
+    /// Without it the broker is run with `write_through = false` (write + fdatasync),
+    /// so both ways of making a commit durable stay under test.
     #[arg(long)]
     pub write_through: bool,
 }
@@ -515,7 +517,7 @@ pub fn run_cycles(args: &CyclesArgs) -> Result<CyclesReport, String> {
     let seed = args.seed.unwrap_or_else(|| now_epoch_us() | 1);
     eprintln!("verify: seed {seed} (replay with --seed {seed})");
     let mut rng = seed | 1;
-    let extra = if args.write_through { "write_through = true\n" } else { "" };
+    let extra = if args.write_through { "write_through = true\n" } else { "write_through = false\n" };
     let setup = ChildSetup::new(&args.broker_bin, &args.dir, &format!("ringmq-verify-{}-{seed}", std::process::id()), "sync", args.segment_mib * 1024 * 1024, 1, extra)?;
     let (root, store, port, ns_addr) = (setup.root.clone(), setup.store.clone(), setup.port, setup.ns_addr.clone());
     let topic = "VerifyTopic".to_string();

@@ -106,9 +106,14 @@ pub struct WorkloadArgs {
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(i32).range(1..=1024))]
     pub pull_batch_size: i32,
     /// Embedded broker: CommitLog segments opened O_DSYNC (`[store] write_through`): a
-    /// sync-flush group commit is one write, no fdatasync.
-    #[arg(long)]
+    /// sync-flush group commit is one write, no fdatasync. The broker's default under
+    /// sync flush; this flag forces it under async flush too.
+    #[arg(long, conflicts_with = "no_write_through")]
     pub write_through: bool,
+    /// Embedded broker: `write_through = false`: a sync-flush group commit is a write
+    /// and then an fdatasync (the default before O_DSYNC became it; for comparison).
+    #[arg(long)]
+    pub no_write_through: bool,
     /// Embedded broker: cold-read windows kept per shard (`[store]
     /// read_ahead_windows_max`, 2 MiB each; 0 = read exactly what each pull asks for).
     #[arg(long, default_value_t = ringmq_broker::store::config::StoreConfig::default().read_ahead_windows_max)]

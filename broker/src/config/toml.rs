@@ -94,7 +94,7 @@ impl StoreSection {
         set(&mut store.flush_min_bytes, flush_min_bytes);
         set(&mut store.dirty_bytes_max, dirty_bytes_max);
         set(&mut store.checkpoint_lag_bytes_max, checkpoint_lag_bytes_max);
-        set(&mut store.write_through, write_through);
+        set(&mut store.write_through, write_through.map(Some));
         set(&mut store.read_ahead_windows_max, read_ahead_windows_max);
         set(&mut store.scrub_bytes_per_sec, scrub_bytes_per_sec);
         set(&mut store.tail_cache_bytes, tail_cache_bytes);

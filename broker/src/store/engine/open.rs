@@ -272,7 +272,7 @@ async fn mark_abort_and_load_checkpoint<D: Disk>(disk: &D, dir: &Path, report: &
 /// records is extended first (`extend_truncated_tail`).
 async fn open_commitlog<D: Disk>(disk: &D, commitlog_dir: PathBuf, shard: ShardId, config: &StoreConfig) -> Result<(SegmentedLog<D>, BTreeMap<u64, u64>), StoreError> {
     let mut commitlog = SegmentedLog::<D>::new(commitlog_dir.clone(), config.segment_bytes, shard.phys(0), 1024 * 1024, config.tail_cache_bytes, Some(config.preallocate));
-    commitlog.write_through = config.write_through;
+    commitlog.write_through = config.write_through();
     let mut sizes = BTreeMap::new();
     for name in disk.list(&commitlog_dir).await? {
         let Some(start) = commitlog.parse_name(&name) else {
@@ -280,7 +280,7 @@ async fn open_commitlog<D: Disk>(disk: &D, commitlog_dir: PathBuf, shard: ShardI
             continue;
         };
         let path = commitlog.path_of(start);
-        let file = if config.write_through { disk.open_write_through(&path, false).await? } else { disk.open(&path, false).await? };
+        let file = if config.write_through() { disk.open_write_through(&path, false).await? } else { disk.open(&path, false).await? };
         sizes.insert(start, file.size().await?);
         commitlog.files.insert(start, Rc::new(file));
     }
