@@ -354,235 +354,321 @@ pub(crate) fn render(json: bool, value: Value, text: String) -> Outcome {
 }
 
 
+/// Runs one command: a table from each command to its handler, grouped by family, so
+/// every command's family shows at a glance and each handler reads on its own. Offsets,
+/// stats and consumer operations are `ops.rs`'s family; `dashboard` never comes here.
 async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs: &[String], json: bool, command: Command) -> Outcome {
     match command {
-        Command::clusterList { cluster: only, .. } => {
-            let brokers = query::brokers(instance, only.as_deref()).await?;
-            let mut rows = Vec::new();
-            let mut docs = Vec::new();
-            for b in &brokers {
-                let (in_tps, out_tps) = (b.tps_10s("putTps"), b.tps_10s("getTransferedTps"));
-                rows.push(vec![b.cluster.clone(), b.broker_name.clone(), b.broker_id.to_string(), b.addr.clone(), b.get("brokerVersionDesc"), in_tps.clone(), out_tps.clone(), b.get("commitLogDiskRatio"), b.get("brokerActive")]);
-                docs.push(json!({
-                    "cluster": b.cluster, "brokerName": b.broker_name, "brokerId": b.broker_id, "addr": b.addr, "version": b.get("brokerVersionDesc"),
-                    "inTps": in_tps, "outTps": out_tps, "space": b.get("commitLogDiskRatio"), "activated": b.get("brokerActive"),
-                    "putTotal": b.get("putMessageTimesTotal"), "getTotal": b.get("getMessageTransferedMsgCount")
-                }));
-            }
-            render(json, json!(docs), table(&["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS", "#OutTPS", "#SPACE", "#ACTIVATED"], &rows))
-        }
-        Command::topicList { .. } => {
-            let topics = query::topic_list(instance).await?;
-            let text = topics.iter().map(|t| format!("{t}\n")).collect();
-            render(json, json!(topics), text)
-        }
-        Command::topicRoute { topic, .. } => {
-            let r = instance
-                .invoke_namesrv(RemotingCommand::request(rq::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic.clone()))
-                .await
-                .map_err(|e| e.to_string())?;
-            if r.code != rs::SUCCESS {
-                return Err(format!("no route for {topic}: code {} {}", r.code, r.remark.unwrap_or_default()));
-            }
-            let route = TopicRouteData::decode(&r.body).map_err(|e| e.to_string())?;
-            let doc: Value = serde_json::from_slice(&route.encode_standard()).map_err(|e| e.to_string())?;
-            // mqadmin prints the route as JSON either way.
-            Ok(serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())? + "\n")
-        }
-        Command::updateTopic { topic, broker, cluster: cluster_name, read_queue_nums, write_queue_nums, perm, order, .. } => {
-            let header = CreateTopicRequestHeader {
-                topic: topic.clone(),
-                default_topic: "TBW102".into(),
-                read_queue_nums,
-                write_queue_nums,
-                perm,
-                topic_filter_type: "SINGLE_TAG".into(),
-                topic_sys_flag: Some(0),
-                order,
-                attributes: None,
-            };
-            let mut done = Vec::new();
-            for addr in targets(instance, &broker, &cluster_name).await? {
-                call(instance, &addr, RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC).with_header(&header)).await?;
-                done.push(addr);
-            }
-            let text = done.iter().map(|a| format!("create topic to {a} success.\n")).collect::<String>();
-            render(json, json!({"topic": topic, "brokers": done}), text)
-        }
-        Command::deleteTopic { topic, cluster: cluster_name, .. } => {
-            let brokers = masters(instance, &cluster_name).await?;
-            for addr in &brokers {
-                call(instance, addr, RemotingCommand::request(rq::DELETE_TOPIC_IN_BROKER).with_ext("topic", topic.clone())).await?;
-            }
-            for ns in namesrvs {
-                call(instance, ns, RemotingCommand::request(rq::DELETE_TOPIC_IN_NAMESRV).with_ext("topic", topic.clone()).with_ext("clusterName", cluster_name.clone())).await?;
-            }
-            let text = format!("delete topic [{topic}] from cluster [{cluster_name}] success.\ndelete topic [{topic}] from NameServer success.\n");
-            render(json, json!({"topic": topic, "brokers": brokers, "namesrvs": namesrvs}), text)
-        }
-        Command::brokerStatus { broker, .. } => {
-            let t = query::runtime_table(instance, &broker).await?;
-            let width = t.keys().map(String::len).max().unwrap_or(0);
-            let text = t.iter().map(|(k, v)| format!("{k:<width$}: {v}\n")).collect();
-            render(json, json!(t), text)
-        }
-        Command::updateSubGroup { group, broker, cluster: cluster_name, retry_queue_nums, retry_max_times, broadcast, .. } => {
-            let body = json!({
-                "groupName": group, "consumeEnable": true, "consumeFromMinEnable": true, "consumeBroadcastEnable": broadcast,
-                "retryQueueNums": retry_queue_nums, "retryMaxTimes": retry_max_times, "brokerId": 0,
-                "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": true
-            });
-            let mut done = Vec::new();
-            for addr in targets(instance, &broker, &cluster_name).await? {
-                let cmd = RemotingCommand::request(rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP).with_body(body.to_string().into_bytes());
-                call(instance, &addr, cmd).await?;
-                done.push(addr);
-            }
-            let text = done.iter().map(|a| format!("create subscription group to {a} success.\n")).collect::<String>();
-            render(json, json!({"group": group, "brokers": done, "config": body}), text)
-        }
-        Command::producerConnection { group, topic, .. } => {
-            let route = instance.fetch_route(&topic).await.map_err(|e| e.to_string())?;
-            let mut rows = Vec::new();
-            let mut docs = Vec::new();
-            for addr in route.master_addrs.values() {
-                let cmd = RemotingCommand::request(rq::GET_PRODUCER_CONNECTION_LIST).with_ext("producerGroup", group.clone());
-                let r = call(instance, addr, cmd).await?;
-                let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("{addr}: {e}"))?;
-                for c in v.get("connectionSet").and_then(Value::as_array).into_iter().flatten() {
-                    let s = |k: &str| c.get(k).map(|x| x.as_str().map(String::from).unwrap_or_else(|| x.to_string())).unwrap_or_default();
-                    rows.push(vec![format!("{:04}", rows.len() + 1), s("clientId"), s("clientAddr"), s("language"), s("version")]);
-                    docs.push(c.clone());
-                }
-            }
-            render(json, json!(docs), table(&["#", "#ClientId", "#ClientAddr", "#Language", "#Version"], &rows))
-        }
-        Command::sendMessage { topic, body, key, tags, .. } => {
-            let producer = Producer::start(ProducerConfig::new(client, "ringmq-admin-producer")).await.map_err(|e| e.to_string())?;
-            let mut msg = Message::new(topic.clone(), body.into_bytes());
-            if let Some(t) = &tags {
-                msg = msg.with_tags(t).map_err(|e| e.to_string())?;
-            }
-            if let Some(k) = &key {
-                msg = msg.with_keys([k.as_str()]).map_err(|e| e.to_string())?;
-            }
-            let sent = producer.send(msg).await;
-            producer.shutdown().await;
-            let r = sent.map_err(|e| e.to_string())?;
-            let row = vec![r.queue.broker_name.clone(), r.queue.queue_id.to_string(), "SEND_OK".to_string(), r.msg_id.clone(), r.offset_msg_id.clone()];
-            let doc = json!({"brokerName": r.queue.broker_name, "queueId": r.queue.queue_id, "queueOffset": r.queue_offset, "sendStatus": "SEND_OK", "msgId": r.msg_id, "offsetMsgId": r.offset_msg_id});
-            render(json, doc, table(&["#Broker Name", "#QID", "#Send Result", "#MsgId", "#OffsetMsgId"], &[row]))
-        }
-        Command::topicStatus { topic, .. } => {
-            let queues = query::topic_status(instance, &topic).await?;
-            let rows: Vec<Vec<String>> = queues
-                .iter()
-                .map(|q| vec![q.broker_name.clone(), q.queue_id.to_string(), q.min_offset.to_string(), q.max_offset.to_string(), q.last_update_timestamp.to_string()])
-                .collect();
-            render(json, json!(queues), table(&["#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"], &rows))
-        }
-        Command::consumerProgress { group, topic, .. } => {
-            let queues = query::consumer_progress(instance, &group, topic.as_deref()).await?;
-            if queues.is_empty() {
-                return Err(format!("no broker reports progress for consumer group {group}"));
-            }
-            let total_lag: i64 = queues.iter().map(|q| q.diff).sum();
-            let rows: Vec<Vec<String>> = queues
-                .iter()
-                .map(|q| vec![q.topic.clone(), q.broker_name.clone(), q.queue_id.to_string(), q.broker_offset.to_string(), q.consumer_offset.to_string(), q.diff.to_string(), q.last_timestamp.to_string()])
-                .collect();
-            let mut text = table(&["#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#LastTime"], &rows);
-            text += &format!("\nDiff Total: {total_lag}\n");
-            render(json, json!({"queues": queues, "diffTotal": total_lag}), text)
-        }
-        Command::consumerConnection { group, .. } => {
-            let v = query::consumer_connection(instance, &group).await?;
-            let conns = v.get("connectionSet").and_then(Value::as_array).cloned().unwrap_or_default();
-            let s = |c: &Value, k: &str| c.get(k).map(|x| x.as_str().map(String::from).unwrap_or_else(|| x.to_string())).unwrap_or_default();
-            let rows: Vec<Vec<String>> = conns.iter().enumerate().map(|(i, c)| vec![format!("{:03}", i + 1), s(c, "clientId"), s(c, "clientAddr"), s(c, "language"), s(c, "version")]).collect();
-            let mut text = table(&["#", "#ClientId", "#ClientAddr", "#Language", "#Version"], &rows);
-            text += "\nBelow is subscription:\n";
-            for (t, sub) in v.get("subscriptionTable").and_then(Value::as_object).into_iter().flatten() {
-                text += &format!("{t}  {}\n", sub.get("subString").and_then(Value::as_str).unwrap_or("*"));
-            }
-            text += &format!("\nConsumeType: {}\nMessageModel: {}\nConsumeFromWhere: {}\n", s(&v, "consumeType"), s(&v, "messageModel"), s(&v, "consumeFromWhere"));
-            render(json, v, text)
-        }
-        Command::deleteSubGroup { group, broker, cluster: cluster_name, remove_offset, .. } => {
-            let mut done = Vec::new();
-            for addr in targets(instance, &broker, &cluster_name).await? {
-                let cmd = RemotingCommand::request(rq::DELETE_SUBSCRIPTIONGROUP).with_ext("groupName", group.clone()).with_ext("cleanOffset", remove_offset.to_string());
-                call(instance, &addr, cmd).await?;
-                done.push(addr);
-            }
-            let text = done.iter().map(|a| format!("delete subscription group [{group}] from broker [{a}] success.\n")).collect::<String>();
-            render(json, json!({"group": group, "brokers": done, "offsetsRemoved": remove_offset}), text)
-        }
-        Command::queryMsgByKey { topic, key, max_num, .. } => {
-            let found = query::query_by_key(instance, &topic, &key, max_num, usize::MAX).await?;
-            let rows: Vec<Vec<String>> = found.iter().map(|m| vec![m.offset_msg_id.clone(), m.queue_id.to_string(), m.queue_offset.to_string()]).collect();
-            let docs: Vec<Value> = found.iter().map(|m| json!({"offsetMsgId": m.offset_msg_id, "queueId": m.queue_id, "queueOffset": m.queue_offset, "body": m.body})).collect();
-            render(json, json!(docs), table(&["#Message ID", "#QID", "#Offset"], &rows))
-        }
-        Command::queryMsgByOffset { topic, broker_name, queue_id, offset, .. } => {
-            let route = instance.fetch_route(&topic).await.map_err(|e| e.to_string())?;
-            let addr = route.master_addrs.get(&broker_name).ok_or_else(|| format!("broker {broker_name} does not serve {topic}"))?;
-            let (records, _) = query::pull(instance, addr, &topic, queue_id, offset, 1).await?;
-            let found = query::decode_records(addr, &records, usize::MAX)?;
-            let m = found.first().ok_or_else(|| format!("no message at {topic}/{broker_name}/{queue_id} offset {offset}"))?;
-            describe(json, m)
-        }
-        Command::printMsg { topic, print_body, limit, .. } => {
-            let route = instance.fetch_route(&topic).await.map_err(|e| e.to_string())?;
-            let mut text = String::new();
-            let mut docs = Vec::new();
-            for q in &route.read_queues {
-                if docs.len() >= limit {
-                    break;
-                }
-                let Some(addr) = route.master_addrs.get(&q.broker_name) else { continue };
-                let scan = query::Scan { from: 0, max: limit - docs.len(), until_ms: None, body_preview_max: usize::MAX };
-                for m in query::scan_queue(instance, addr, &topic, q.queue_id, scan).await? {
-                    let (id, body) = (&m.offset_msg_id, &m.body);
-                    text += &if print_body { format!("MSGID: {id} QUEUE: {}/{} OFFSET: {} BODY: {body}\n", q.broker_name, q.queue_id, m.queue_offset) } else { format!("MSGID: {id} QUEUE: {}/{} OFFSET: {}\n", q.broker_name, q.queue_id, m.queue_offset) };
-                    docs.push(json!({"msgId": id, "brokerName": q.broker_name, "queueId": q.queue_id, "queueOffset": m.queue_offset, "body": if print_body { Value::String(body.clone()) } else { Value::Null }}));
-                }
-            }
-            render(json, json!(docs), text)
-        }
-        Command::getBrokerConfig { broker, cluster: cluster_name, .. } => {
-            let mut text = String::new();
-            let mut docs = serde_json::Map::new();
-            for addr in targets(instance, &broker, &cluster_name).await? {
-                let r = call(instance, &addr, RemotingCommand::request(rq::GET_BROKER_CONFIG)).await?;
-                let body = String::from_utf8_lossy(&r.body).into_owned();
-                text += &format!("============{addr}============\n");
-                let mut kv = serde_json::Map::new();
-                for line in body.lines().filter(|l| !l.trim().is_empty()) {
-                    let (k, v) = line.split_once('=').unwrap_or((line, ""));
-                    text += &format!("{:<50}=  {v}\n", k.trim());
-                    kv.insert(k.trim().to_string(), Value::String(v.to_string()));
-                }
-                docs.insert(addr, Value::Object(kv));
-            }
-            render(json, Value::Object(docs), text)
-        }
-        Command::updateBrokerConfig { broker, cluster: cluster_name, key, value, .. } => {
-            let mut done = Vec::new();
-            for addr in targets(instance, &broker, &cluster_name).await? {
-                call(instance, &addr, RemotingCommand::request(rq::UPDATE_BROKER_CONFIG).with_body(format!("{key}={value}\n").into_bytes())).await?;
-                done.push(addr);
-            }
-            let text = done.iter().map(|a| format!("update broker config success, {a}\n")).collect::<String>();
-            render(json, json!({"key": key, "value": value, "brokers": done}), text)
-        }
+        // Clusters and brokers.
+        Command::clusterList { cluster: only, .. } => cluster_list(instance, json, only).await,
+        Command::brokerStatus { broker, .. } => broker_status(instance, json, broker).await,
+        Command::getBrokerConfig { broker, cluster: cluster_name, .. } => get_broker_config(instance, json, broker, cluster_name).await,
+        Command::updateBrokerConfig { broker, cluster: cluster_name, key, value, .. } => update_broker_config(instance, json, broker, cluster_name, key, value).await,
         Command::wipeWritePerm { broker_name, .. } => write_perm(instance, namesrvs, json, &broker_name, true).await,
         Command::addWritePerm { broker_name, .. } => write_perm(instance, namesrvs, json, &broker_name, false).await,
-        Command::Ops(ops) => crate::ops::run(instance, json, ops).await,
+        // Topics.
+        Command::topicList { .. } => topic_list(instance, json).await,
+        Command::topicRoute { topic, .. } => topic_route(instance, topic).await,
+        Command::updateTopic { topic, broker, cluster: cluster_name, read_queue_nums, write_queue_nums, perm, order, .. } => {
+            update_topic(instance, json, topic, broker, cluster_name, read_queue_nums, write_queue_nums, perm, order).await
+        }
+        Command::deleteTopic { topic, cluster: cluster_name, .. } => delete_topic(instance, namesrvs, json, topic, cluster_name).await,
+        Command::topicStatus { topic, .. } => topic_status(instance, json, topic).await,
+        // Groups: subscription groups, consumers, producers.
+        Command::updateSubGroup { group, broker, cluster: cluster_name, retry_queue_nums, retry_max_times, broadcast, .. } => {
+            update_sub_group(instance, json, group, broker, cluster_name, retry_queue_nums, retry_max_times, broadcast).await
+        }
+        Command::deleteSubGroup { group, broker, cluster: cluster_name, remove_offset, .. } => delete_sub_group(instance, json, group, broker, cluster_name, remove_offset).await,
+        Command::consumerProgress { group, topic, .. } => consumer_progress(instance, json, group, topic).await,
+        Command::consumerConnection { group, .. } => consumer_connection(instance, json, group).await,
+        Command::producerConnection { group, topic, .. } => producer_connection(instance, json, group, topic).await,
+        // Messages.
+        Command::sendMessage { topic, body, key, tags, .. } => send_message(client, json, topic, body, key, tags).await,
+        Command::queryMsgByKey { topic, key, max_num, .. } => query_msg_by_key(instance, json, topic, key, max_num).await,
+        Command::queryMsgByOffset { topic, broker_name, queue_id, offset, .. } => query_msg_by_offset(instance, json, topic, broker_name, queue_id, offset).await,
+        Command::printMsg { topic, print_body, limit, .. } => print_msg(instance, json, topic, print_body, limit).await,
         Command::queryMsgById { msg_id, group: Some(group), client_id: Some(client_id), .. } => crate::ops::consume_directly(instance, json, &msg_id, &group, &client_id).await,
         Command::queryMsgById { msg_id, .. } => describe(json, &query::view_by_offset_id(instance, &msg_id, usize::MAX).await?),
+        // Offsets, stats and consumer operations.
+        Command::Ops(ops) => crate::ops::run(instance, json, ops).await,
         Command::dashboard { .. } => Err("dashboard runs from main".into()),
     }
+}
+
+// Clusters and brokers: the brokers' own state and settings (`write_perm` below is the
+// NameServer side of the same family).
+
+/// `clusterList`: one row per broker (address, version, TPS, disk) from the brokers' runtime
+/// info, optionally of one cluster.
+async fn cluster_list(instance: &Rc<ClientInstance>, json: bool, only: Option<String>) -> Outcome {
+    let brokers = query::brokers(instance, only.as_deref()).await?;
+    let mut rows = Vec::new();
+    let mut docs = Vec::new();
+    for b in &brokers {
+        let (in_tps, out_tps) = (b.tps_10s("putTps"), b.tps_10s("getTransferedTps"));
+        rows.push(vec![b.cluster.clone(), b.broker_name.clone(), b.broker_id.to_string(), b.addr.clone(), b.get("brokerVersionDesc"), in_tps.clone(), out_tps.clone(), b.get("commitLogDiskRatio"), b.get("brokerActive")]);
+        docs.push(json!({
+            "cluster": b.cluster, "brokerName": b.broker_name, "brokerId": b.broker_id, "addr": b.addr, "version": b.get("brokerVersionDesc"),
+            "inTps": in_tps, "outTps": out_tps, "space": b.get("commitLogDiskRatio"), "activated": b.get("brokerActive"),
+            "putTotal": b.get("putMessageTimesTotal"), "getTotal": b.get("getMessageTransferedMsgCount")
+        }));
+    }
+    render(json, json!(docs), table(&["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS", "#OutTPS", "#SPACE", "#ACTIVATED"], &rows))
+}
+
+/// `brokerStatus`: a broker's runtime table, one `key: value` line each.
+async fn broker_status(instance: &Rc<ClientInstance>, json: bool, broker: String) -> Outcome {
+    let t = query::runtime_table(instance, &broker).await?;
+    let width = t.keys().map(String::len).max().unwrap_or(0);
+    let text = t.iter().map(|(k, v)| format!("{k:<width$}: {v}\n")).collect();
+    render(json, json!(t), text)
+}
+
+/// `getBrokerConfig`: GET_BROKER_CONFIG on each target; the `key=value` body as aligned
+/// lines under a header per broker.
+async fn get_broker_config(instance: &Rc<ClientInstance>, json: bool, broker: Option<String>, cluster_name: Option<String>) -> Outcome {
+    let mut text = String::new();
+    let mut docs = serde_json::Map::new();
+    for addr in targets(instance, &broker, &cluster_name).await? {
+        let r = call(instance, &addr, RemotingCommand::request(rq::GET_BROKER_CONFIG)).await?;
+        let body = String::from_utf8_lossy(&r.body).into_owned();
+        text += &format!("============{addr}============\n");
+        let mut kv = serde_json::Map::new();
+        for line in body.lines().filter(|l| !l.trim().is_empty()) {
+            let (k, v) = line.split_once('=').unwrap_or((line, ""));
+            text += &format!("{:<50}=  {v}\n", k.trim());
+            kv.insert(k.trim().to_string(), Value::String(v.to_string()));
+        }
+        docs.insert(addr, Value::Object(kv));
+    }
+    render(json, Value::Object(docs), text)
+}
+
+/// `updateBrokerConfig`: UPDATE_BROKER_CONFIG of one `key=value` on each target; stops at the
+/// first broker that refuses.
+async fn update_broker_config(instance: &Rc<ClientInstance>, json: bool, broker: Option<String>, cluster_name: Option<String>, key: String, value: String) -> Outcome {
+    let mut done = Vec::new();
+    for addr in targets(instance, &broker, &cluster_name).await? {
+        call(instance, &addr, RemotingCommand::request(rq::UPDATE_BROKER_CONFIG).with_body(format!("{key}={value}\n").into_bytes())).await?;
+        done.push(addr);
+    }
+    let text = done.iter().map(|a| format!("update broker config success, {a}\n")).collect::<String>();
+    render(json, json!({"key": key, "value": value, "brokers": done}), text)
+}
+
+// Topics: names, routes, creation and deletion, queue offsets.
+
+/// `topicList`: the NameServer's topic names, one a line.
+async fn topic_list(instance: &Rc<ClientInstance>, json: bool) -> Outcome {
+    let topics = query::topic_list(instance).await?;
+    let text = topics.iter().map(|t| format!("{t}\n")).collect();
+    render(json, json!(topics), text)
+}
+
+/// `topicRoute`: the topic's route from the NameServer, in RocketMQ's JSON.
+async fn topic_route(instance: &Rc<ClientInstance>, topic: String) -> Outcome {
+    let r = instance
+        .invoke_namesrv(RemotingCommand::request(rq::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic.clone()))
+        .await
+        .map_err(|e| e.to_string())?;
+    if r.code != rs::SUCCESS {
+        return Err(format!("no route for {topic}: code {} {}", r.code, r.remark.unwrap_or_default()));
+    }
+    let route = TopicRouteData::decode(&r.body).map_err(|e| e.to_string())?;
+    let doc: Value = serde_json::from_slice(&route.encode_standard()).map_err(|e| e.to_string())?;
+    // mqadmin prints the route as JSON either way.
+    Ok(serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())? + "\n")
+}
+
+/// `updateTopic`: UPDATE_AND_CREATE_TOPIC on each target; stops at the first broker that
+/// refuses.
+#[allow(clippy::too_many_arguments)]
+async fn update_topic(instance: &Rc<ClientInstance>, json: bool, topic: String, broker: Option<String>, cluster_name: Option<String>, read_queue_nums: i32, write_queue_nums: i32, perm: i32, order: bool) -> Outcome {
+    let header = CreateTopicRequestHeader {
+        topic: topic.clone(),
+        default_topic: "TBW102".into(),
+        read_queue_nums,
+        write_queue_nums,
+        perm,
+        topic_filter_type: "SINGLE_TAG".into(),
+        topic_sys_flag: Some(0),
+        order,
+        attributes: None,
+    };
+    let mut done = Vec::new();
+    for addr in targets(instance, &broker, &cluster_name).await? {
+        call(instance, &addr, RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC).with_header(&header)).await?;
+        done.push(addr);
+    }
+    let text = done.iter().map(|a| format!("create topic to {a} success.\n")).collect::<String>();
+    render(json, json!({"topic": topic, "brokers": done}), text)
+}
+
+/// `deleteTopic`: from every master of the cluster first, then from every NameServer.
+async fn delete_topic(instance: &Rc<ClientInstance>, namesrvs: &[String], json: bool, topic: String, cluster_name: String) -> Outcome {
+    let brokers = masters(instance, &cluster_name).await?;
+    for addr in &brokers {
+        call(instance, addr, RemotingCommand::request(rq::DELETE_TOPIC_IN_BROKER).with_ext("topic", topic.clone())).await?;
+    }
+    for ns in namesrvs {
+        call(instance, ns, RemotingCommand::request(rq::DELETE_TOPIC_IN_NAMESRV).with_ext("topic", topic.clone()).with_ext("clusterName", cluster_name.clone())).await?;
+    }
+    let text = format!("delete topic [{topic}] from cluster [{cluster_name}] success.\ndelete topic [{topic}] from NameServer success.\n");
+    render(json, json!({"topic": topic, "brokers": brokers, "namesrvs": namesrvs}), text)
+}
+
+/// `topicStatus`: per-queue min/max offsets and last update, on every broker of the topic.
+async fn topic_status(instance: &Rc<ClientInstance>, json: bool, topic: String) -> Outcome {
+    let queues = query::topic_status(instance, &topic).await?;
+    let rows: Vec<Vec<String>> = queues
+        .iter()
+        .map(|q| vec![q.broker_name.clone(), q.queue_id.to_string(), q.min_offset.to_string(), q.max_offset.to_string(), q.last_update_timestamp.to_string()])
+        .collect();
+    render(json, json!(queues), table(&["#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"], &rows))
+}
+
+// Groups: subscription groups, consumer progress and connections, producer connections.
+
+/// `updateSubGroup`: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP with one config body on each target.
+#[allow(clippy::too_many_arguments)]
+async fn update_sub_group(instance: &Rc<ClientInstance>, json: bool, group: String, broker: Option<String>, cluster_name: Option<String>, retry_queue_nums: i32, retry_max_times: i32, broadcast: bool) -> Outcome {
+    let body = json!({
+        "groupName": group, "consumeEnable": true, "consumeFromMinEnable": true, "consumeBroadcastEnable": broadcast,
+        "retryQueueNums": retry_queue_nums, "retryMaxTimes": retry_max_times, "brokerId": 0,
+        "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": true
+    });
+    let mut done = Vec::new();
+    for addr in targets(instance, &broker, &cluster_name).await? {
+        let cmd = RemotingCommand::request(rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP).with_body(body.to_string().into_bytes());
+        call(instance, &addr, cmd).await?;
+        done.push(addr);
+    }
+    let text = done.iter().map(|a| format!("create subscription group to {a} success.\n")).collect::<String>();
+    render(json, json!({"group": group, "brokers": done, "config": body}), text)
+}
+
+/// `deleteSubGroup`: DELETE_SUBSCRIPTIONGROUP on each target, with or without its offsets.
+async fn delete_sub_group(instance: &Rc<ClientInstance>, json: bool, group: String, broker: Option<String>, cluster_name: Option<String>, remove_offset: bool) -> Outcome {
+    let mut done = Vec::new();
+    for addr in targets(instance, &broker, &cluster_name).await? {
+        let cmd = RemotingCommand::request(rq::DELETE_SUBSCRIPTIONGROUP).with_ext("groupName", group.clone()).with_ext("cleanOffset", remove_offset.to_string());
+        call(instance, &addr, cmd).await?;
+        done.push(addr);
+    }
+    let text = done.iter().map(|a| format!("delete subscription group [{group}] from broker [{a}] success.\n")).collect::<String>();
+    render(json, json!({"group": group, "brokers": done, "offsetsRemoved": remove_offset}), text)
+}
+
+/// `consumerProgress`: per queue, the broker's offset, the group's and the lag; an error
+/// when no broker knows the group.
+async fn consumer_progress(instance: &Rc<ClientInstance>, json: bool, group: String, topic: Option<String>) -> Outcome {
+    let queues = query::consumer_progress(instance, &group, topic.as_deref()).await?;
+    if queues.is_empty() {
+        return Err(format!("no broker reports progress for consumer group {group}"));
+    }
+    let total_lag: i64 = queues.iter().map(|q| q.diff).sum();
+    let rows: Vec<Vec<String>> = queues
+        .iter()
+        .map(|q| vec![q.topic.clone(), q.broker_name.clone(), q.queue_id.to_string(), q.broker_offset.to_string(), q.consumer_offset.to_string(), q.diff.to_string(), q.last_timestamp.to_string()])
+        .collect();
+    let mut text = table(&["#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#LastTime"], &rows);
+    text += &format!("\nDiff Total: {total_lag}\n");
+    render(json, json!({"queues": queues, "diffTotal": total_lag}), text)
+}
+
+/// `consumerConnection`: the group's online clients, then its subscriptions and consume
+/// settings.
+async fn consumer_connection(instance: &Rc<ClientInstance>, json: bool, group: String) -> Outcome {
+    let v = query::consumer_connection(instance, &group).await?;
+    let conns = v.get("connectionSet").and_then(Value::as_array).cloned().unwrap_or_default();
+    let s = |c: &Value, k: &str| c.get(k).map(|x| x.as_str().map(String::from).unwrap_or_else(|| x.to_string())).unwrap_or_default();
+    let rows: Vec<Vec<String>> = conns.iter().enumerate().map(|(i, c)| vec![format!("{:03}", i + 1), s(c, "clientId"), s(c, "clientAddr"), s(c, "language"), s(c, "version")]).collect();
+    let mut text = table(&["#", "#ClientId", "#ClientAddr", "#Language", "#Version"], &rows);
+    text += "\nBelow is subscription:\n";
+    for (t, sub) in v.get("subscriptionTable").and_then(Value::as_object).into_iter().flatten() {
+        text += &format!("{t}  {}\n", sub.get("subString").and_then(Value::as_str).unwrap_or("*"));
+    }
+    text += &format!("\nConsumeType: {}\nMessageModel: {}\nConsumeFromWhere: {}\n", s(&v, "consumeType"), s(&v, "messageModel"), s(&v, "consumeFromWhere"));
+    render(json, v, text)
+}
+
+/// `producerConnection`: the producer group's connections on every master serving the topic.
+async fn producer_connection(instance: &Rc<ClientInstance>, json: bool, group: String, topic: String) -> Outcome {
+    let route = instance.fetch_route(&topic).await.map_err(|e| e.to_string())?;
+    let mut rows = Vec::new();
+    let mut docs = Vec::new();
+    for addr in route.master_addrs.values() {
+        let cmd = RemotingCommand::request(rq::GET_PRODUCER_CONNECTION_LIST).with_ext("producerGroup", group.clone());
+        let r = call(instance, addr, cmd).await?;
+        let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("{addr}: {e}"))?;
+        for c in v.get("connectionSet").and_then(Value::as_array).into_iter().flatten() {
+            let s = |k: &str| c.get(k).map(|x| x.as_str().map(String::from).unwrap_or_else(|| x.to_string())).unwrap_or_default();
+            rows.push(vec![format!("{:04}", rows.len() + 1), s("clientId"), s("clientAddr"), s("language"), s("version")]);
+            docs.push(c.clone());
+        }
+    }
+    render(json, json!(docs), table(&["#", "#ClientId", "#ClientAddr", "#Language", "#Version"], &rows))
+}
+
+// Messages: sending one, and reading stored ones back (by key, by queue offset, all).
+
+/// `sendMessage`: one message through a producer of its own, shut down before the answer
+/// is rendered.
+async fn send_message(client: ClientConfig, json: bool, topic: String, body: String, key: Option<String>, tags: Option<String>) -> Outcome {
+    let producer = Producer::start(ProducerConfig::new(client, "ringmq-admin-producer")).await.map_err(|e| e.to_string())?;
+    let mut msg = Message::new(topic.clone(), body.into_bytes());
+    if let Some(t) = &tags {
+        msg = msg.with_tags(t).map_err(|e| e.to_string())?;
+    }
+    if let Some(k) = &key {
+        msg = msg.with_keys([k.as_str()]).map_err(|e| e.to_string())?;
+    }
+    let sent = producer.send(msg).await;
+    producer.shutdown().await;
+    let r = sent.map_err(|e| e.to_string())?;
+    let row = vec![r.queue.broker_name.clone(), r.queue.queue_id.to_string(), "SEND_OK".to_string(), r.msg_id.clone(), r.offset_msg_id.clone()];
+    let doc = json!({"brokerName": r.queue.broker_name, "queueId": r.queue.queue_id, "queueOffset": r.queue_offset, "sendStatus": "SEND_OK", "msgId": r.msg_id, "offsetMsgId": r.offset_msg_id});
+    render(json, doc, table(&["#Broker Name", "#QID", "#Send Result", "#MsgId", "#OffsetMsgId"], &[row]))
+}
+
+/// `queryMsgByKey`: the brokers' index lookup, newest first per broker.
+async fn query_msg_by_key(instance: &Rc<ClientInstance>, json: bool, topic: String, key: String, max_num: i32) -> Outcome {
+    let found = query::query_by_key(instance, &topic, &key, max_num, usize::MAX).await?;
+    let rows: Vec<Vec<String>> = found.iter().map(|m| vec![m.offset_msg_id.clone(), m.queue_id.to_string(), m.queue_offset.to_string()]).collect();
+    let docs: Vec<Value> = found.iter().map(|m| json!({"offsetMsgId": m.offset_msg_id, "queueId": m.queue_id, "queueOffset": m.queue_offset, "body": m.body})).collect();
+    render(json, json!(docs), table(&["#Message ID", "#QID", "#Offset"], &rows))
+}
+
+/// `queryMsgByOffset`: one pull at the offset on the named broker's master, described like
+/// `queryMsgById`.
+async fn query_msg_by_offset(instance: &Rc<ClientInstance>, json: bool, topic: String, broker_name: String, queue_id: i32, offset: i64) -> Outcome {
+    let route = instance.fetch_route(&topic).await.map_err(|e| e.to_string())?;
+    let addr = route.master_addrs.get(&broker_name).ok_or_else(|| format!("broker {broker_name} does not serve {topic}"))?;
+    let (records, _) = query::pull(instance, addr, &topic, queue_id, offset, 1).await?;
+    let found = query::decode_records(addr, &records, usize::MAX)?;
+    let m = found.first().ok_or_else(|| format!("no message at {topic}/{broker_name}/{queue_id} offset {offset}"))?;
+    describe(json, m)
+}
+
+/// `printMsg`: every queue of the topic scanned from offset 0, oldest first per queue,
+/// until `limit` messages in all.
+async fn print_msg(instance: &Rc<ClientInstance>, json: bool, topic: String, print_body: bool, limit: usize) -> Outcome {
+    let route = instance.fetch_route(&topic).await.map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    let mut docs = Vec::new();
+    for q in &route.read_queues {
+        if docs.len() >= limit {
+            break;
+        }
+        let Some(addr) = route.master_addrs.get(&q.broker_name) else { continue };
+        let scan = query::Scan { from: 0, max: limit - docs.len(), until_ms: None, body_preview_max: usize::MAX };
+        for m in query::scan_queue(instance, addr, &topic, q.queue_id, scan).await? {
+            let (id, body) = (&m.offset_msg_id, &m.body);
+            text += &if print_body { format!("MSGID: {id} QUEUE: {}/{} OFFSET: {} BODY: {body}\n", q.broker_name, q.queue_id, m.queue_offset) } else { format!("MSGID: {id} QUEUE: {}/{} OFFSET: {}\n", q.broker_name, q.queue_id, m.queue_offset) };
+            docs.push(json!({"msgId": id, "brokerName": q.broker_name, "queueId": q.queue_id, "queueOffset": m.queue_offset, "body": if print_body { Value::String(body.clone()) } else { Value::Null }}));
+        }
+    }
+    render(json, json!(docs), text)
 }
 
 /// WIPE_WRITE_PERM_OF_BROKER / ADD_WRITE_PERM_OF_BROKER on every NameServer.

@@ -675,9 +675,74 @@ fn progress_bar(done_secs: f64, total_secs: f64, a: &Acc, interval_secs: f64) ->
     )
 }
 
+/// A worker thread: what it ended with.
+type WorkerThread = std::thread::JoinHandle<Result<(), String>>;
+
+/// The worker threads of a run and what the reporter shares with them.
+struct Workers {
+    stop_producers: Arc<AtomicBool>,
+    stop_consumers: Arc<AtomicBool>,
+    consumers: usize,
+    producers: usize,
+    consumer_accs: Vec<SharedAcc>,
+    consumer_threads: Vec<WorkerThread>,
+    producer_accs: Vec<SharedAcc>,
+    producer_threads: Vec<WorkerThread>,
+    /// Transaction checks the producers' listeners answered.
+    checks: Arc<Mutex<TxnStats>>,
+    commit_times: Option<Arc<CommitTimes>>,
+}
+
+/// Whole-run counts the reporter keeps across intervals, the tail and the drain.
+struct Totals {
+    sent: u64,
+    received: u64,
+    /// Whole-run transaction counts (warm-up and drain included), for `errors`.
+    txn: TxnStats,
+}
+
 /// Runs the workload and returns its record. `on_interval` sees each closed interval.
 pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Durability) -> Result<RunRecord, String> {
     let spec_arc = Arc::new(spec.clone());
+    let mut workers = start_workers(spec, &spec_arc)?;
+    let mut record = RunRecord::new(system, config_label, durability, spec.workload.clone());
+    record.txn = spec.transactional.map(TxnStats::new);
+    let mut totals = Totals { sent: 0, received: 0, txn: TxnStats::new(0) };
+    let interval = Duration::from_millis(spec.interval_ms.max(100));
+    let started = report_intervals(spec, &workers, &mut record, &mut totals, interval);
+    workers.stop_producers.store(true, Ordering::SeqCst);
+    let mut thread_errors = Vec::new();
+    join_workers(std::mem::take(&mut workers.producer_threads), "a producer thread panicked", &mut thread_errors);
+    fold_send_tail(&workers, &mut record, &mut totals);
+    if workers.consumers > 0 && workers.producers > 0 {
+        drain(spec, &workers, &mut record, &mut totals, interval, started);
+    }
+    if workers.consumers > 0 && spec.transactional.is_some_and(|p| p > 0) {
+        // Rolled-back messages must never arrive: give a wrongly delivered one a moment
+        // to show up after the last committed one did.
+        std::thread::sleep(Duration::from_millis(ROLLBACK_GRACE_MS));
+    }
+    workers.stop_consumers.store(true, Ordering::SeqCst);
+    join_workers(std::mem::take(&mut workers.consumer_threads), "a consumer thread panicked", &mut thread_errors);
+    if record.send_failed > 0 {
+        record.errors.push(("send failed".into(), record.send_failed));
+    }
+    // A few ms for rolled-back messages that would arrive right after the last commit.
+    let late = take(&workers.consumer_accs);
+    totals.txn.add_counts(&late.txn);
+    if spec.transactional.is_some() {
+        txn_errors(&totals, workers.commit_times.as_deref(), &mut record);
+    }
+    if !thread_errors.is_empty() {
+        return Err(thread_errors.join("; "));
+    }
+    Ok(record)
+}
+
+/// Starts the consumers and waits until they own queues, then the producers and waits
+/// until they have routes: consumers first, so none of the first sends is missed. A
+/// start-up step of its own because it fails as a whole, with every worker told to stop.
+fn start_workers(spec: &EngineSpec, spec_arc: &Arc<EngineSpec>) -> Result<Workers, String> {
     let stop_producers = Arc::new(AtomicBool::new(false));
     let stop_consumers = Arc::new(AtomicBool::new(false));
     let ready = Arc::new(AtomicUsize::new(0));
@@ -691,25 +756,7 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
         consumer_threads.push(consumer_thread(i, spec_arc.clone(), acc.clone(), commit_times.clone(), stop_consumers.clone(), ready.clone()));
         consumer_accs.push(acc);
     }
-    let wait_ready = |want: usize, what: &str, threads: &[std::thread::JoinHandle<Result<(), String>>]| -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(START_TIMEOUT_SECS);
-        while ready.load(Ordering::SeqCst) < want {
-            if threads.iter().any(|t| t.is_finished()) {
-                return Err(format!("a {what} thread ended during start-up (run with RUST_LOG=debug for details)"));
-            }
-            if Instant::now() > deadline {
-                return Err(format!("{what}s not ready within {START_TIMEOUT_SECS} s"));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(())
-    };
-    let fail = |msg: String, stop_c: &AtomicBool, stop_p: &AtomicBool| {
-        stop_c.store(true, Ordering::SeqCst);
-        stop_p.store(true, Ordering::SeqCst);
-        msg
-    };
-    if let Err(e) = wait_ready(consumers, "consumer", &consumer_threads) {
+    if let Err(e) = wait_ready(&ready, consumers, "consumer", &consumer_threads) {
         return Err(fail(e, &stop_consumers, &stop_producers));
     }
     let mut producer_accs = Vec::new();
@@ -722,7 +769,7 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
         producer_threads.push(producer_thread(i, spec_arc.clone(), acc.clone(), checks.clone(), commit_times.clone(), stop_producers.clone(), ready.clone()));
         producer_accs.push(acc);
     }
-    if let Err(e) = wait_ready(consumers + producers, "producer", &producer_threads) {
+    if let Err(e) = wait_ready(&ready, consumers + producers, "producer", &producer_threads) {
         let e = fail(e, &stop_consumers, &stop_producers);
         for t in producer_threads.into_iter().chain(consumer_threads) {
             if let Ok(Err(thread_err)) = t.join() {
@@ -731,97 +778,71 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
         }
         return Err(e);
     }
-    let mut record = RunRecord::new(system, config_label, durability, spec.workload.clone());
-    record.txn = spec.transactional.map(TxnStats::new);
-    // Whole-run transaction counts (warm-up and drain included), for `errors`.
-    let mut txn_totals = TxnStats::new(0);
-    let take_checks = || std::mem::replace(&mut *checks.lock().unwrap_or_else(|e| e.into_inner()), TxnStats::new(0));
-    let interval = Duration::from_millis(spec.interval_ms.max(100));
+    Ok(Workers { stop_producers, stop_consumers, consumers, producers, consumer_accs, consumer_threads, producer_accs, producer_threads, checks, commit_times })
+}
+
+/// Waits until `want` workers in all are ready; fails as soon as one of `threads` ends
+/// (it cannot become ready) or after `START_TIMEOUT_SECS`.
+fn wait_ready(ready: &AtomicUsize, want: usize, what: &str, threads: &[WorkerThread]) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(START_TIMEOUT_SECS);
+    while ready.load(Ordering::SeqCst) < want {
+        if threads.iter().any(|t| t.is_finished()) {
+            return Err(format!("a {what} thread ended during start-up (run with RUST_LOG=debug for details)"));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{what}s not ready within {START_TIMEOUT_SECS} s"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// Tells every worker to stop and passes the start-up error on: a run that cannot start
+/// leaves no worker running.
+fn fail(msg: String, stop_c: &AtomicBool, stop_p: &AtomicBool) -> String {
+    stop_c.store(true, Ordering::SeqCst);
+    stop_p.store(true, Ordering::SeqCst);
+    msg
+}
+
+/// The transaction checks the listeners answered since the last call.
+fn take_checks(checks: &Mutex<TxnStats>) -> TxnStats {
+    std::mem::replace(&mut *checks.lock().unwrap_or_else(|e| e.into_inner()), TxnStats::new(0))
+}
+
+/// The measured run, on the calling thread: closes an interval every `interval`, prints
+/// it and adds it to `record`, until warm-up plus duration have passed or a target is
+/// reached. Returns when it started (drain intervals are timed from there too).
+fn report_intervals(spec: &EngineSpec, workers: &Workers, record: &mut RunRecord, totals: &mut Totals, interval: Duration) -> Instant {
     let total_secs = (spec.workload.warmup_secs + spec.workload.duration_secs) as f64;
     let started = Instant::now();
     let mut next = started + interval;
-    let (mut sent_total, mut received_total) = (0u64, 0u64);
     let tty = spec.progress && unsafe_isatty_stderr();
     if spec.consume_target_messages.is_some() {
         // A read with a target (a backlog read back) is timed from here: what the
         // consumers took while starting (they pull as soon as they own queues) counts
         // towards the target but not towards the rate.
-        let prelude = take(&consumer_accs);
-        received_total += prelude.received;
+        let prelude = take(&workers.consumer_accs);
+        totals.received += prelude.received;
         let mut stats = IntervalStats::new(started.elapsed().as_secs_f64().max(1e-6), 0.0, true);
         stats.received = prelude.received;
         record.push_interval(stats);
     }
     let mut interval_start = started;
     loop {
-        match spec.consume_target_messages {
-            // Ends the last interval when the target is reached, not at its full length:
-            // a backlog read in 4.2 s is not timed as 5 s.
-            Some(target) => loop {
-                let now = Instant::now();
-                let peek: u64 = consumer_accs.iter().map(|a| lock(a).received).sum();
-                if now >= next || received_total + peek >= target {
-                    break;
-                }
-                std::thread::sleep((next - now).min(Duration::from_millis(TARGET_POLL_MS)));
-            },
-            None => {
-                let now = Instant::now();
-                if next > now {
-                    std::thread::sleep(next - now);
-                }
-            }
-        }
+        wait_interval_end(spec, &workers.consumer_accs, next, totals.received);
         let elapsed = started.elapsed().as_secs_f64();
         let interval_secs = match spec.consume_target_messages {
             Some(_) => interval_start.elapsed().as_secs_f64(),
             None => interval.as_secs_f64(),
         };
         interval_start = Instant::now();
-        let mut p = take(&producer_accs);
-        p.txn.add_counts(&take_checks());
-        let c = take(&consumer_accs);
-        sent_total += p.sent;
-        received_total += c.received;
-        txn_totals.add_counts(&p.txn);
-        txn_totals.add_counts(&c.txn);
-        let warmup = elapsed <= spec.workload.warmup_secs as f64 + 1e-6;
-        let mut stats = IntervalStats::new(elapsed, interval_secs, warmup);
-        stats.sent = p.sent;
-        stats.sent_bytes = p.sent_bytes;
-        stats.send_failed = p.send_failed + p.response_failed;
-        stats.received = c.received;
-        stats.backlog = spec.role.consumes().then_some(sent_total as i64 - received_total as i64).filter(|_| spec.role.produces());
-        stats.send_latency_us = p.send_us.clone();
-        stats.e2e_latency_us = c.e2e_us.clone();
-        stats.broker_rss_kib = spec.rss_pid.and_then(rss_kib);
-        stats.txn.add(&p.txn);
-        stats.txn.add(&c.txn);
-        if tty {
-            eprint!("\r\x1b[K");
-        }
-        if spec.lines {
-            if producers > 0 {
-                println!("{}", producer_line(&p, interval_secs));
-            }
-            if consumers > 0 {
-                println!("{}", consumer_line(&c, interval_secs));
-            }
-        }
-        if let Some(e) = p.last_error.as_ref() {
-            eprintln!("loadgen: send errors this interval; last: {e}");
-        }
-        if tty {
-            let mut both = Acc::new();
-            both.merge(&p);
-            both.merge(&c);
-            eprint!("{}", progress_bar(elapsed, total_secs, &both, interval_secs));
-            let _ = std::io::stderr().flush();
-        }
+        let (p, c, stats) = close_interval(spec, workers, totals, elapsed, interval_secs);
+        print_interval(spec, workers, tty, &p, &c, elapsed, total_secs, interval_secs);
         record.push_interval(stats);
         next += interval;
-        let target_reached = spec.consume_target_messages.is_some_and(|t| received_total >= t)
-            || spec.produce_target_messages.is_some_and(|t| sent_total >= t);
+        let target_reached = spec.consume_target_messages.is_some_and(|t| totals.received >= t)
+            || spec.produce_target_messages.is_some_and(|t| totals.sent >= t);
         if elapsed + 1e-6 >= total_secs || target_reached {
             break;
         }
@@ -829,18 +850,102 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
     if tty {
         eprintln!();
     }
-    stop_producers.store(true, Ordering::SeqCst);
-    let mut thread_errors = Vec::new();
-    for t in producer_threads {
+    started
+}
+
+/// Sleeps until the interval ends at `next`; a read with a target also looks every
+/// `TARGET_POLL_MS` whether the consumers reached it.
+fn wait_interval_end(spec: &EngineSpec, consumer_accs: &[SharedAcc], next: Instant, received_total: u64) {
+    match spec.consume_target_messages {
+        // Ends the last interval when the target is reached, not at its full length:
+        // a backlog read in 4.2 s is not timed as 5 s.
+        Some(target) => loop {
+            let now = Instant::now();
+            let peek: u64 = consumer_accs.iter().map(|a| lock(a).received).sum();
+            if now >= next || received_total + peek >= target {
+                break;
+            }
+            std::thread::sleep((next - now).min(Duration::from_millis(TARGET_POLL_MS)));
+        },
+        None => {
+            let now = Instant::now();
+            if next > now {
+                std::thread::sleep(next - now);
+            }
+        }
+    }
+}
+
+/// Closes one interval: takes every worker's accumulator, adds it to the run's totals
+/// and builds the interval's stats. Returns the producers' and consumers' sums for the
+/// printing, which comes after.
+fn close_interval(spec: &EngineSpec, workers: &Workers, totals: &mut Totals, elapsed: f64, interval_secs: f64) -> (Acc, Acc, IntervalStats) {
+    let mut p = take(&workers.producer_accs);
+    p.txn.add_counts(&take_checks(&workers.checks));
+    let c = take(&workers.consumer_accs);
+    totals.sent += p.sent;
+    totals.received += c.received;
+    totals.txn.add_counts(&p.txn);
+    totals.txn.add_counts(&c.txn);
+    let warmup = elapsed <= spec.workload.warmup_secs as f64 + 1e-6;
+    let mut stats = IntervalStats::new(elapsed, interval_secs, warmup);
+    stats.sent = p.sent;
+    stats.sent_bytes = p.sent_bytes;
+    stats.send_failed = p.send_failed + p.response_failed;
+    stats.received = c.received;
+    stats.backlog = spec.role.consumes().then_some(totals.sent as i64 - totals.received as i64).filter(|_| spec.role.produces());
+    stats.send_latency_us = p.send_us.clone();
+    stats.e2e_latency_us = c.e2e_us.clone();
+    stats.broker_rss_kib = spec.rss_pid.and_then(rss_kib);
+    stats.txn.add(&p.txn);
+    stats.txn.add(&c.txn);
+    (p, c, stats)
+}
+
+/// Shows a closed interval: RocketMQ's benchmark lines, the interval's last send error,
+/// and the progress bar on a terminal.
+#[allow(clippy::too_many_arguments)]
+fn print_interval(spec: &EngineSpec, workers: &Workers, tty: bool, p: &Acc, c: &Acc, elapsed: f64, total_secs: f64, interval_secs: f64) {
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    if spec.lines {
+        if workers.producers > 0 {
+            println!("{}", producer_line(p, interval_secs));
+        }
+        if workers.consumers > 0 {
+            println!("{}", consumer_line(c, interval_secs));
+        }
+    }
+    if let Some(e) = p.last_error.as_ref() {
+        eprintln!("loadgen: send errors this interval; last: {e}");
+    }
+    if tty {
+        let mut both = Acc::new();
+        both.merge(p);
+        both.merge(c);
+        eprint!("{}", progress_bar(elapsed, total_secs, &both, interval_secs));
+        let _ = std::io::stderr().flush();
+    }
+}
+
+/// Joins worker threads, collecting the errors they ended with (`panicked` for a panic).
+fn join_workers(threads: Vec<WorkerThread>, panicked: &str, thread_errors: &mut Vec<String>) {
+    for t in threads {
         match t.join() {
             Ok(Ok(())) => {}
             Ok(Err(e)) => thread_errors.push(e),
-            Err(_) => thread_errors.push("a producer thread panicked".into()),
+            Err(_) => thread_errors.push(panicked.into()),
         }
     }
+}
+
+/// Adds the sends the stopped producers completed after the last interval closed to the
+/// run's totals (they belong to no interval).
+fn fold_send_tail(workers: &Workers, record: &mut RunRecord, totals: &mut Totals) {
     // Sends that completed after the last interval closed.
-    let mut tail = take(&producer_accs);
-    tail.txn.add_counts(&take_checks());
+    let mut tail = take(&workers.producer_accs);
+    tail.txn.add_counts(&take_checks(&workers.checks));
     record.sent += tail.sent;
     record.sent_bytes += tail.sent_bytes;
     record.send_failed += tail.send_failed + tail.response_failed;
@@ -848,90 +953,74 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
     if let Some(t) = record.txn.as_mut() {
         t.add(&tail.txn);
     }
-    txn_totals.add_counts(&tail.txn);
-    sent_total += tail.sent;
+    totals.txn.add_counts(&tail.txn);
+    totals.sent += tail.sent;
+}
+
+/// After the producers stopped, waits up to `drain_secs` for the consumers to receive
+/// everything sent (as intervals of their own with `record_drain_intervals`, else into
+/// the run's totals); what never arrives is an error of the run.
+fn drain(spec: &EngineSpec, workers: &Workers, record: &mut RunRecord, totals: &mut Totals, interval: Duration, started: Instant) {
     // Drain: messages sent in the measured window still count when they arrive.
-    if consumers > 0 && producers > 0 {
-        let deadline = Instant::now() + Duration::from_secs(spec.drain_secs);
-        let mut next = Instant::now() + interval;
-        while received_total < sent_total && Instant::now() < deadline {
-            if spec.record_drain_intervals {
-                let now = Instant::now();
-                if next > now {
-                    std::thread::sleep(next - now);
-                }
-                next += interval;
-                let c = take(&consumer_accs);
-                received_total += c.received;
-                txn_totals.add_counts(&c.txn);
-                if spec.lines {
-                    println!("{}", consumer_line(&c, interval.as_secs_f64()));
-                }
-                let mut stats = IntervalStats::new(started.elapsed().as_secs_f64(), interval.as_secs_f64(), false);
-                stats.received = c.received;
-                stats.backlog = Some(sent_total as i64 - received_total as i64);
-                stats.e2e_latency_us = c.e2e_us;
-                stats.broker_rss_kib = spec.rss_pid.and_then(rss_kib);
-                stats.txn = c.txn;
-                record.push_interval(stats);
-                continue;
+    let deadline = Instant::now() + Duration::from_secs(spec.drain_secs);
+    let mut next = Instant::now() + interval;
+    while totals.received < totals.sent && Instant::now() < deadline {
+        if spec.record_drain_intervals {
+            let now = Instant::now();
+            if next > now {
+                std::thread::sleep(next - now);
             }
-            std::thread::sleep(Duration::from_millis(50));
-            let c = take(&consumer_accs);
-            received_total += c.received;
-            record.received += c.received;
-            let _ = record.e2e_latency_us.add(&c.e2e_us);
-            txn_totals.add_counts(&c.txn);
-            if let Some(t) = record.txn.as_mut() {
-                t.add(&c.txn);
+            next += interval;
+            let c = take(&workers.consumer_accs);
+            totals.received += c.received;
+            totals.txn.add_counts(&c.txn);
+            if spec.lines {
+                println!("{}", consumer_line(&c, interval.as_secs_f64()));
             }
+            let mut stats = IntervalStats::new(started.elapsed().as_secs_f64(), interval.as_secs_f64(), false);
+            stats.received = c.received;
+            stats.backlog = Some(totals.sent as i64 - totals.received as i64);
+            stats.e2e_latency_us = c.e2e_us;
+            stats.broker_rss_kib = spec.rss_pid.and_then(rss_kib);
+            stats.txn = c.txn;
+            record.push_interval(stats);
+            continue;
         }
-        if received_total < sent_total {
-            record.errors.push(("not received within the drain time".into(), sent_total - received_total));
-        }
-    }
-    if consumers > 0 && spec.transactional.is_some_and(|p| p > 0) {
-        // Rolled-back messages must never arrive: give a wrongly delivered one a moment
-        // to show up after the last committed one did.
-        std::thread::sleep(Duration::from_millis(ROLLBACK_GRACE_MS));
-    }
-    stop_consumers.store(true, Ordering::SeqCst);
-    for t in consumer_threads {
-        match t.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => thread_errors.push(e),
-            Err(_) => thread_errors.push("a consumer thread panicked".into()),
-        }
-    }
-    if record.send_failed > 0 {
-        record.errors.push(("send failed".into(), record.send_failed));
-    }
-    // A few ms for rolled-back messages that would arrive right after the last commit.
-    let late = take(&consumer_accs);
-    txn_totals.add_counts(&late.txn);
-    if spec.transactional.is_some() {
-        let t = &txn_totals;
-        for (what, n) in [
-            ("rolled-back messages received", t.rolled_back_received),
-            ("committed messages received with no commit record (delivered twice?)", t.untimed_received.saturating_sub(t.untracked_commits)),
-            ("END_TRANSACTION failed (half left to the broker's check)", t.end_failed),
-            ("transaction checks answered (an END was lost or late)", t.checks_answered),
-        ] {
-            if n > 0 {
-                record.errors.push((what.into(), n));
-            }
-        }
-        if let Some(table) = &commit_times {
-            let left = table.len() as u64;
-            if left > 0 && received_total >= sent_total {
-                record.errors.push(("commit records never matched by a receipt".into(), left));
-            }
+        std::thread::sleep(Duration::from_millis(50));
+        let c = take(&workers.consumer_accs);
+        totals.received += c.received;
+        record.received += c.received;
+        let _ = record.e2e_latency_us.add(&c.e2e_us);
+        totals.txn.add_counts(&c.txn);
+        if let Some(t) = record.txn.as_mut() {
+            t.add(&c.txn);
         }
     }
-    if !thread_errors.is_empty() {
-        return Err(thread_errors.join("; "));
+    if totals.received < totals.sent {
+        record.errors.push(("not received within the drain time".into(), totals.sent - totals.received));
     }
-    Ok(record)
+}
+
+/// A transactional run's verdicts, each an error of the run when non-zero: rolled-back
+/// or twice delivered messages, failed ENDs, answered checks, unmatched commit records.
+fn txn_errors(totals: &Totals, commit_times: Option<&CommitTimes>, record: &mut RunRecord) {
+    let t = &totals.txn;
+    for (what, n) in [
+        ("rolled-back messages received", t.rolled_back_received),
+        ("committed messages received with no commit record (delivered twice?)", t.untimed_received.saturating_sub(t.untracked_commits)),
+        ("END_TRANSACTION failed (half left to the broker's check)", t.end_failed),
+        ("transaction checks answered (an END was lost or late)", t.checks_answered),
+    ] {
+        if n > 0 {
+            record.errors.push((what.into(), n));
+        }
+    }
+    if let Some(table) = commit_times {
+        let left = table.len() as u64;
+        if left > 0 && totals.received >= totals.sent {
+            record.errors.push(("commit records never matched by a receipt".into(), left));
+        }
+    }
 }
 
 fn unsafe_isatty_stderr() -> bool {

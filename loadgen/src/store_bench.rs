@@ -648,8 +648,42 @@ async fn prime_iopoll_probe(dir: &Path) -> Result<(), String> {
 
 async fn run_on_executor(spec: RunSpec, dir: PathBuf, stage: Arc<AtomicU8>) -> Result<RunResult, String> {
     let set_stage = |s: Stage| stage.store(s as u8, Ordering::Relaxed);
+    let (store, config) = open_fresh_store(&spec, &dir).await?;
+    let store_settings = settings(&config);
+    let (stop, shared) = start_store_tasks(&store);
+    let (workers, observer) = spawn_load(&spec, &store, &shared);
+
+    set_stage(Stage::Running);
+    let window = measure_window(&spec, &store, &shared, &dir).await;
+
+    set_stage(Stage::JoinWorkers);
+    join_workers(workers, &shared).await;
+    set_stage(Stage::Drain);
+    let drain_ms = drain(&store, &shared, observer).await;
+    let records_put_total = check_put_count(&store, &shared);
+
+    set_stage(Stage::ReadBack);
+    let (samples_read, samples_ok) =
+        if spec.verify { read_back(&store, &shared, records_put_total, spec.message_bytes).await } else { (0, 0) };
+    let write_offset_at_close = store.write_offset();
+    stop.set(true);
+    set_stage(Stage::Close);
+    let close_ms = close_store(store, &shared).await;
+
+    let (verify, reopen_ms) = if spec.verify {
+        set_stage(Stage::Reopen);
+        verify_reopen(&dir, config, &shared, samples_read, samples_ok, write_offset_at_close, records_put_total).await
+    } else {
+        (None, 0.0)
+    };
+    Ok(run_result(&spec, &shared, window, After { drain_ms, close_ms, reopen_ms, verify }, store_settings))
+}
+
+/// Opens a fresh store with the mode's flush settings. Returns it with its config, which
+/// the reopen uses again.
+async fn open_fresh_store(spec: &RunSpec, dir: &Path) -> Result<(BenchStore, StoreConfig), String> {
     if spec.iopoll_workaround {
-        prime_iopoll_probe(&dir).await?;
+        prime_iopoll_probe(dir).await?;
     }
     // As the tuning profiles do: zeroed segments make sync flush's fdatasyncs cheaper;
     // fallocated ones spare async flush a second write of every byte.
@@ -659,15 +693,26 @@ async fn run_on_executor(spec: RunSpec, dir: PathBuf, stage: Arc<AtomicU8>) -> R
     };
     let write_through = Some(spec.mode == Mode::SyncDsync);
     let config = StoreConfig { segment_bytes: spec.segment_bytes, flush_mode: spec.mode.flush_mode(), preallocate, write_through, ..StoreConfig::default() };
-    let store_settings = settings(&config);
-    let (store, _report) = open_store(DmaDisk, SystemClock, dir.clone(), ShardId(0), config.clone())
+    let (store, _report) = open_store(DmaDisk, SystemClock, dir.to_path_buf(), ShardId(0), config.clone())
         .await
         .map_err(|e| format!("open_store {}: {e}", dir.display()))?;
+    Ok((store, config))
+}
+
+/// Starts the store's production flusher tasks, so the bench measures the flushing the
+/// broker does; a fatal store error becomes an error of the run. Returns the tasks' stop
+/// flag and the run's shared state.
+fn start_store_tasks(store: &BenchStore) -> (Rc<Cell<bool>>, Rc<Shared>) {
     let stop = Rc::new(Cell::new(false));
     let shared = Rc::new(Shared::new());
     let fatal_shared = shared.clone();
     spawn_store_tasks(ringmq_broker::rt::Glommio, store.clone(), stop.clone(), Rc::new(move |m: String| fatal_shared.error(format!("store fatal: {m}"))));
+    (stop, shared)
+}
 
+/// Spawns the load: `in_flight` sync workers, or the async producer and its durable
+/// observer. Returns the workers and the observer.
+fn spawn_load(spec: &RunSpec, store: &BenchStore, shared: &Rc<Shared>) -> (Vec<glommio::Task<()>>, Option<glommio::Task<()>>) {
     let mut workers = Vec::new();
     let mut observer = None;
     match spec.mode {
@@ -681,8 +726,20 @@ async fn run_on_executor(spec: RunSpec, dir: PathBuf, stage: Arc<AtomicU8>) -> R
             observer = Some(glommio::spawn_local(durable_observer(store.clone(), shared.clone())));
         }
     }
+    (workers, observer)
+}
 
-    set_stage(Stage::Running);
+/// What the measured window saw.
+struct Window {
+    measured: Duration,
+    /// The store's counters over the window.
+    window: StoreStats,
+    segments_created: u64,
+}
+
+/// The warm-up, then the measured window: the phase decides which acknowledgements count,
+/// and the store's counters are sampled at the window's edges.
+async fn measure_window(spec: &RunSpec, store: &BenchStore, shared: &Shared, dir: &Path) -> Window {
     glommio::timer::sleep(Duration::from_secs(spec.warmup_secs)).await;
     let stats0 = store.stats();
     let t0 = Instant::now();
@@ -691,9 +748,13 @@ async fn run_on_executor(spec: RunSpec, dir: PathBuf, stage: Arc<AtomicU8>) -> R
     shared.phase.set(Phase::Done);
     let measured = t0.elapsed();
     let window = delta(stats0, store.stats());
-    let segments_created = segment_files(&dir);
+    let segments_created = segment_files(dir);
+    Window { measured, window, segments_created }
+}
 
-    set_stage(Stage::JoinWorkers);
+/// Waits (bounded by `DRAIN_TIMEOUT_SECS`) for the workers, which stop at `Phase::Done`,
+/// then tells the observer no more records come.
+async fn join_workers(workers: Vec<glommio::Task<()>>, shared: &Shared) {
     let bound = Duration::from_secs(DRAIN_TIMEOUT_SECS);
     let joined = futures_lite::future::or(
         async {
@@ -712,7 +773,12 @@ async fn run_on_executor(spec: RunSpec, dir: PathBuf, stage: Arc<AtomicU8>) -> R
         shared.error(format!("workers did not finish within {DRAIN_TIMEOUT_SECS} s after the window"));
     }
     shared.producers_done.set(true);
-    set_stage(Stage::Drain);
+}
+
+/// `flush_all` until everything appended is durable, then waits (bounded) for the async
+/// observer to take the last durable times. Returns how long `flush_all` took (ms).
+async fn drain(store: &BenchStore, shared: &Shared, observer: Option<glommio::Task<()>>) -> f64 {
+    let bound = Duration::from_secs(DRAIN_TIMEOUT_SECS);
     let t_drain = Instant::now();
     if let Err(e) = store.flush_all().await {
         shared.error(format!("flush_all: {e}"));
@@ -734,72 +800,100 @@ async fn run_on_executor(spec: RunSpec, dir: PathBuf, stage: Arc<AtomicU8>) -> R
             shared.error("durable observer did not finish after flush_all".into());
         }
     }
+    drain_ms
+}
+
+/// The store's count of puts, an error unless it is the bench's own.
+fn check_put_count(store: &BenchStore, shared: &Shared) -> u64 {
     let records_put_total = store.stats().records_put;
     if records_put_total != shared.next_seq.get() {
         shared.error(format!("store counted {records_put_total} puts, the bench {}", shared.next_seq.get()));
     }
+    records_put_total
+}
 
-    set_stage(Stage::ReadBack);
-    let mut verify = None;
-    let mut reopen_ms = 0.0;
-    let (samples_read, samples_ok) =
-        if spec.verify { read_back(&store, &shared, records_put_total, spec.message_bytes).await } else { (0, 0) };
-    let write_offset_at_close = store.write_offset();
-    stop.set(true);
-    set_stage(Stage::Close);
+/// Closes the store and drops it, so what a reopen sees is a cleanly closed store.
+/// Returns how long the close took (ms).
+async fn close_store(store: BenchStore, shared: &Shared) -> f64 {
     let t_close = Instant::now();
     if let Err(e) = store.close().await {
         shared.error(format!("close: {e}"));
     }
     let close_ms = t_close.elapsed().as_secs_f64() * 1e3;
     drop(store);
+    close_ms
+}
 
-    if spec.verify {
-        set_stage(Stage::Reopen);
-        // Let the store's tasks see `stop` and end before the reopen.
-        glommio::timer::sleep(Duration::from_millis(150)).await;
-        let t_reopen = Instant::now();
-        let reopen =
-            futures_lite::future::or(async { Some(open_store(DmaDisk, SystemClock, dir.clone(), ShardId(0), config).await) }, async {
-                glommio::timer::sleep(Duration::from_secs(REOPEN_TIMEOUT_SECS)).await;
-                None
-            })
-            .await;
-        reopen_ms = t_reopen.elapsed().as_secs_f64() * 1e3;
-        match reopen
-            .unwrap_or_else(|| Err(StoreError::Failed(format!("reopen (open_store) did not finish within {REOPEN_TIMEOUT_SECS} s"))))
-        {
-            Ok((reopened, report)) => {
-                let max = reopened.max_offset(TOPIC, QUEUE_ID);
-                let ok = !report.unclean
-                    && report.end_offset == write_offset_at_close
-                    && max == records_put_total
-                    && samples_ok == samples_read
-                    && shared.errors_total.get() == 0;
-                if report.end_offset != write_offset_at_close || max != records_put_total {
-                    shared.error(format!(
-                        "reopen: end offset {} vs {} written, queue max offset {} vs {} records put",
-                        report.end_offset, write_offset_at_close, max, records_put_total
-                    ));
-                }
-                verify = Some(VerifyResult {
-                    samples_read,
-                    samples_ok,
-                    reopen_unclean: report.unclean,
-                    reopen_end_offset: report.end_offset,
-                    write_offset_at_close,
-                    reopen_queue_max_offset: max,
-                    records_put_total,
-                    ok,
-                });
-                if let Err(e) = reopened.close().await {
-                    shared.error(format!("close after reopen: {e}"));
-                }
+/// Reopens the closed store (bounded: recovery can stall, see `REOPEN_TIMEOUT_SECS`) and
+/// checks recovery sees exactly what was written and the read-back found it intact.
+/// Returns the verdict (None when the reopen failed) and how long the reopen took (ms).
+async fn verify_reopen(
+    dir: &Path,
+    config: StoreConfig,
+    shared: &Shared,
+    samples_read: u64,
+    samples_ok: u64,
+    write_offset_at_close: u64,
+    records_put_total: u64,
+) -> (Option<VerifyResult>, f64) {
+    let mut verify = None;
+    // Let the store's tasks see `stop` and end before the reopen.
+    glommio::timer::sleep(Duration::from_millis(150)).await;
+    let t_reopen = Instant::now();
+    let reopen =
+        futures_lite::future::or(async { Some(open_store(DmaDisk, SystemClock, dir.to_path_buf(), ShardId(0), config).await) }, async {
+            glommio::timer::sleep(Duration::from_secs(REOPEN_TIMEOUT_SECS)).await;
+            None
+        })
+        .await;
+    let reopen_ms = t_reopen.elapsed().as_secs_f64() * 1e3;
+    match reopen
+        .unwrap_or_else(|| Err(StoreError::Failed(format!("reopen (open_store) did not finish within {REOPEN_TIMEOUT_SECS} s"))))
+    {
+        Ok((reopened, report)) => {
+            let max = reopened.max_offset(TOPIC, QUEUE_ID);
+            let ok = !report.unclean
+                && report.end_offset == write_offset_at_close
+                && max == records_put_total
+                && samples_ok == samples_read
+                && shared.errors_total.get() == 0;
+            if report.end_offset != write_offset_at_close || max != records_put_total {
+                shared.error(format!(
+                    "reopen: end offset {} vs {} written, queue max offset {} vs {} records put",
+                    report.end_offset, write_offset_at_close, max, records_put_total
+                ));
             }
-            Err(e) => shared.error(format!("reopen: {e}")),
+            verify = Some(VerifyResult {
+                samples_read,
+                samples_ok,
+                reopen_unclean: report.unclean,
+                reopen_end_offset: report.end_offset,
+                write_offset_at_close,
+                reopen_queue_max_offset: max,
+                records_put_total,
+                ok,
+            });
+            if let Err(e) = reopened.close().await {
+                shared.error(format!("close after reopen: {e}"));
+            }
         }
+        Err(e) => shared.error(format!("reopen: {e}")),
     }
+    (verify, reopen_ms)
+}
 
+/// What happened after the window.
+struct After {
+    drain_ms: f64,
+    close_ms: f64,
+    reopen_ms: f64,
+    verify: Option<VerifyResult>,
+}
+
+/// The run's result: rates over the window and per flush, latencies, and every counter.
+fn run_result(spec: &RunSpec, shared: &Shared, window: Window, after: After, store_settings: StoreSettings) -> RunResult {
+    let Window { measured, window, segments_created } = window;
+    let After { drain_ms, close_ms, reopen_ms, verify } = after;
     let secs = measured.as_secs_f64();
     let records = shared.records.get();
     let stored_record_bytes = shared.stored_record_bytes.get();
@@ -811,7 +905,7 @@ async fn run_on_executor(spec: RunSpec, dir: PathBuf, stage: Arc<AtomicU8>) -> R
     };
     let ack_latency = LatencyUs::of(&shared.ack_ns.borrow());
     let errors = shared.errors.borrow().clone();
-    Ok(RunResult {
+    RunResult {
         mode: spec.mode.name().to_string(),
         in_flight: spec.in_flight,
         measured_secs: secs,
@@ -842,5 +936,5 @@ async fn run_on_executor(spec: RunSpec, dir: PathBuf, stage: Arc<AtomicU8>) -> R
         verify,
         errors_total: shared.errors_total.get(),
         errors,
-    })
+    }
 }

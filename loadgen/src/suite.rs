@@ -336,181 +336,18 @@ pub fn run(args: SuiteArgs) -> Result<(), String> {
     };
     let dir = parent.join(format!("ringmq-suite-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let want = |p: &str| args.peers.iter().any(|x| x == p);
     let mut steps = Vec::new();
-    let mut limits = Vec::new();
-    let mut fio_mib = None;
-    let mut fio_commits = None;
-    let mut fio_cpu_us_per_commit = None;
-    if !args.no_host_limits {
-        match crate::netbench::measure(3.0) {
-            Ok(n) => limits.push(format!(
-                "loopback TCP: {:.0} MiB/s one connection, RTT p50 {:.1} µs / p99 {:.1} µs",
-                n.loopback_mib_per_sec, n.loopback_rtt_us_p50, n.loopback_rtt_us_p99
-            )),
-            Err(e) => limits.push(format!("loopback TCP: not measured: {e}")),
-        }
-        if crate::fio::available() {
-            let plan = crate::fio::Plan { dir: dir.clone(), size_bytes: 1 << 30, runtime_secs: 5, ramp_secs: 1 };
-            match crate::fio::run_bandwidth_job(&plan) {
-                Ok(j) => {
-                    limits.push(format!("disk (fio 1 MiB O_DIRECT writes, iodepth 8): {:.0} MiB/s", j.mib_per_s));
-                    fio_mib = Some(j.mib_per_s);
-                }
-                Err(e) => limits.push(format!("disk bandwidth: not measured: {e}")),
-            }
-            match crate::fio::run_commit_job_bs(&plan, "W1 commit ceiling", 4096) {
-                Ok(j) => {
-                    let c = j.commits_per_s.unwrap_or(0.0);
-                    let cpu = j.cpu_us_per_commit.map(|u| format!(", {u:.0} CPU-µs per commit (fio's own, nearly all kernel: the floor under CPU per message at 1 in flight)")).unwrap_or_default();
-                    limits.push(format!("disk (fio 4 KiB write + fdatasync, iodepth 1): {c:.0} commits/s{cpu}"));
-                    fio_commits = Some(c);
-                    fio_cpu_us_per_commit = j.cpu_us_per_commit;
-                }
-                Err(e) => limits.push(format!("disk commit rate: not measured: {e}")),
-            }
-            let _ = std::fs::remove_file(dir.join("fio-bench.dat"));
-        } else {
-            limits.push("disk: fio not installed (scripts/install-fio.sh)".into());
-        }
-    }
+    let HostLimits { lines: limits, fio_mib, fio_commits, fio_cpu_us_per_commit } =
+        if args.no_host_limits { HostLimits::default() } else { host_limits(&dir) };
     for w in &args.workloads {
         let mut step = Step { name: w.clone(), title: String::new(), runs: Vec::new(), skipped: Vec::new(), notes: Vec::new(), section: None };
         match w.as_str() {
-            "w1" => {
-                step.title = "W1 durable: 1 KiB, ack after fdatasync".into();
-                for in_flight in [1usize, 32] {
-                    let mut a = base_args(&dir, args.duration_secs, args.warmup_secs);
-                    a.in_flight = in_flight;
-                    a.flush = FlushArg::Sync;
-                    eprintln!("suite: W1, {in_flight} in flight");
-                    // The default (O_DSYNC segments: one IO per group commit), then the
-                    // same broker with a write and an fdatasync per group commit, then
-                    // the default spinning before it parks: side by side, so what each
-                    // costs and saves shows.
-                    push(&mut step, "RingMQ", "sync flush", ringmq_run(&a, Role::Produce, None));
-                    let mut fdatasync = a.clone();
-                    fdatasync.no_write_through = true;
-                    push(&mut step, "RingMQ", "sync flush", ringmq_run(&fdatasync, Role::Produce, None));
-                    let mut spin = a.clone();
-                    spin.spin_before_park_us = W1_SPIN_BEFORE_PARK_US;
-                    push(&mut step, "RingMQ", "sync flush", ringmq_run(&spin, Role::Produce, None));
-                    if want("redis") {
-                        push(&mut step, "Redis Streams", "appendfsync always", redis_run(&a, Role::Produce, None, &dir));
-                    }
-                    if want("rocketmq") {
-                        push(&mut step, "rocketmq-broker", "SYNC_FLUSH", rocketmq_run(&a, Role::Produce, None, &dir));
-                    }
-                }
-            }
-            "w2" => {
-                step.title = format!("W2 throughput: 1 KiB, 4 producers × batches of 16, one consumer tailing, async flush; highest rate with e2e p99 < {W2_E2E_P99_LIMIT_MS} ms");
-                let mut a = base_args(&dir, args.duration_secs, args.warmup_secs);
-                a.producers = 4;
-                a.in_flight = 4;
-                a.batch = 16;
-                a.flush = FlushArg::Async;
-                let mut notes = Vec::new();
-                eprintln!("suite: W2");
-                let r = w2_search(&|rate| ringmq_run(&a, Role::E2e, rate), &mut notes, "RingMQ");
-                push(&mut step, "RingMQ", "async flush", r);
-                // Every shard of the host: host route mode, then shard route mode.
-                if args.w2_shards > 1 {
-                    for mode in [RouteMode::Host, RouteMode::Shard] {
-                        let mut m = a.clone();
-                        m.shards = args.w2_shards;
-                        m.route_mode = mode;
-                        eprintln!("suite: W2, {} shards, {mode:?} route mode", m.shards);
-                        let r = w2_search(&|rate| ringmq_run(&m, Role::E2e, rate), &mut notes, "RingMQ");
-                        push(&mut step, "RingMQ", "async flush", r);
-                    }
-                }
-                for mode in args.replication.iter().filter(|m| m.as_str() != "none") {
-                    let master = match mode.as_str() {
-                        "async" => BrokerRole::AsyncMaster,
-                        "sync" => BrokerRole::SyncMaster,
-                        other => {
-                            step.skipped.push(Skipped { system: "RingMQ".into(), config: format!("replication {other}"), reason: "unknown --replication mode (async, sync, none)".into() });
-                            continue;
-                        }
-                    };
-                    let lag_notes = RefCell::new(Vec::new());
-                    let system = format!("RingMQ {} + slave", master_name(master));
-                    eprintln!("suite: W2, {system}");
-                    let r = w2_search(&|rate| ringmq_replicated_run(&a, Role::E2e, rate, master, &lag_notes), &mut notes, &system);
-                    push(&mut step, "RingMQ", &format!("async flush, {} + slave", master_name(master)), r);
-                    notes.extend(lag_notes.into_inner());
-                }
-                if want("redis") {
-                    let r = w2_search(&|rate| redis_run(&a, Role::E2e, rate, &dir), &mut notes, "Redis");
-                    push(&mut step, "Redis Streams", "appendfsync everysec", r);
-                }
-                if want("rocketmq") {
-                    let r = w2_search(&|rate| rocketmq_run(&a, Role::E2e, rate, &dir), &mut notes, "rocketmq-broker");
-                    push(&mut step, "rocketmq-broker", "ASYNC_FLUSH", r);
-                }
-                if want("redis-memory") {
-                    let r = w2_search(&|rate| redis_run_with(&a, Role::E2e, rate, &dir, Durability::Memory), &mut notes, "Redis (memory)");
-                    push(&mut step, "Redis Streams", "no persistence", r);
-                }
-                step.notes = notes;
-            }
-            "w3" => {
-                step.title = format!("W3 small messages: 128 B in batches of 100; then a cold read of a {} MiB backlog", args.backlog_mib);
-                let mut a = base_args(&dir, args.duration_secs, args.warmup_secs);
-                a.message_bytes = "128".into();
-                a.batch = 100;
-                a.producers = 2;
-                a.in_flight = 4;
-                a.flush = FlushArg::Async;
-                eprintln!("suite: W3 produce");
-                push(&mut step, "RingMQ", "async flush", ringmq_run(&a, Role::Produce, None));
-                if want("redis") {
-                    push(&mut step, "Redis Streams", "appendfsync everysec", redis_run(&a, Role::Produce, None, &dir));
-                }
-                if want("rocketmq") {
-                    push(&mut step, "rocketmq-broker", "ASYNC_FLUSH", rocketmq_run(&a, Role::Produce, None, &dir));
-                }
-                eprintln!("suite: W3 cold read");
-                let r = w3_cold_read(&a, args.backlog_mib, &mut step.notes);
-                push(&mut step, "RingMQ", "cold catch-up read", r);
-            }
-            "scaling" => {
-                step.title = format!(
-                    "Scaling: 1 KiB async sends, {SCALING_PRODUCERS} producers × {SCALING_IN_FLIGHT} in flight, async flush; 1 shard, then {} shards in host and in shard route mode; then each at {SCALING_FIXED_RATE} msg/s for broker CPU-µs per message",
-                    args.w2_shards.max(2)
-                );
-                let mut a = base_args(&dir, args.duration_secs, args.warmup_secs);
-                a.producers = SCALING_PRODUCERS;
-                a.in_flight = SCALING_IN_FLIGHT;
-                a.send_mode = SendModeArg::Async;
-                a.flush = FlushArg::Async;
-                let shards = args.w2_shards.max(2);
-                let shapes = [(1, RouteMode::Host), (shards, RouteMode::Host), (shards, RouteMode::Shard)];
-                for rate in [None, Some(SCALING_FIXED_RATE)] {
-                    for (n, mode) in shapes {
-                        let mut m = a.clone();
-                        m.shards = n;
-                        m.route_mode = mode;
-                        eprintln!("suite: scaling, {n} shard(s), {mode:?} route mode, rate {rate:?}");
-                        push(&mut step, "RingMQ", "async flush", ringmq_run(&m, Role::Produce, rate));
-                    }
-                }
-            }
+            "w1" => w1(&args, &dir, &mut step),
+            "w2" => w2(&args, &dir, &mut step),
+            "w3" => w3(&args, &dir, &mut step),
+            "scaling" => scaling(&args, &dir, &mut step),
             "recovery" => {
-                step.title = "Recovery".into();
-                eprintln!("suite: recovery");
-                let a = crate::recovery::RecoveryArgs { load_secs: args.recovery_load_secs, clean_store_gib: args.recovery_clean_store_gib, dir: Some(dir.clone()), ..Default::default() };
-                match crate::recovery::run_recovery(&a) {
-                    Ok(r) => {
-                        write_recovery(&args.out_dir, &r)?;
-                        step.section = Some(crate::recovery::markdown(&r));
-                    }
-                    Err(reason) => {
-                        eprintln!("suite: recovery: not run: {reason}");
-                        step.skipped.push(Skipped { system: "RingMQ".into(), config: "recovery".into(), reason });
-                    }
-                }
+                recovery(&args, &dir, &mut step)?;
                 steps.push(step);
                 continue;
             }
@@ -526,6 +363,213 @@ pub fn run(args: SuiteArgs) -> Result<(), String> {
     std::fs::write(&path, &md).map_err(|e| format!("{}: {e}", path.display()))?;
     println!("{md}");
     eprintln!("suite: wrote {}", path.display());
+    Ok(())
+}
+
+impl SuiteArgs {
+    /// Whether `--peers` names `peer`.
+    fn want(&self, peer: &str) -> bool {
+        self.peers.iter().any(|x| x == peer)
+    }
+}
+
+/// The host's limits, measured in the same run as the workloads they bound.
+#[derive(Debug, Default)]
+struct HostLimits {
+    /// One summary line per limit, or why it was not measured.
+    lines: Vec<String>,
+    fio_mib: Option<f64>,
+    fio_commits: Option<f64>,
+    fio_cpu_us_per_commit: Option<f64>,
+}
+
+/// Loopback TCP, then (when fio is installed) disk bandwidth and commit rate in `dir`:
+/// before any workload, so nothing else loads the host while they run.
+fn host_limits(dir: &Path) -> HostLimits {
+    let mut limits = Vec::new();
+    let mut fio_mib = None;
+    let mut fio_commits = None;
+    let mut fio_cpu_us_per_commit = None;
+    match crate::netbench::measure(3.0) {
+        Ok(n) => limits.push(format!(
+            "loopback TCP: {:.0} MiB/s one connection, RTT p50 {:.1} µs / p99 {:.1} µs",
+            n.loopback_mib_per_sec, n.loopback_rtt_us_p50, n.loopback_rtt_us_p99
+        )),
+        Err(e) => limits.push(format!("loopback TCP: not measured: {e}")),
+    }
+    if crate::fio::available() {
+        let plan = crate::fio::Plan { dir: dir.to_path_buf(), size_bytes: 1 << 30, runtime_secs: 5, ramp_secs: 1 };
+        match crate::fio::run_bandwidth_job(&plan) {
+            Ok(j) => {
+                limits.push(format!("disk (fio 1 MiB O_DIRECT writes, iodepth 8): {:.0} MiB/s", j.mib_per_s));
+                fio_mib = Some(j.mib_per_s);
+            }
+            Err(e) => limits.push(format!("disk bandwidth: not measured: {e}")),
+        }
+        match crate::fio::run_commit_job_bs(&plan, "W1 commit ceiling", 4096) {
+            Ok(j) => {
+                let c = j.commits_per_s.unwrap_or(0.0);
+                let cpu = j.cpu_us_per_commit.map(|u| format!(", {u:.0} CPU-µs per commit (fio's own, nearly all kernel: the floor under CPU per message at 1 in flight)")).unwrap_or_default();
+                limits.push(format!("disk (fio 4 KiB write + fdatasync, iodepth 1): {c:.0} commits/s{cpu}"));
+                fio_commits = Some(c);
+                fio_cpu_us_per_commit = j.cpu_us_per_commit;
+            }
+            Err(e) => limits.push(format!("disk commit rate: not measured: {e}")),
+        }
+        let _ = std::fs::remove_file(dir.join("fio-bench.dat"));
+    } else {
+        limits.push("disk: fio not installed (scripts/install-fio.sh)".into());
+    }
+    HostLimits { lines: limits, fio_mib, fio_commits, fio_cpu_us_per_commit }
+}
+
+/// W1 durable: at 1 and 32 in flight, RingMQ sync flush (plain, O_DSYNC, O_DSYNC
+/// spinning), then the peers asked for.
+fn w1(args: &SuiteArgs, dir: &Path, step: &mut Step) {
+    step.title = "W1 durable: 1 KiB, ack after fdatasync".into();
+    for in_flight in [1usize, 32] {
+        let mut a = base_args(dir, args.duration_secs, args.warmup_secs);
+        a.in_flight = in_flight;
+        a.flush = FlushArg::Sync;
+        eprintln!("suite: W1, {in_flight} in flight");
+        // The default (O_DSYNC segments: one IO per group commit), then the same
+        // broker with a write and an fdatasync per group commit, then the default
+        // spinning before it parks: side by side, so what each costs and saves shows.
+        push(step, "RingMQ", "sync flush", ringmq_run(&a, Role::Produce, None));
+        let mut fdatasync = a.clone();
+        fdatasync.no_write_through = true;
+        push(step, "RingMQ", "sync flush", ringmq_run(&fdatasync, Role::Produce, None));
+        let mut spin = a.clone();
+        spin.spin_before_park_us = W1_SPIN_BEFORE_PARK_US;
+        push(step, "RingMQ", "sync flush", ringmq_run(&spin, Role::Produce, None));
+        if args.want("redis") {
+            push(step, "Redis Streams", "appendfsync always", redis_run(&a, Role::Produce, None, dir));
+        }
+        if args.want("rocketmq") {
+            push(step, "rocketmq-broker", "SYNC_FLUSH", rocketmq_run(&a, Role::Produce, None, dir));
+        }
+    }
+}
+
+/// W2 throughput: `w2_search` for RingMQ, its multi-shard and replicated variants, then
+/// the peers asked for; the searches' steps become the section's notes.
+fn w2(args: &SuiteArgs, dir: &Path, step: &mut Step) {
+    step.title = format!("W2 throughput: 1 KiB, 4 producers × batches of 16, one consumer tailing, async flush; highest rate with e2e p99 < {W2_E2E_P99_LIMIT_MS} ms");
+    let mut a = base_args(dir, args.duration_secs, args.warmup_secs);
+    a.producers = 4;
+    a.in_flight = 4;
+    a.batch = 16;
+    a.flush = FlushArg::Async;
+    let mut notes = Vec::new();
+    eprintln!("suite: W2");
+    let r = w2_search(&|rate| ringmq_run(&a, Role::E2e, rate), &mut notes, "RingMQ");
+    push(step, "RingMQ", "async flush", r);
+    // Every shard of the host: host route mode, then shard route mode.
+    if args.w2_shards > 1 {
+        for mode in [RouteMode::Host, RouteMode::Shard] {
+            let mut m = a.clone();
+            m.shards = args.w2_shards;
+            m.route_mode = mode;
+            eprintln!("suite: W2, {} shards, {mode:?} route mode", m.shards);
+            let r = w2_search(&|rate| ringmq_run(&m, Role::E2e, rate), &mut notes, "RingMQ");
+            push(step, "RingMQ", "async flush", r);
+        }
+    }
+    for mode in args.replication.iter().filter(|m| m.as_str() != "none") {
+        let master = match mode.as_str() {
+            "async" => BrokerRole::AsyncMaster,
+            "sync" => BrokerRole::SyncMaster,
+            other => {
+                step.skipped.push(Skipped { system: "RingMQ".into(), config: format!("replication {other}"), reason: "unknown --replication mode (async, sync, none)".into() });
+                continue;
+            }
+        };
+        let lag_notes = RefCell::new(Vec::new());
+        let system = format!("RingMQ {} + slave", master_name(master));
+        eprintln!("suite: W2, {system}");
+        let r = w2_search(&|rate| ringmq_replicated_run(&a, Role::E2e, rate, master, &lag_notes), &mut notes, &system);
+        push(step, "RingMQ", &format!("async flush, {} + slave", master_name(master)), r);
+        notes.extend(lag_notes.into_inner());
+    }
+    if args.want("redis") {
+        let r = w2_search(&|rate| redis_run(&a, Role::E2e, rate, dir), &mut notes, "Redis");
+        push(step, "Redis Streams", "appendfsync everysec", r);
+    }
+    if args.want("rocketmq") {
+        let r = w2_search(&|rate| rocketmq_run(&a, Role::E2e, rate, dir), &mut notes, "rocketmq-broker");
+        push(step, "rocketmq-broker", "ASYNC_FLUSH", r);
+    }
+    if args.want("redis-memory") {
+        let r = w2_search(&|rate| redis_run_with(&a, Role::E2e, rate, dir, Durability::Memory), &mut notes, "Redis (memory)");
+        push(step, "Redis Streams", "no persistence", r);
+    }
+    step.notes = notes;
+}
+
+/// W3 small messages: RingMQ and the peers asked for produce, then RingMQ's cold read
+/// of a `backlog_mib` backlog.
+fn w3(args: &SuiteArgs, dir: &Path, step: &mut Step) {
+    step.title = format!("W3 small messages: 128 B in batches of 100; then a cold read of a {} MiB backlog", args.backlog_mib);
+    let mut a = base_args(dir, args.duration_secs, args.warmup_secs);
+    a.message_bytes = "128".into();
+    a.batch = 100;
+    a.producers = 2;
+    a.in_flight = 4;
+    a.flush = FlushArg::Async;
+    eprintln!("suite: W3 produce");
+    push(step, "RingMQ", "async flush", ringmq_run(&a, Role::Produce, None));
+    if args.want("redis") {
+        push(step, "Redis Streams", "appendfsync everysec", redis_run(&a, Role::Produce, None, dir));
+    }
+    if args.want("rocketmq") {
+        push(step, "rocketmq-broker", "ASYNC_FLUSH", rocketmq_run(&a, Role::Produce, None, dir));
+    }
+    eprintln!("suite: W3 cold read");
+    let r = w3_cold_read(&a, args.backlog_mib, &mut step.notes);
+    push(step, "RingMQ", "cold catch-up read", r);
+}
+
+/// Scaling: RingMQ unthrottled, then at `SCALING_FIXED_RATE`, each on 1 shard and on
+/// several shards in host and in shard route mode.
+fn scaling(args: &SuiteArgs, dir: &Path, step: &mut Step) {
+    step.title = format!(
+        "Scaling: 1 KiB async sends, {SCALING_PRODUCERS} producers × {SCALING_IN_FLIGHT} in flight, async flush; 1 shard, then {} shards in host and in shard route mode; then each at {SCALING_FIXED_RATE} msg/s for broker CPU-µs per message",
+        args.w2_shards.max(2)
+    );
+    let mut a = base_args(dir, args.duration_secs, args.warmup_secs);
+    a.producers = SCALING_PRODUCERS;
+    a.in_flight = SCALING_IN_FLIGHT;
+    a.send_mode = SendModeArg::Async;
+    a.flush = FlushArg::Async;
+    let shards = args.w2_shards.max(2);
+    let shapes = [(1, RouteMode::Host), (shards, RouteMode::Host), (shards, RouteMode::Shard)];
+    for rate in [None, Some(SCALING_FIXED_RATE)] {
+        for (n, mode) in shapes {
+            let mut m = a.clone();
+            m.shards = n;
+            m.route_mode = mode;
+            eprintln!("suite: scaling, {n} shard(s), {mode:?} route mode, rate {rate:?}");
+            push(step, "RingMQ", "async flush", ringmq_run(&m, Role::Produce, rate));
+        }
+    }
+}
+
+/// Recovery: `loadgen verify recovery`'s two restarts; a section of its own, written to
+/// `suite-recovery.{json,md}` rather than as a workload's runs.
+fn recovery(args: &SuiteArgs, dir: &Path, step: &mut Step) -> Result<(), String> {
+    step.title = "Recovery".into();
+    eprintln!("suite: recovery");
+    let a = crate::recovery::RecoveryArgs { load_secs: args.recovery_load_secs, clean_store_gib: args.recovery_clean_store_gib, dir: Some(dir.to_path_buf()), ..Default::default() };
+    match crate::recovery::run_recovery(&a) {
+        Ok(r) => {
+            write_recovery(&args.out_dir, &r)?;
+            step.section = Some(crate::recovery::markdown(&r));
+        }
+        Err(reason) => {
+            eprintln!("suite: recovery: not run: {reason}");
+            step.skipped.push(Skipped { system: "RingMQ".into(), config: "recovery".into(), reason });
+        }
+    }
     Ok(())
 }
 
