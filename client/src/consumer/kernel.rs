@@ -101,7 +101,7 @@ pub async fn pull(instance: &Rc<ClientInstance>, req: &PullRequest<'_>) -> Resul
         suspend_timeout_millis: req.suspend_ms as i64,
         subscription: Some(req.subscription.expression.clone()),
         sub_version: req.subscription.version,
-        expression_type: Some("TAG".into()),
+        expression_type: Some(req.subscription.expression_type.into()),
         max_msg_bytes: None,
     };
     let r = instance.invoke_with_timeout(&addr, RemotingCommand::request(rq::PULL_MESSAGE).with_header(&header), req.timeout).await?;

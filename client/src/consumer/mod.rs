@@ -27,7 +27,7 @@ pub use crate::remoting::bodies::MessageQueue;
 pub use crate::remoting::heartbeat::MessageModel;
 pub use pull::{PullConsumer, PullConsumerConfig};
 pub use push::{ConsumeConcurrentlyContext, ConsumeOrderlyStatus, ConsumeStatus, PushConsumer, PushConsumerConfig};
-pub use subscription::Subscription;
+pub use subscription::{MessageSelector, Subscription};
 
 /// Where a consumer group with no committed offset for a queue starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -39,7 +39,7 @@ use super::kernel::{self, PullRequest, PullStatus};
 use super::offsets::{LocalOffsetFile, QueueProgress};
 use super::rebalance::allocate_average;
 use super::retry::{self, OrderlyStep, DELAY_LEVEL_BROKER_DECIDES, DELAY_LEVEL_DEAD_LETTER, MAX_RECONSUME_TIMES_DEFAULT};
-use super::subscription::Subscription;
+use super::subscription::{MessageSelector, Subscription};
 use super::ConsumeFrom;
 use crate::error::ClientError;
 use crate::instance::{ClientConfig, ClientInstance, ConsumerHook};
@@ -375,10 +375,16 @@ impl PushConsumer {
 
     /// Subscribes to `topic` with a TAG expression (`*`, `A`, `A || B`).
     pub fn subscribe(&mut self, topic: &str, expression: &str) -> Result<(), ClientError> {
+        self.subscribe_with(topic, &MessageSelector::by_tag(expression))
+    }
+
+    /// Subscribes to `topic` with a selector: `MessageSelector::by_sql("a > 5")` has the
+    /// broker select by properties (it needs `enablePropertyFilter=true`).
+    pub fn subscribe_with(&mut self, topic: &str, selector: &MessageSelector) -> Result<(), ClientError> {
         if !crate::message::user::valid_topic(topic) {
             return Err(ClientError::Config(format!("bad topic name `{topic}`")));
         }
-        self.subscriptions.insert(topic.to_string(), Subscription::new(topic, expression));
+        self.subscriptions.insert(topic.to_string(), Subscription::with_selector(topic, selector));
         Ok(())
     }
 
