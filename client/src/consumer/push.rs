@@ -46,6 +46,8 @@ use crate::instance::{ClientConfig, ClientInstance, ConsumerHook};
 use crate::message::MessageExt;
 use crate::remoting::admin::{CmResult, ConsumeMessageDirectlyResult, ConsumerRunningInfo, ProcessQueueInfo};
 use crate::remoting::bodies::MessageQueue;
+use crate::remoting::codes::{request_code as rq, response_code as rs};
+use crate::remoting::command::RemotingCommand;
 use crate::remoting::heartbeat::{ConsumeFromWhere, ConsumeType, ConsumerData, MessageModel};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use glommio::sync::Semaphore;
@@ -368,6 +370,25 @@ pub struct PushConsumer {
     inner: Option<Rc<Inner>>,
 }
 
+/// Java's `checkClientInBroker`: every broker of the route is asked (CHECK_CLIENT_CONFIG)
+/// whether it serves each non-TAG subscription; one that does not (property filters
+/// off there, or an expression it cannot compile) fails the start with its remark,
+/// before any pull could be refused.
+async fn check_in_brokers(instance: &Rc<ClientInstance>, group: &str, subscriptions: &BTreeMap<String, Subscription>) -> Result<(), ClientError> {
+    let timeout = Duration::from_millis(instance.config.request_timeout_ms);
+    for sub in subscriptions.values().filter(|s| s.expression_type != crate::remoting::heartbeat::EXPRESSION_TYPE_TAG) {
+        for addr in instance.all_broker_addrs() {
+            let body = serde_json::json!({ "clientId": instance.client_id, "group": group, "subscriptionData": sub.data() });
+            let cmd = RemotingCommand::request(rq::CHECK_CLIENT_CONFIG).with_body(body.to_string().into_bytes());
+            let r = instance.invoke_with_timeout(&addr, cmd, timeout).await?;
+            if r.code != rs::SUCCESS {
+                return Err(ClientError::Broker { addr, code: r.code, remark: r.remark.unwrap_or_default() });
+            }
+        }
+    }
+    Ok(())
+}
+
 impl PushConsumer {
     pub fn new(config: PushConsumerConfig) -> Self {
         Self { config, subscriptions: BTreeMap::new(), listener: None, inner: None }
@@ -455,6 +476,10 @@ impl PushConsumer {
             if let Err(e) = instance.fetch_route(topic).await {
                 tracing::warn!(topic, error = %e, "no route yet; the consumer will pick the topic up when it appears");
             }
+        }
+        if let Err(e) = check_in_brokers(&instance, &self.config.group, &subscriptions).await {
+            instance.shutdown().await;
+            return Err(e);
         }
         instance.heartbeat_all().await;
         if subscriptions.contains_key(&retry_topic) {
