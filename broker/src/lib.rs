@@ -4,6 +4,7 @@
 pub mod config;
 pub mod copy_probe;
 pub mod fatal;
+pub mod filter;
 pub mod ha;
 pub mod meta;
 pub mod metrics;

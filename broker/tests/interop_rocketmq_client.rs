@@ -343,6 +343,72 @@ async fn push_with_tag_subscription_in(serialize_type: SerializeType, route_mode
     assert_eq!(cluster.encodings_seen(), [serialize_code(serialize_type)], "header encodings the client sent to the NameServer");
 }
 
+/// A clustering push consumer with `MessageSelector::by_sql` (rocketmq-client-rust,
+/// unmodified) on a broker with `enablePropertyFilter=true`: its start asks
+/// CHECK_CLIENT_CONFIG, its heartbeat carries the SQL92 subscription, and it receives
+/// exactly the messages the expression selects over their properties.
+async fn push_with_sql92_subscription(serialize_type: SerializeType) {
+    let label = label_of(serialize_type);
+    let cluster = Cluster::start(BrokerPath::Direct, |c| c.enable_property_filter = true);
+    let topic = format!("InteropSql{label}");
+    cluster.create_routed_topic(&topic, QUEUES);
+    let group = format!("SqlCG-{label}");
+
+    let mut producer = start_producer(&cluster, serialize_type, "sql-producer", format!("SqlPG-{label}"), &topic).await;
+
+    let received: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
+    let sink = received.clone();
+    let mut consumer = push_consumer(&cluster, serialize_type, "sql", &group).build();
+    let selector = rocketmq_client_rust::MessageSelector::by_sql("TAGS IN ('TagA', 'TagB') AND n >= 6");
+    consumer.subscribe_with_selector(topic.as_str(), Some(selector)).await.expect("subscribe by SQL92");
+    consumer.register_message_listener_concurrently(move |msgs: &[&MessageExt], _: &ConsumeConcurrentlyContext| {
+        let mut sink = sink.lock().expect("sink");
+        for msg in msgs {
+            sink.push(String::from_utf8_lossy(msg.body().as_deref().unwrap_or_default()).to_string());
+        }
+        Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
+    });
+    bounded("push consumer start", consumer.start()).await.expect("push consumer starts (CHECK_CLIENT_CONFIG answered SUCCESS)");
+
+    let mut want = Vec::new();
+    for i in 0..18 {
+        let t = ["TagA", "TagB", "TagC"][i % 3];
+        let body = format!("sql {i}");
+        let msg = Message::builder()
+            .topic(topic.as_str())
+            .tags(t)
+            .body_slice(body.as_bytes())
+            .raw_property("n", i.to_string())
+            .expect("property n")
+            .build()
+            .expect("message");
+        let r = bounded("send", producer.send_with_timeout(msg, 5_000)).await.expect("send").expect("result");
+        assert_eq!(r.send_status, SendStatus::SendOk);
+        if t != "TagC" && i >= 6 {
+            want.push(body);
+        }
+    }
+    producer.shutdown().await;
+
+    let deadline = Instant::now() + WAIT;
+    while received.lock().expect("sink").len() < want.len() {
+        assert!(Instant::now() < deadline, "SQL92 push consumer got {:?} of {want:?}", received.lock().expect("sink"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Nothing else arrives (an unselected message, or a duplicate).
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let mut got = received.lock().expect("sink").clone();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "exactly the messages `TAGS IN ('TagA', 'TagB') AND n >= 6` selects");
+    bounded("push consumer shutdown", consumer.shutdown()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_headers_push_consumer_sql92_subscription() {
+    push_with_sql92_subscription(SerializeType::JSON).await;
+}
+
 test_both_encodings!(json_headers_produce_and_pull, binary_headers_produce_and_pull, produce_and_pull);
 /// Ordered messages: a selector keeps each key on one queue, an orderly push consumer
 /// (queue locks taken through each broker of the route) sees every key's messages in

@@ -290,6 +290,16 @@ impl Pull {
         self.1 = rq::LITE_PULL_MESSAGE;
         self
     }
+    /// A SQL92 subscription (`MessageSelector.bySql`) carried by the pull.
+    fn sql(self, expr: &str) -> Self {
+        self.expression(expr, "SQL92")
+    }
+    fn expression(mut self, expr: &str, expression_type: &str) -> Self {
+        self.0.sys_flag |= 0x4;
+        self.0.subscription = Some(expr.into());
+        self.0.expression_type = Some(expression_type.into());
+        self
+    }
     fn cmd(&self) -> RemotingCommand {
         RemotingCommand::request(self.1).with_header(&self.0)
     }
@@ -719,6 +729,72 @@ fn run_pull_table(shards: usize, arrival: usize) {
 #[test]
 fn pull_table_on_one_shard() {
     run_pull_table(1, 0);
+}
+
+/// SQL92 pulls over P/0's properties (TAGS and KEYS) with `enablePropertyFilter` on.
+fn sql92_pull_cases() -> Vec<(&'static str, Pull, PullWant)> {
+    use rs::*;
+    vec![
+        ("TAGS = 'TagA'", Pull::new("P", 0, 0).sql("TAGS = 'TagA'"), p0(SUCCESS, &[0, 2, 4], 5)),
+        ("TAGS IN ('TagB', 'TagC')", Pull::new("P", 0, 0).sql("TAGS IN ('TagB', 'TagC')"), p0(SUCCESS, &[1, 3], 5)),
+        ("TAGS <> 'TagA' AND KEYS = 'k'", Pull::new("P", 0, 0).sql("TAGS <> 'TagA' AND KEYS = 'k'"), p0(SUCCESS, &[1, 3], 5)),
+        ("NOT (TAGS = 'TagA') from 2", Pull::new("P", 0, 2).sql("NOT (TAGS = 'TagA')"), p0(SUCCESS, &[3], 5)),
+        ("TAGS = 'TagA' max 2", Pull::new("P", 0, 0).sql("TAGS = 'TagA'").max(2), p0(SUCCESS, &[0], 2)),
+        ("missing property compares false", Pull::new("P", 0, 0).sql("a > 5"), p0(PULL_RETRY_IMMEDIATELY, &[], 5)),
+        ("missing property IS NULL", Pull::new("P", 0, 0).sql("a IS NULL"), p0(SUCCESS, &[0, 1, 2, 3, 4], 5)),
+        ("matches none", Pull::new("P", 0, 0).sql("TAGS = 'TagZ'"), p0(PULL_RETRY_IMMEDIATELY, &[], 5)),
+        ("empty queue", Pull::new("P", 1, 0).sql("TAGS = 'TagA'"), got(PULL_NOT_FOUND, &[], 0, 0, 0)),
+        ("does not parse", Pull::new("P", 0, 0).sql("TAGS = "), pull_refused(SUBSCRIPTION_PARSE_FAILED, "parse")),
+        ("unknown expression type", Pull::new("P", 0, 0).expression("x", "XPATH"), pull_refused(SUBSCRIPTION_PARSE_FAILED, "XPATH")),
+        ("TAG type still by tag", Pull::new("P", 0, 0).expression("TagB", "TAG"), p0(SUCCESS, &[1], 5)),
+    ]
+}
+
+fn check_client_config(expression_type: &str, expr: &str) -> RemotingCommand {
+    let body = serde_json::json!({"clientId": "c1", "group": "G", "subscriptionData": {"topic": "P", "subString": expr, "expressionType": expression_type, "tagsSet": [], "codeSet": [], "subVersion": 1, "classFilterMode": false}});
+    RemotingCommand::request(rq::CHECK_CLIENT_CONFIG).with_body(body.to_string().into_bytes())
+}
+
+#[test]
+fn sql92_filters_select_on_pull_and_are_refused_as_apache_refuses_them() {
+    for (shards, arrival) in [(1, 0), (2, 1)] {
+        for enabled in [true, false] {
+            let mut cfg = pull_config(shards);
+            cfg.enable_property_filter = enabled;
+            sim(301 + shards as u64, cfg, move |ex, broker| async move {
+                let c = client(&ex, &broker, arrival);
+                pull_setup(&c, &broker).await;
+                let tag = |name: &str| format!("{name} [shards {shards}, arrival {arrival}, enablePropertyFilter {enabled}]");
+                for (name, pull, want) in sql92_pull_cases() {
+                    let case = tag(name);
+                    let r = call(&c, pull.cmd(), &case).await;
+                    // Off: every SQL92 subscription that compiles is refused with
+                    // Apache's remark; one that does not is refused as unparsable
+                    // first (Apache's order); TAG subscriptions are unaffected.
+                    let want = match (enabled, pull.0.expression_type.as_deref(), name) {
+                        (false, Some("SQL92"), "does not parse") => pull_refused(rs::SUBSCRIPTION_PARSE_FAILED, "parse"),
+                        (false, Some("SQL92"), _) => pull_refused(rs::SYSTEM_ERROR, "does not support consumer to filter message by SQL92"),
+                        _ => want,
+                    };
+                    check_pull(&case, &r, &want, &pull.0.topic, pull.0.queue_id);
+                }
+                // CHECK_CLIENT_CONFIG, as Apache's checkClientConfig answers it.
+                let on = |code: i32| if enabled { code } else { rs::SYSTEM_ERROR };
+                let checks: Vec<(&str, RemotingCommand, i32)> = vec![
+                    ("check TAG", check_client_config("TAG", "TagA || TagB"), rs::SUCCESS),
+                    ("check SQL92", check_client_config("SQL92", "a > 5 AND TAGS IS NOT NULL"), on(rs::SUCCESS)),
+                    ("check bad SQL92", check_client_config("SQL92", "a >"), on(rs::SUBSCRIPTION_PARSE_FAILED)),
+                    ("check no subscription", RemotingCommand::request(rq::CHECK_CLIENT_CONFIG).with_body(b"{\"clientId\":\"c1\",\"group\":\"G\"}".to_vec()), rs::SUCCESS),
+                    ("check body not JSON", RemotingCommand::request(rq::CHECK_CLIENT_CONFIG).with_body(b"{nope".to_vec()), rs::SYSTEM_ERROR),
+                ];
+                for (name, cmd, code) in checks {
+                    let case = tag(name);
+                    let r = call(&c, cmd, &case).await;
+                    assert_eq!(r.code, code, "case {case:?}: {:?}", r.remark);
+                }
+            });
+        }
+    }
 }
 
 #[test]

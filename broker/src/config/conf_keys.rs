@@ -280,12 +280,12 @@ mod tests {
         check("osPageCacheBusyTimeOutMills", "1000", Ok(IgnoredWhy::StoreTuning));
         check("flushConsumerOffsetInterval", "5000", Ok(IgnoredWhy::Cadence));
         check("aclEnable", "false", Ok(IgnoredWhy::FeatureOff));
-        check("enablePropertyFilter", "FALSE", Ok(IgnoredWhy::FeatureOff));
+        check("enablePopMetrics", "FALSE", Ok(IgnoredWhy::FeatureOff));
         check("aclEnable", "true", Err("does not implement"));
         check("longPollingEnable", "false", Err("cannot turn it off"));
         check("messageIndexEnable", "false", Err("cannot turn it off"));
         check("longPollingEnable", "true", Err("does not implement"));
-        check("enablePropertyFilter", "true", Err("does not implement"));
+        check("enablePopMetrics", "true", Err("does not implement"));
         check("enableDLegerCommitLog", "true", Err("does not implement"));
         check("storePathIndex", "/x", Err("neither a RingMQ nor an Apache"));
         check("brokerNmae", "a", Err("did you mean `brokerName`?"));

@@ -189,6 +189,11 @@ pub struct BrokerConfig {
     pub ha_sync_ack: crate::ha::SyncAck,
     /// Consumers may read from this slave (RocketMQ's `slaveReadEnable`).
     pub slave_read_enable: bool,
+    /// SQL92 property filters (`MessageSelector.bySql`) are served (RocketMQ's
+    /// `enablePropertyFilter`, off by default as in Apache): when off, a SQL92
+    /// subscription is refused at CHECK_CLIENT_CONFIG and at every pull with Apache's
+    /// "The broker does not support consumer to filter message by SQL92".
+    pub enable_property_filter: bool,
     /// RocketMQ's `brokerPermission`: 6 read+write, 4 read only (drain: producers go
     /// elsewhere), 2 write only. Sends and pulls the permission lacks are refused and
     /// the routes the NameServers hand out carry it.
@@ -247,6 +252,7 @@ impl Default for BrokerConfig {
             sync_flush_timeout_ms: crate::ha::SYNC_FLUSH_TIMEOUT_MS_DEFAULT,
             ha_sync_ack: crate::ha::SyncAck::Received,
             slave_read_enable: false,
+            enable_property_filter: false,
             broker_permission: PERM_READ_WRITE,
             broker_topic_enable: true,
             cluster_topic_enable: true,

@@ -166,4 +166,34 @@ impl<R: crate::rt::Runtime> Shard<R> {
         }
         json_response(cmd, GroupList { group_list: groups.into_iter().collect() }.encode())
     }
+
+    /// CHECK_CLIENT_CONFIG (46): a push consumer asks at start whether this broker
+    /// serves its subscription, answered as Apache's `checkClientConfig`: a TAG
+    /// expression always; another type only with `enablePropertyFilter` (else
+    /// SYSTEM_ERROR) and only if it compiles (else SUBSCRIPTION_PARSE_FAILED with why).
+    pub(super) fn handle_check_client_config(&self, cmd: &RemotingCommand) -> RemotingCommand {
+        let body: serde_json::Value = match serde_json::from_slice(&cmd.body) {
+            Ok(v) => v,
+            Err(_) if cmd.body.is_empty() => serde_json::Value::Null,
+            Err(e) => return error_response(cmd, rs::SYSTEM_ERROR, format!("bad CheckClientRequestBody: {e}")),
+        };
+        let Some(sub) = body.get("subscriptionData").filter(|s| !s.is_null()) else {
+            return cmd.create_response(rs::SUCCESS, None);
+        };
+        let expression_type = sub.get("expressionType").and_then(|t| t.as_str()).unwrap_or("");
+        if super::consumers::is_tag_type(expression_type) {
+            return cmd.create_response(rs::SUCCESS, None);
+        }
+        if !self.config().enable_property_filter {
+            return error_response(cmd, rs::SYSTEM_ERROR, format!("The broker does not support consumer to filter message by {expression_type}"));
+        }
+        let sub_string = sub.get("subString").and_then(|t| t.as_str()).unwrap_or("");
+        match super::consumers::subscription_of(sub_string, expression_type, 0).properties {
+            super::consumers::PropertySelector::Refused(code, remark) => {
+                tracing::warn!(client = ?body.get("clientId"), group = ?body.get("group"), expression = sub_string, error = %remark, "client's filter expression does not compile");
+                error_response(cmd, code, remark)
+            }
+            _ => cmd.create_response(rs::SUCCESS, None),
+        }
+    }
 }

@@ -12,7 +12,10 @@
 //! the client's `codeSet`, DESIGN.md §6).
 
 use ringmq_client::remoting::heartbeat::{tag_codes, ConsumeFromWhere, ConsumeType, ConsumerData, HeartbeatData, MessageModel};
+use crate::filter::sql92::Sql92Filter;
+use ringmq_client::remoting::codes::response_code as rs;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
 
 pub const GROUPS_MAX: usize = 100_000;
 pub const CLIENTS_MAX: usize = 100_000;
@@ -21,12 +24,32 @@ pub const CLIENTS_MAX: usize = 100_000;
 pub struct Subscription {
     pub sub_string: String,
     pub expression_type: String,
-    /// Tag hash codes; empty means every tag (`*`).
+    /// Tag hash codes; empty means every tag (`*`, and every non-TAG expression).
     pub codes: Vec<i32>,
     pub sub_version: i64,
+    /// What selects beyond the tag codes (SQL92 over the properties).
+    pub properties: PropertySelector,
+}
+
+/// A subscription's selection over message properties.
+#[derive(Debug, Clone)]
+pub enum PropertySelector {
+    /// A TAG expression: the tag codes are the whole selection.
+    None,
+    /// A SQL92 expression (`MessageSelector.bySql`), compiled once per heartbeat.
+    Sql92(Rc<Sql92Filter>),
+    /// An expression that does not compile, or a type RingMQ does not know: pulls with
+    /// it are refused with this (response code, remark), never served unfiltered.
+    Refused(i32, String),
+}
+
+/// Apache's `ExpressionType.isTagType`: no type, or TAG.
+pub fn is_tag_type(expression_type: &str) -> bool {
+    expression_type.is_empty() || expression_type.eq_ignore_ascii_case("TAG")
 }
 
 impl Subscription {
+    /// The tag stage (ConsumeQueue tag hash); the property stage is `properties`.
     pub fn matches(&self, tag_hash: i64) -> bool {
         self.codes.is_empty() || self.codes.iter().any(|&c| c as i64 == tag_hash)
     }
@@ -90,9 +113,22 @@ pub struct ConsumerManager {
 }
 
 pub fn subscription_of(sub_string: &str, expression_type: &str, sub_version: i64) -> Subscription {
-    let codes = if expression_type.eq_ignore_ascii_case("TAG") || expression_type.is_empty() { tag_codes(sub_string) } else { Vec::new() };
-    Subscription { sub_string: sub_string.to_string(), expression_type: expression_type.to_string(), codes, sub_version }
+    let (codes, properties) = if is_tag_type(expression_type) {
+        (tag_codes(sub_string), PropertySelector::None)
+    } else if expression_type.eq_ignore_ascii_case(SQL92) {
+        let selector = match Sql92Filter::parse(sub_string) {
+            Ok(filter) => PropertySelector::Sql92(Rc::new(filter)),
+            Err(e) => PropertySelector::Refused(rs::SUBSCRIPTION_PARSE_FAILED, format!("parse the consumer's subscription failed: {e}")),
+        };
+        (Vec::new(), selector)
+    } else {
+        (Vec::new(), PropertySelector::Refused(rs::SUBSCRIPTION_PARSE_FAILED, format!("expression type {expression_type} is not supported (TAG or SQL92)")))
+    };
+    Subscription { sub_string: sub_string.to_string(), expression_type: expression_type.to_string(), codes, sub_version, properties }
 }
+
+/// Apache's `ExpressionType.SQL92`.
+pub const SQL92: &str = "SQL92";
 
 impl ConsumerManager {
     /// Applies a heartbeat; returns the groups whose membership changed.

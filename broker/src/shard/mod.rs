@@ -577,6 +577,7 @@ impl<R: Runtime> Shard<R> {
             rq::HEART_BEAT => self.handle_heartbeat(&cmd, ctx).await,
             rq::UNREGISTER_CLIENT => self.handle_unregister_client(&cmd).await,
             rq::GET_CONSUMER_LIST_BY_GROUP => self.handle_consumer_list(&cmd),
+            rq::CHECK_CLIENT_CONFIG => self.handle_check_client_config(&cmd),
             rq::GET_PRODUCER_CONNECTION_LIST => self.handle_producer_connections(&cmd),
             rq::LOCK_BATCH_MQ => self.handle_lock_batch(&cmd),
             rq::UNLOCK_BATCH_MQ => self.handle_unlock_batch(&cmd),

@@ -12,10 +12,12 @@
 //! exiting would turn one bad sector into a crash loop. Write and sync failures stop
 //! the process from the send path and the flusher instead.
 
-use super::consumers::{subscription_of, Subscription};
+use super::consumers::{is_tag_type, subscription_of, PropertySelector, Subscription};
+use crate::filter::sql92::Sql92Filter;
 use super::send::{decode_offset_msg_id, readable};
 use super::{error_response, Shard};
 use crate::store::engine::{GetResult, GetStatus, ShardId};
+use ringmq_client::message::stored::StoredMessageView;
 use ringmq_client::remoting::codes::response_code as rs;
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
@@ -47,7 +49,53 @@ fn offset_response(cmd: &RemotingCommand, key: &str, value: i64) -> RemotingComm
     r
 }
 
+/// Keeps the records whose properties the SQL92 filter selects. The offsets of the
+/// others are consumed all the same (`next_offset` is unchanged), as Apache's filtered
+/// get: a pull that found records but none selected answers PULL_RETRY_IMMEDIATELY
+/// from the next offset. The cost is one properties scan per record read, and the
+/// records read are bounded by the pull's message and byte bounds.
+fn keep_matching(result: &mut GetResult, filter: &Sql92Filter) {
+    if result.record_count == 0 {
+        return;
+    }
+    let records = std::mem::take(&mut result.records);
+    let mut kept = Vec::with_capacity(records.len());
+    let mut count = 0;
+    let mut at = 0;
+    while at < records.len() {
+        let Ok(view) = StoredMessageView::parse(&records[at..]) else { break };
+        let size = view.total_size();
+        if filter.matches(&String::from_utf8_lossy(view.properties_bytes())) {
+            kept.extend_from_slice(&records[at..at + size]);
+            count += 1;
+        }
+        at += size;
+    }
+    result.records = kept;
+    result.record_count = count;
+    if count == 0 {
+        result.status = GetStatus::NoMatchedMessage;
+    }
+}
+
 impl<R: Runtime> Shard<R> {
+    /// A non-TAG subscription is served only with `enablePropertyFilter` and only when
+    /// it compiled; refused as Apache refuses it otherwise (`from_request`: the pull
+    /// carried the expression; else it came with a heartbeat).
+    fn property_filter_allowed(&self, cmd: &RemotingCommand, subscription: &Subscription, from_request: bool) -> Result<(), RemotingCommand> {
+        if let PropertySelector::Refused(code, remark) = &subscription.properties {
+            return Err(if from_request {
+                error_response(cmd, *code, remark)
+            } else {
+                error_response(cmd, rs::FILTER_DATA_NOT_EXIST, format!("The broker's consumer filter data is not exist!Your expression may be wrong! ({remark})"))
+            });
+        }
+        if !is_tag_type(&subscription.expression_type) && !self.config().enable_property_filter {
+            return Err(error_response(cmd, rs::SYSTEM_ERROR, format!("The broker does not support consumer to filter message by {}", subscription.expression_type)));
+        }
+        Ok(())
+    }
+
     pub(super) async fn handle_pull(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
         if self.config().broker_permission & crate::config::PERM_READ == 0 {
             return error_response(cmd, rs::NO_PERMISSION, format!("the broker[{}] pulling message is forbidden", self.place.store_host.ip()));
@@ -81,6 +129,9 @@ impl<R: Runtime> Shard<R> {
                 None => subscription_of("*", "TAG", 0),
             },
         };
+        if let Err(refusal) = self.property_filter_allowed(cmd, &subscription, header.sys_flag & FLAG_SUBSCRIPTION != 0) {
+            return refusal;
+        }
         if header.sys_flag & FLAG_COMMIT_OFFSET != 0 && header.commit_offset >= 0 {
             if let Err(e) = self.commit_client_offset(&header.consumer_group, &header.topic, header.queue_id, header.commit_offset as u64) {
                 tracing::warn!(group = %header.consumer_group, error = %e, "consumer offset not committed");
@@ -108,6 +159,9 @@ impl<R: Runtime> Shard<R> {
                 Ok(r) => r,
                 Err(e) => return error_response(cmd, rs::SYSTEM_ERROR, e.to_string()),
             };
+            if let PropertySelector::Sql92(filter) = &subscription.properties {
+                keep_matching(&mut result, filter);
+            }
             if let Some(start) = result.prefetch_window.take() {
                 // A catch-up reader's next window is read while this answer travels.
                 let store = self.store.clone();
