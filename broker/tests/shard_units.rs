@@ -755,6 +755,21 @@ fn check_client_config(expression_type: &str, expr: &str) -> RemotingCommand {
     RemotingCommand::request(rq::CHECK_CLIENT_CONFIG).with_body(body.to_string().into_bytes())
 }
 
+/// `traceOn` is what every send answer's TRACE_ON says (true by default, as Apache).
+#[test]
+fn trace_on_is_what_sends_answer() {
+    for trace_on in [true, false] {
+        let mut cfg = pull_config(1);
+        cfg.trace_on = trace_on;
+        sim(307, cfg, move |ex, broker| async move {
+            let c = client(&ex, &broker, 0);
+            setup_topics(&c, &broker, &[("T", 1, 6)]).await;
+            let r = call(&c, send("T", 0, b"x"), "send").await;
+            assert_eq!((r.code, r.ext("TRACE_ON")), (rs::SUCCESS, Some(if trace_on { "true" } else { "false" })), "traceOn {trace_on}");
+        });
+    }
+}
+
 #[test]
 fn sql92_filters_select_on_pull_and_are_refused_as_apache_refuses_them() {
     for (shards, arrival) in [(1, 0), (2, 1)] {

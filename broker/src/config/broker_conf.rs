@@ -54,6 +54,7 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "syncFlushTimeout",
     "slaveReadEnable",
     "enablePropertyFilter",
+    "traceOn",
     "brokerPermission",
     "brokerTopicEnable",
     "clusterTopicEnable",
@@ -143,6 +144,7 @@ impl BrokerConfig {
             ("syncFlushTimeout", self.sync_flush_timeout_ms.to_string()),
             ("slaveReadEnable", self.slave_read_enable.to_string()),
             ("enablePropertyFilter", self.enable_property_filter.to_string()),
+            ("traceOn", self.trace_on.to_string()),
             ("brokerPermission", self.broker_permission.to_string()),
             ("brokerTopicEnable", self.broker_topic_enable.to_string()),
             ("clusterTopicEnable", self.cluster_topic_enable.to_string()),
@@ -222,6 +224,7 @@ pub(super) fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) 
         "syncFlushTimeout" => config.sync_flush_timeout_ms = parse_number(value)?,
         "slaveReadEnable" => config.slave_read_enable = parse_bool(value)?,
         "enablePropertyFilter" => config.enable_property_filter = parse_bool(value)?,
+        "traceOn" => config.trace_on = parse_bool(value)?,
         "brokerPermission" => config.broker_permission = parse_permission(value)?,
         "brokerTopicEnable" => config.broker_topic_enable = parse_bool(value)?,
         "clusterTopicEnable" => config.cluster_topic_enable = parse_bool(value)?,
@@ -373,6 +376,8 @@ mod tests {
         haMasterAddress=10.0.0.7:10912
         syncFlushTimeout=2000
         slaveReadEnable=true
+        enablePropertyFilter=true
+        traceOn=false
         metricsExporterType=PROM
         metricsPromExporterHost=127.0.0.1
         metricsPromExporterPort=15557
@@ -412,6 +417,8 @@ mod tests {
             c.ha_master_address = Some("10.0.0.7:10912".into());
             c.sync_flush_timeout_ms = 2_000;
             c.slave_read_enable = true;
+            c.enable_property_filter = true;
+            c.trace_on = false;
             c.metrics_exporter_type = MetricsExporter::Prom;
             c.metrics_prom_exporter_host = "127.0.0.1".into();
             c.metrics_prom_exporter_port = 15557;

@@ -37,6 +37,8 @@ pub enum IgnoredWhy {
     Cadence,
     /// A feature switch set to false: RingMQ does not have the feature.
     FeatureOff,
+    /// A switch of what RingMQ always does, set to true: what it asks for is done.
+    AlwaysOn,
 }
 
 impl IgnoredWhy {
@@ -47,6 +49,7 @@ impl IgnoredWhy {
             IgnoredWhy::StoreTuning => "page-cache, mmap, lock and transient-pool tuning (RingMQ: O_DIRECT through io_uring, no locks on the send path)",
             IgnoredWhy::Cadence => "RocketMQ's flush/clean/persist thread cadences (RingMQ: flush_interval_ms and fixed store task intervals)",
             IgnoredWhy::FeatureOff => "features switched off that RingMQ does not have",
+            IgnoredWhy::AlwaysOn => "switches of what RingMQ always does (long polling, the key index, timers, ...), set to true",
         }
     }
 }
@@ -191,7 +194,6 @@ const ALWAYS_ON_KEYS: &[&str] = &[
     "litePullMessageEnable",
     "enableRegisterProducer",
     "timerWheelEnable",
-    "storeReplyMessageEnable",
 ];
 
 fn is_feature_switch(key: &str) -> bool {
@@ -214,7 +216,10 @@ pub fn classify(key: &str, value: &str, mapped: &[&'static str]) -> Unmapped {
         return Unmapped::Ignored(IgnoredWhy::Cadence);
     }
     if APACHE_BROKER_KEYS.contains(&key) {
-        if ALWAYS_ON_KEYS.contains(&key) && value.trim().eq_ignore_ascii_case("false") {
+        if ALWAYS_ON_KEYS.contains(&key) {
+            if value.trim().eq_ignore_ascii_case("true") {
+                return Unmapped::Ignored(IgnoredWhy::AlwaysOn);
+            }
             return Unmapped::Refused(format!("RingMQ always does what `{key}` switches on and cannot turn it off; remove `{key}={value}`"));
         }
         if is_feature_switch(key) && value.trim().eq_ignore_ascii_case("false") {
@@ -284,7 +289,12 @@ mod tests {
         check("aclEnable", "true", Err("does not implement"));
         check("longPollingEnable", "false", Err("cannot turn it off"));
         check("messageIndexEnable", "false", Err("cannot turn it off"));
-        check("longPollingEnable", "true", Err("does not implement"));
+        check("longPollingEnable", "true", Ok(IgnoredWhy::AlwaysOn));
+        check("timerWheelEnable", "TRUE", Ok(IgnoredWhy::AlwaysOn));
+        check("timerWheelEnable", "no", Err("cannot turn it off"));
+        // Replies are not implemented (issue 24, item 6): its switch is no longer "always on".
+        check("storeReplyMessageEnable", "true", Err("does not implement"));
+        check("storeReplyMessageEnable", "false", Ok(IgnoredWhy::FeatureOff));
         check("enablePopMetrics", "true", Err("does not implement"));
         check("enableDLegerCommitLog", "true", Err("does not implement"));
         check("storePathIndex", "/x", Err("neither a RingMQ nor an Apache"));

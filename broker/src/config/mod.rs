@@ -194,6 +194,9 @@ pub struct BrokerConfig {
     /// subscription is refused at CHECK_CLIENT_CONFIG and at every pull with Apache's
     /// "The broker does not support consumer to filter message by SQL92".
     pub enable_property_filter: bool,
+    /// RocketMQ's `traceOn`: what every send answer's `TRACE_ON` field says (a client
+    /// with message tracing on sends its traces only when it is true).
+    pub trace_on: bool,
     /// RocketMQ's `brokerPermission`: 6 read+write, 4 read only (drain: producers go
     /// elsewhere), 2 write only. Sends and pulls the permission lacks are refused and
     /// the routes the NameServers hand out carry it.
@@ -253,6 +256,7 @@ impl Default for BrokerConfig {
             ha_sync_ack: crate::ha::SyncAck::Received,
             slave_read_enable: false,
             enable_property_filter: false,
+            trace_on: true,
             broker_permission: PERM_READ_WRITE,
             broker_topic_enable: true,
             cluster_topic_enable: true,

@@ -116,6 +116,10 @@ impl Constant {
         }
     }
 
+    fn is_number(&self) -> bool {
+        matches!(self, Constant::Int(_) | Constant::Long(_) | Constant::Double(_))
+    }
+
     fn value(&self) -> Value<'_> {
         match self {
             Constant::Null => Value::Null,
@@ -558,7 +562,6 @@ fn lex(text: &str) -> Vec<Token> {
                     '*' | '/' | '%' => " (arithmetic is not supported)",
                     '!' => " (write <> for not equal, NOT for negation)",
                     '"' => " (string literals are quoted with ')",
-                    '[' | ']' | '{' | '}' | ';' | '?' | ':' => "",
                     c if c.is_whitespace() => " (only space, tab, CR, LF and form feed separate tokens)",
                     _ => "",
                 };
@@ -1002,6 +1005,10 @@ impl Parser<'_> {
                 match compare(h.value(), l.value()) {
                     Err(Failed) => {
                         return Err(self.invalid(at, "the bounds of BETWEEN cannot be compared".to_string()))
+                    }
+                    Ok(Ordering::Less) if !(l.is_number() && h.is_number()) => {
+                        // __compare's -1 for kinds it cannot relate (a boolean bound).
+                        return Err(self.invalid(at, "the bounds of BETWEEN cannot be compared".to_string()));
                     }
                     Ok(Ordering::Less) => {
                         let message = format!(
@@ -1589,6 +1596,9 @@ mod tests {
         // string (a throw), unlike NOT (a = 'x').
         check("NOT a = 'x'", &[("a", "y")], Ok(false));
         check("NOT (a = 'x')", &[("a", "y")], Ok(true));
+        // Likewise NOT a IS NULL is (NOT a) IS NULL, which happens to mean a IS NULL.
+        check("NOT a IS NULL", NONE, Ok(true));
+        check("NOT a IS NULL", &[("a", "y")], Ok(false));
     }
 
     #[test]
@@ -1616,6 +1626,10 @@ mod tests {
             check(&format!("not ({expression})"), NONE, Ok(false));
         }
         check("(a) IN ('x', 'x')", &[("a", "x")], Ok(true));
+        // The NOT forms of CONTAINS and friends are FALSE over an absent property, so
+        // they differ from NOT around the plain form.
+        check("a not contains 'x'", NONE, Ok(false));
+        check("not (a contains 'x')", NONE, Ok(true));
     }
 
     #[test]
@@ -1735,6 +1749,7 @@ mod tests {
             ("a between NULL and 1", &["cannot be NULL"]),
             ("a between 1 and 'x'", &["cannot be compared"]),
             ("a between 'x' and TRUE", &["cannot be compared"]),
+            ("a between 1 and TRUE", &["cannot be compared"]),
             ("a between 1 2", &["expected AND between the bounds"]),
             ("(a = 1) between 1 and 2", &["only numbers"]),
             // IN.

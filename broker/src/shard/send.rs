@@ -341,7 +341,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             ext.set("transactionId", transaction_id);
         }
         ext.set_static("MSG_REGION", "DefaultRegion");
-        ext.set_static("TRACE_ON", "true");
+        ext.set_static("TRACE_ON", if self.config().trace_on { "true" } else { "false" });
         response
     }
 
