@@ -618,7 +618,7 @@ fn retention_deletes_expired_segments_at_the_delete_hour_only() {
         let hour_ms = 3_600_000i64;
         // Day 0, 00:00 UTC.
         let clock = ManualClock::new(0);
-        let config = StoreConfig { file_reserved_hours: 72, delete_when_hour: 4, ..StoreConfig::for_tests() };
+        let config = StoreConfig { file_reserved_hours: 72, delete_when_hours: vec![4], ..StoreConfig::for_tests() };
         let (store, _) = open(&disk, &clock, &config).unwrap();
         // ~60 records per 64 KiB segment; one hour passes per 30 records.
         for seq in 0..400u64 {
@@ -663,11 +663,41 @@ fn retention_deletes_expired_segments_at_the_delete_hour_only() {
     }
 }
 
+/// Apache's `deleteWhen=04;16`: expired segments go at any of the listed hours (it
+/// kept only the first before, silently). check(hour of day, segments deleted or not).
+#[test]
+fn retention_runs_at_every_listed_delete_hour() {
+    let hour_ms = 3_600_000i64;
+    let check = |hour: i64, expect_deleted: bool| {
+        let disk = SimDisk::new(11);
+        let clock = ManualClock::new(0);
+        let config = StoreConfig { file_reserved_hours: 1, delete_when_hours: vec![4, 16], ..StoreConfig::for_tests() };
+        let (store, _) = open(&disk, &clock, &config).unwrap();
+        for seq in 0..200u64 {
+            if put(&store, 0, seq, 1000, "").is_err() {
+                block_on(store.flush()).unwrap();
+                put(&store, 0, seq, 1000, "").unwrap();
+            }
+        }
+        block_on(store.flush_all()).unwrap();
+        block_on(store.flush_logics()).unwrap();
+        // Day 2: every segment but the active one is long expired.
+        clock.set_ms(2 * 24 * hour_ms + hour * hour_ms + 60_000);
+        let deleted = block_on(store.clean_expired()).unwrap();
+        assert_eq!(deleted > 0, expect_deleted, "hour {hour}: deleted {deleted}");
+    };
+    check(4, true);
+    check(16, true);
+    check(3, false);
+    check(15, false);
+    check(17, false);
+}
+
 #[test]
 fn disk_pressure_forces_a_clean_and_refuses_writes_above_the_watermark() {
     let disk = SimDisk::new(9);
     let clock = ManualClock::new(0);
-    let config = StoreConfig { delete_when_hour: 23, ..StoreConfig::for_tests() };
+    let config = StoreConfig { delete_when_hours: vec![23], ..StoreConfig::for_tests() };
     let (store, _) = open(&disk, &clock, &config).unwrap();
     for seq in 0..300u64 {
         if put(&store, 0, seq, 1000, "").is_err() {
@@ -1050,7 +1080,7 @@ fn an_empty_replica_is_reseeded_where_the_masters_retained_log_begins() {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
         let hour_ms = 3_600_000i64;
         let clock = ManualClock::new(0);
-        let config = StoreConfig { file_reserved_hours: 66, delete_when_hour: 4, flush_mode: FlushMode::Sync, ..StoreConfig::for_tests() };
+        let config = StoreConfig { file_reserved_hours: 66, delete_when_hours: vec![4], flush_mode: FlushMode::Sync, ..StoreConfig::for_tests() };
         let master_disk = SimDisk::new(seed);
         let replica_disk = SimDisk::new(seed + 1_000_000);
         let (master, _) = open(&master_disk, &clock, &config).unwrap();

@@ -128,7 +128,7 @@ impl BrokerConfig {
             ("flushIntervalCommitLog", s.flush_interval_ms.to_string()),
             ("mappedFileSizeCommitLog", s.segment_bytes.to_string()),
             ("fileReservedTime", s.file_reserved_hours.to_string()),
-            ("deleteWhen", format!("{:02}", s.delete_when_hour)),
+            ("deleteWhen", s.delete_when_hours.iter().map(|h| format!("{h:02}")).collect::<Vec<_>>().join(";")),
             ("diskMaxUsedSpaceRatio", format!("{}", (s.disk_force_clean_ratio * 100.0).round())),
             ("maxMessageSize", self.max_message_bytes.to_string()),
             ("autoCreateTopicEnable", self.auto_create_topic.to_string()),
@@ -240,7 +240,7 @@ pub(super) fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) 
         "flushIntervalCommitLog" => store.flush_interval_ms = parse_number(value)?,
         "mappedFileSizeCommitLog" => store.segment_bytes = parse_number(value)?,
         "fileReservedTime" => store.file_reserved_hours = parse_number(value)?,
-        "deleteWhen" => store.delete_when_hour = parse_delete_when(value)?,
+        "deleteWhen" => store.delete_when_hours = parse_delete_when(value)?,
         "diskMaxUsedSpaceRatio" => apply_disk_max_used_space_ratio(store, value)?,
         "maxMessageSize" => config.max_message_bytes = parse_number(value)?,
         "autoCreateTopicEnable" => config.auto_create_topic = parse_bool(value)?,
@@ -308,15 +308,23 @@ fn parse_flush_disk_type(value: &str) -> Result<FlushMode, String> {
     }
 }
 
-/// The hour of day expired files are deleted at.
-fn parse_delete_when(value: &str) -> Result<u32, String> {
-    // RocketMQ deletes at any of the listed hours; RingMQ has one, the first.
-    let first = value.split(';').map(str::trim).find(|h| !h.is_empty()).unwrap_or("");
-    let hour: u32 = parse_number(first)?;
-    if hour > 23 {
-        return Err(format!("hour {hour} is not in 0..=23"));
+/// The hours of day expired files are deleted at: any of the `;`-separated hours, as
+/// Apache's `isItTimeToDo` (empty entries skipped, at least one hour).
+fn parse_delete_when(value: &str) -> Result<Vec<u32>, String> {
+    let mut hours = Vec::new();
+    for h in value.split(';').map(str::trim).filter(|h| !h.is_empty()) {
+        let hour: u32 = parse_number(h)?;
+        if hour > 23 {
+            return Err(format!("hour {hour} is not in 0..=23"));
+        }
+        if !hours.contains(&hour) {
+            hours.push(hour);
+        }
     }
-    Ok(hour)
+    if hours.is_empty() {
+        return Err("expected hours of the day such as 04 or 04;16".into());
+    }
+    Ok(hours)
 }
 
 /// `diskMaxUsedSpaceRatio`, a percentage, onto the store's three disk watermarks.
@@ -401,7 +409,7 @@ mod tests {
             c.store.flush_interval_ms = 200;
             c.store.segment_bytes = 256 << 20;
             c.store.file_reserved_hours = 120;
-            c.store.delete_when_hour = 4;
+            c.store.delete_when_hours = vec![4, 5];
             c.store.disk_force_clean_ratio = 0.88;
             c.store.disk_refuse_ratio = 0.90;
             c.max_message_bytes = 2 << 20;
@@ -448,8 +456,9 @@ mod tests {
         check("brokerRole=ASYNC_MASTER", Ok(BrokerConfig::default()));
         check("flushDiskType=ASYNC_FLUSH", Ok(BrokerConfig::default()));
         check("deleteWhen=04", Ok(BrokerConfig::default()));
-        check("deleteWhen=23", Ok(with(|c| c.store.delete_when_hour = 23)));
-        check("deleteWhen= ; 7", Ok(with(|c| c.store.delete_when_hour = 7)));
+        check("deleteWhen=23", Ok(with(|c| c.store.delete_when_hours = vec![23])));
+        check("deleteWhen=04;16", Ok(with(|c| c.store.delete_when_hours = vec![4, 16])));
+        check("deleteWhen= ; 7", Ok(with(|c| c.store.delete_when_hours = vec![7])));
         check("autoCreateTopicEnable=false", Ok(BrokerConfig::default()));
         check("namesrvAddr=", Ok(BrokerConfig::default()));
         check("namesrvAddr=127.0.0.1:9876", Ok(with(|c| c.namesrv_addrs = vec!["127.0.0.1:9876".into()])));
@@ -522,7 +531,7 @@ mod tests {
         ];
         for (name, text) in files {
             let mut c = BrokerConfig::from_broker_conf_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!((c.cluster_name.as_str(), c.store.file_reserved_hours, c.store.delete_when_hour), ("DefaultCluster", 48, 4), "{name}");
+            assert_eq!((c.cluster_name.as_str(), c.store.file_reserved_hours, c.store.delete_when_hours.clone()), ("DefaultCluster", 48, vec![4]), "{name}");
             assert!(c.ignored_conf_keys.is_empty(), "{name}");
             // A slave needs its master: these files leave that to -n / namesrvAddr.
             c.namesrv_addrs = vec!["127.0.0.1:9876".into()];

@@ -51,6 +51,7 @@ struct StoreSection {
     cq_entries_per_file: Option<u64>,
     file_reserved_hours: Option<u64>,
     delete_when_hour: Option<u32>,
+    delete_when_hours: Option<Vec<u32>>,
     disk_warn_ratio: Option<f64>,
     disk_force_clean_ratio: Option<f64>,
     disk_refuse_ratio: Option<f64>,
@@ -74,6 +75,7 @@ impl StoreSection {
             cq_entries_per_file,
             file_reserved_hours,
             delete_when_hour,
+            delete_when_hours,
             disk_warn_ratio,
             disk_force_clean_ratio,
             disk_refuse_ratio,
@@ -100,7 +102,8 @@ impl StoreSection {
         set(&mut store.tail_cache_bytes, tail_cache_bytes);
         set(&mut store.cq_entries_per_file, cq_entries_per_file);
         set(&mut store.file_reserved_hours, file_reserved_hours);
-        set(&mut store.delete_when_hour, delete_when_hour);
+        set(&mut store.delete_when_hours, delete_when_hour.map(|h| vec![h]));
+        set(&mut store.delete_when_hours, delete_when_hours);
         set(&mut store.disk_warn_ratio, disk_warn_ratio);
         set(&mut store.disk_force_clean_ratio, disk_force_clean_ratio);
         set(&mut store.disk_refuse_ratio, disk_refuse_ratio);
@@ -225,7 +228,7 @@ mod tests {
             s.tail_cache_bytes = 1 << 20;
             s.cq_entries_per_file = 2048;
             s.file_reserved_hours = 48;
-            s.delete_when_hour = 3;
+            s.delete_when_hours = vec![3];
             s.disk_warn_ratio = 0.5;
             s.disk_force_clean_ratio = 0.6;
             s.disk_refuse_ratio = 0.7;

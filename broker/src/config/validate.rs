@@ -214,7 +214,8 @@ mod tests {
             (with(|c| c.store.disk_warn_ratio = 0.95), Some("disk ratios")),
             (with(|c| c.store.segment_bytes = 4096), Some("segment_bytes")),
             (with(|c| c.store.segment_bytes = (1 << 20) + 1), Some("multiple of 4096")),
-            (with(|c| c.store.delete_when_hour = 24), Some("delete_when_hour")),
+            (with(|c| c.store.delete_when_hours = vec![24]), Some("delete_when_hour")),
+            (with(|c| c.store.delete_when_hours = Vec::new()), Some("delete_when_hours")),
             // Messages larger than the flush window: the store's own check.
             (with(|c| c.store.dirty_bytes_max = 1 << 20), Some("dirty_bytes_max")),
             (with(|c| (c.max_message_bytes, c.store.dirty_bytes_max) = (512 << 10, 1 << 20)), None),

@@ -75,8 +75,9 @@ pub struct StoreConfig {
     pub cq_tail_entries: u64,
     pub index: IndexConfig,
     pub file_reserved_hours: u64,
-    /// Hour of day (0–23, UTC) at which expired segments are deleted.
-    pub delete_when_hour: u32,
+    /// Hours of day (0–23, UTC) at which expired segments are deleted: any of them, as
+    /// Apache's `deleteWhen=04;16` (at least one, at most 24).
+    pub delete_when_hours: Vec<u32>,
     pub disk_warn_ratio: f64,
     pub disk_force_clean_ratio: f64,
     pub disk_refuse_ratio: f64,
@@ -111,7 +112,7 @@ impl Default for StoreConfig {
             cq_tail_entries: 1024,
             index: IndexConfig::default(),
             file_reserved_hours: 72,
-            delete_when_hour: 4,
+            delete_when_hours: vec![4],
             disk_warn_ratio: 0.75,
             disk_force_clean_ratio: 0.85,
             disk_refuse_ratio: 0.90,
@@ -174,8 +175,11 @@ impl StoreConfig {
         if self.cq_entries_per_file == 0 || self.cq_entries_per_file % 1024 != 0 {
             return fail(format!("cq_entries_per_file {} must be a positive multiple of 1024", self.cq_entries_per_file));
         }
-        if self.delete_when_hour > 23 {
-            return fail(format!("delete_when_hour {} is not an hour of the day", self.delete_when_hour));
+        if self.delete_when_hours.is_empty() || self.delete_when_hours.len() > 24 {
+            return fail(format!("delete_when_hours needs 1..=24 hours, got {}", self.delete_when_hours.len()));
+        }
+        if let Some(h) = self.delete_when_hours.iter().find(|&&h| h > 23) {
+            return fail(format!("delete_when_hour {h} is not an hour of the day"));
         }
         let ratios = [self.disk_warn_ratio, self.disk_force_clean_ratio, self.disk_refuse_ratio];
         if ratios.iter().any(|r| !(0.0..=1.0).contains(r)) || !(ratios[0] <= ratios[1] && ratios[1] <= ratios[2]) {

@@ -150,7 +150,7 @@ pub fn spawn_store_tasks<E: StoreExecutor, D: Disk, C: Clock>(rt: E, store: Stor
             }
             if now_us.saturating_sub(last_clean_us) >= CLEAN_INTERVAL_MS * 1000 {
                 last_clean_us = now_us;
-                // Retention at `delete_when_hour`, or one segment per round above the
+                // Retention at any of `delete_when_hours`, or one segment per round above the
                 // force-clean watermark.
                 match s.clean_expired().await {
                     Ok(0) => {}

@@ -16,14 +16,14 @@ use ringmq_client::message::stored::StoredMessageView;
 
 impl<D: Disk, C: Clock> Store<D, C> {
     /// Deletes expired CommitLog segments (older than `file_reserved_hours`) at the
-    /// `delete_when_hour` (UTC), or the oldest segment regardless of age when disk usage
+    /// any of `delete_when_hours` (UTC), or the oldest segment regardless of age when disk usage
     /// passed `disk_force_clean_ratio`; then the ConsumeQueue files and index files that
     /// only pointed into them. Never deletes the active segment or anything not yet
     /// covered by the checkpoint. Returns the number of segments deleted.
     pub async fn clean_expired(&self) -> Result<usize, StoreError> {
         self.check_alive()?;
         let now_ms = self.clock.now_ms();
-        let at_hour = ((now_ms / 3_600_000).rem_euclid(24)) as u32 == self.config.delete_when_hour;
+        let at_hour = self.config.delete_when_hours.contains(&(((now_ms / 3_600_000).rem_euclid(24)) as u32));
         let ratio = self.disk.space(&self.dir).await?.used_ratio();
         let force = ratio >= self.config.disk_force_clean_ratio;
         if !at_hour && !force {
