@@ -58,20 +58,29 @@ fn keep_matching(result: &mut GetResult, filter: &Sql92Filter) {
     if result.record_count == 0 {
         return;
     }
-    let records = std::mem::take(&mut result.records);
-    let mut kept = Vec::with_capacity(records.len());
-    let mut count = 0;
-    let mut at = 0;
-    while at < records.len() {
-        let Ok(view) = StoredMessageView::parse(&records[at..]) else { break };
+    // Compacted in place: the selected records move down over the others, no second
+    // buffer.
+    let records = &mut result.records;
+    let (mut read, mut write, mut count) = (0, 0, 0);
+    while read < records.len() {
+        let Ok(view) = StoredMessageView::parse(&records[read..]) else {
+            // The store verified these records; one that does not parse now is kept
+            // with the rest unfiltered rather than dropped (its offset is consumed).
+            records.copy_within(read.., write);
+            write += records.len() - read;
+            count += 1;
+            break;
+        };
         let size = view.total_size();
-        if filter.matches(&String::from_utf8_lossy(view.properties_bytes())) {
-            kept.extend_from_slice(&records[at..at + size]);
+        let selected = filter.matches(&String::from_utf8_lossy(view.properties_bytes()));
+        if selected {
+            records.copy_within(read..read + size, write);
+            write += size;
             count += 1;
         }
-        at += size;
+        read += size;
     }
-    result.records = kept;
+    records.truncate(write);
     result.record_count = count;
     if count == 0 {
         result.status = GetStatus::NoMatchedMessage;
