@@ -812,6 +812,152 @@ fn sql92_filters_select_on_pull_and_are_refused_as_apache_refuses_them() {
     }
 }
 
+fn create_group(body: &str) -> RemotingCommand {
+    RemotingCommand::request(rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP).with_body(body.as_bytes().to_vec())
+}
+
+fn group_config(group: &str) -> RemotingCommand {
+    RemotingCommand::request(rq::GET_SUBSCRIPTIONGROUP_CONFIG).with_ext("group", group)
+}
+
+fn broadcast_heartbeat(client_id: &str, group: &str, topic: &str) -> RemotingCommand {
+    let mut hb = heartbeat(client_id, group, topic);
+    let body = String::from_utf8(hb.body.to_vec()).unwrap().replace("CLUSTERING", "BROADCASTING");
+    hb.body = body.into_bytes().into();
+    hb
+}
+
+/// CONSUMER_SEND_MSG_BACK of the record at commit-log `offset`, without
+/// `maxReconsumeTimes` (so the group's `retryMaxTimes` decides, as for clients before 3.4.9).
+fn send_back(group: &str, offset: i64) -> RemotingCommand {
+    RemotingCommand::request(rq::CONSUMER_SEND_MSG_BACK).with_ext("offset", offset.to_string()).with_ext("group", group).with_ext("delayLevel", "0").with_ext("originTopic", "P")
+}
+
+/// Subscription-group settings as Apache's broker enforces them on the remoting path
+/// (`PullMessageProcessor`, `ClientManageProcessor.heartBeat`, `consumerSendMsgBack`):
+/// `autoCreateSubscriptionGroup`, `consumeEnable`, `consumeBroadcastEnable`,
+/// `retryMaxTimes`, and the 5.x fields stored and answered as given.
+#[test]
+fn subscription_group_settings_are_enforced_as_apache_enforces_them() {
+    for (shards, arrival) in [(1, 0), (2, 1)] {
+        let mut cfg = pull_config(shards);
+        cfg.auto_create_subscription_group = false;
+        sim(401 + shards as u64, cfg, move |ex, broker| async move {
+            let c = client(&ex, &broker, arrival);
+            pull_setup(&c, &broker).await;
+            let tag = |name: &str| format!("{name} [shards {shards}, arrival {arrival}, autoCreateSubscriptionGroup false]");
+            let pull = |group: &str| {
+                let mut p = Pull::new("P", 0, 0);
+                p.0.consumer_group = group.into();
+                p
+            };
+            // (case, request, code, words of the remark when refused)
+            let steps: Vec<(&str, RemotingCommand, i32, &str)> = vec![
+                ("pull by an unknown group", pull("NEWG").cmd(), rs::SUBSCRIPTION_GROUP_NOT_EXIST, "does not exist"),
+                ("pull by a group Java creates at start", pull("TOOLS_CONSUMER").cmd(), rs::SUCCESS, ""),
+                ("heartbeat of the unknown group is answered", heartbeat("c1", "NEWG", "P"), rs::SUCCESS, ""),
+                ("and did not create it", group_config("NEWG"), rs::SUBSCRIPTION_GROUP_NOT_EXIST, "No group"),
+                ("send back by the unknown group", send_back("NEWG", 0), rs::SUBSCRIPTION_GROUP_NOT_EXIST, "not exist"),
+                (
+                    "create it, consumeEnable false, 5.x fields",
+                    create_group(r#"{"groupName":"NEWG","consumeEnable":false,"consumeMessageOrderly":true,"consumeTimeoutMinute":30,"groupSysFlag":1,"consumeFromMinEnable":false,"retryMaxTimes":0,"groupRetryPolicy":{"type":"EXPONENTIAL","exponentialRetryPolicy":{"initial":1000,"max":60000,"multiplier":2}}}"#),
+                    rs::SUCCESS,
+                    "",
+                ),
+                ("pull by a group that may not consume", pull("NEWG").cmd(), rs::NO_PERMISSION, "subscription group no permission, NEWG"),
+                ("consumeEnable true, consumeBroadcastEnable false", create_group(r#"{"groupName":"NEWG","consumeBroadcastEnable":false,"retryMaxTimes":0}"#), rs::SUCCESS, ""),
+                ("pull by a clustering group", pull("NEWG").cmd(), rs::SUCCESS, ""),
+                ("its consumers now consume by broadcast", broadcast_heartbeat("c1", "NEWG", "P"), rs::SUCCESS, ""),
+                ("pull without a subscription of its own", pull("NEWG").cmd(), rs::NO_PERMISSION, "can not consume by broadcast way"),
+                // Java checks broadcasting only for pulls without the subscription flag.
+                ("pull with a subscription of its own", pull("NEWG").filter("*").cmd(), rs::SUCCESS, ""),
+                ("a group attribute", create_group(r#"{"groupName":"ATTR","attributes":{"+lite.bind":"x"}}"#), rs::INVALID_PARAMETER, "unsupported key: lite.bind"),
+                ("a retry policy of no known type", create_group(r#"{"groupName":"BADP","groupRetryPolicy":{"type":"LINEAR"}}"#), rs::INVALID_PARAMETER, "neither CUSTOMIZED nor EXPONENTIAL"),
+                ("a negative retryMaxTimes", create_group(r#"{"groupName":"BADR","retryMaxTimes":-1}"#), rs::INVALID_PARAMETER, "negative"),
+            ];
+            for (name, cmd, code, words) in steps {
+                let case = tag(name);
+                let r = call(&c, cmd, &case).await;
+                assert_eq!(r.code, code, "case {case:?}: remark {:?}", r.remark);
+                assert!(r.remark.clone().unwrap_or_default().contains(words), "case {case:?}: remark {:?} lacks {words:?}", r.remark);
+            }
+            // The stored 5.x fields come back as given; the first update's fields the
+            // second left out went back to Java's defaults (an update replaces).
+            let create = create_group(r#"{"groupName":"FIELDS","consumeMessageOrderly":true,"consumeTimeoutMinute":30,"groupSysFlag":1,"consumeFromMinEnable":false,"groupRetryPolicy":{"type":"EXPONENTIAL","exponentialRetryPolicy":{"initial":1000,"max":60000,"multiplier":2}}}"#);
+            assert_eq!(call(&c, create, &tag("create FIELDS")).await.code, rs::SUCCESS);
+            let r = call(&c, group_config("FIELDS"), &tag("read FIELDS")).await;
+            let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            assert_eq!(
+                (&v["consumeMessageOrderly"], &v["consumeTimeoutMinute"], &v["groupSysFlag"], &v["consumeFromMinEnable"], &v["groupRetryPolicy"]["type"], &v["groupRetryPolicy"]["exponentialRetryPolicy"]["max"]),
+                (&serde_json::json!(true), &serde_json::json!(30), &serde_json::json!(1), &serde_json::json!(false), &serde_json::json!("EXPONENTIAL"), &serde_json::json!(60000)),
+                "{}", tag("5.x fields round trip")
+            );
+            // `retryMaxTimes` 0: a message sent back without the request's maximum is a
+            // dead letter at once (Java: the group's `retryMaxTimes` when the client
+            // does not say).
+            let r = call(&c, pull("NEWG").filter("*").max(1).cmd(), &tag("pull one to send back")).await;
+            let phys = StoredMessageView::parse_verified(&r.body).unwrap().physical_offset();
+            let r = call(&c, send_back("NEWG", phys), &tag("send back by a group with retryMaxTimes 0")).await;
+            assert_eq!(r.code, rs::SUCCESS, "{}: {:?}", tag("send back"), r.remark);
+            let dlq = call(&c, offset_req(rq::GET_MAX_OFFSET, "%DLQ%NEWG", 0), &tag("DLQ max offset")).await;
+            assert_eq!(ext_i64(&dlq, "offset", &tag("DLQ")), 1, "{}: the sent-back message is a dead letter", tag("retryMaxTimes 0"));
+            assert!(c.violations.borrow().is_empty(), "{:?}", c.violations.borrow());
+        });
+    }
+    // `autoCreateSubscriptionGroup` on (Apache's default): a heartbeat or a pull creates
+    // the group with Java's defaults, on every shard's replica, and never replaces one
+    // an operator configured.
+    for (shards, arrival) in [(1, 0), (2, 1)] {
+        sim(411 + shards as u64, pull_config(shards), move |ex, broker| async move {
+            let c = client(&ex, &broker, arrival);
+            pull_setup(&c, &broker).await;
+            let tag = |name: &str| format!("{name} [shards {shards}, arrival {arrival}, autoCreateSubscriptionGroup true]");
+            let configured = create_group(r#"{"groupName":"KEPT","retryMaxTimes":3}"#);
+            assert_eq!(call(&c, configured, &tag("create KEPT")).await.code, rs::SUCCESS);
+            for (name, cmd) in [("heartbeat of KEPT", heartbeat("c1", "KEPT", "P")), ("heartbeat of HB", heartbeat("c1", "HB", "P"))] {
+                assert_eq!(call(&c, cmd, &tag(name)).await.code, rs::SUCCESS, "{}", tag(name));
+            }
+            let mut p = Pull::new("P", 0, 0);
+            p.0.consumer_group = "PULLED".into();
+            assert_eq!(call(&c, p.cmd(), &tag("pull by PULLED")).await.code, rs::SUCCESS);
+            for (group, retry_max) in [("KEPT", 3), ("HB", 16), ("PULLED", 16)] {
+                let r = call(&c, group_config(group), &tag(group)).await;
+                assert_eq!(r.code, rs::SUCCESS, "{}: auto-created", tag(group));
+                let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+                assert_eq!(v["retryMaxTimes"], serde_json::json!(retry_max), "{}", tag(group));
+            }
+        });
+    }
+}
+
+/// `maxTransferCountOnMessageInMemory` / `…Bytes…` cap every pull of the hot tail;
+/// `…InDisk` caps a pull that starts behind `tail_cache_bytes` (here 0, so every read
+/// is cold). The next pull starts at the first record left out.
+#[test]
+fn pull_caps_follow_apaches_max_transfer_settings() {
+    // (case, hot count, hot bytes, cold count, cold bytes, tail cache bytes, pull, want)
+    let cases: Vec<(&str, usize, usize, usize, usize, u64, Pull, PullWant)> = vec![
+        ("hot count 2", 2, 1 << 20, 1024, 1 << 20, 1 << 20, Pull::new("P", 0, 0), p0(rs::SUCCESS, &[0, 1], 2)),
+        ("hot count above the request's", 8, 1 << 20, 1024, 1 << 20, 1 << 20, Pull::new("P", 0, 0).max(3), p0(rs::SUCCESS, &[0, 1, 2], 3)),
+        ("hot bytes below one record: one still goes", 1024, 1, 1024, 1 << 20, 1 << 20, Pull::new("P", 0, 1), p0(rs::SUCCESS, &[1], 2)),
+        ("cold caps unused while hot", 1024, 1 << 20, 1, 1, 1 << 20, Pull::new("P", 0, 0), p0(rs::SUCCESS, &[0, 1, 2, 3, 4], 5)),
+        ("cold count 3", 1024, 1 << 20, 3, 1 << 20, 0, Pull::new("P", 0, 0), p0(rs::SUCCESS, &[0, 1, 2], 3)),
+        ("cold count after a TAG filter", 1024, 1 << 20, 2, 1 << 20, 0, Pull::new("P", 0, 0).filter("TagA"), p0(rs::SUCCESS, &[0, 2], 4)),
+        ("cold bytes below one record", 1024, 1 << 20, 1024, 1, 0, Pull::new("P", 0, 2), p0(rs::SUCCESS, &[2], 3)),
+    ];
+    for (name, hot_n, hot_b, cold_n, cold_b, tail, pull, want) in cases {
+        let mut cfg = pull_config(1);
+        (cfg.pull_hot_messages_max, cfg.pull_hot_bytes_max, cfg.pull_cold_messages_max, cfg.pull_cold_bytes_max) = (hot_n, hot_b, cold_n, cold_b);
+        cfg.store.tail_cache_bytes = tail;
+        sim(421, cfg, move |ex, broker| async move {
+            let c = client(&ex, &broker, 0);
+            pull_setup(&c, &broker).await;
+            let r = call(&c, pull.cmd(), name).await;
+            check_pull(name, &r, &want, "P", 0);
+        });
+    }
+}
+
 #[test]
 fn pull_table_through_every_shard_of_two_and_three() {
     for (shards, arrival) in [(2, 0), (2, 1), (3, 1), (3, 2)] {

@@ -55,6 +55,11 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "slaveReadEnable",
     "enablePropertyFilter",
     "traceOn",
+    "autoCreateSubscriptionGroup",
+    "maxTransferCountOnMessageInMemory",
+    "maxTransferBytesOnMessageInMemory",
+    "maxTransferCountOnMessageInDisk",
+    "maxTransferBytesOnMessageInDisk",
     "brokerPermission",
     "brokerTopicEnable",
     "clusterTopicEnable",
@@ -145,6 +150,11 @@ impl BrokerConfig {
             ("slaveReadEnable", self.slave_read_enable.to_string()),
             ("enablePropertyFilter", self.enable_property_filter.to_string()),
             ("traceOn", self.trace_on.to_string()),
+            ("autoCreateSubscriptionGroup", self.auto_create_subscription_group.to_string()),
+            ("maxTransferCountOnMessageInMemory", self.pull_hot_messages_max.to_string()),
+            ("maxTransferBytesOnMessageInMemory", self.pull_hot_bytes_max.to_string()),
+            ("maxTransferCountOnMessageInDisk", self.pull_cold_messages_max.to_string()),
+            ("maxTransferBytesOnMessageInDisk", self.pull_cold_bytes_max.to_string()),
             ("brokerPermission", self.broker_permission.to_string()),
             ("brokerTopicEnable", self.broker_topic_enable.to_string()),
             ("clusterTopicEnable", self.cluster_topic_enable.to_string()),
@@ -225,6 +235,11 @@ pub(super) fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) 
         "slaveReadEnable" => config.slave_read_enable = parse_bool(value)?,
         "enablePropertyFilter" => config.enable_property_filter = parse_bool(value)?,
         "traceOn" => config.trace_on = parse_bool(value)?,
+        "autoCreateSubscriptionGroup" => config.auto_create_subscription_group = parse_bool(value)?,
+        "maxTransferCountOnMessageInMemory" => config.pull_hot_messages_max = parse_number(value)?,
+        "maxTransferBytesOnMessageInMemory" => config.pull_hot_bytes_max = parse_number(value)?,
+        "maxTransferCountOnMessageInDisk" => config.pull_cold_messages_max = parse_number(value)?,
+        "maxTransferBytesOnMessageInDisk" => config.pull_cold_bytes_max = parse_number(value)?,
         "brokerPermission" => config.broker_permission = parse_permission(value)?,
         "brokerTopicEnable" => config.broker_topic_enable = parse_bool(value)?,
         "clusterTopicEnable" => config.cluster_topic_enable = parse_bool(value)?,
@@ -386,6 +401,11 @@ mod tests {
         slaveReadEnable=true
         enablePropertyFilter=true
         traceOn=false
+        autoCreateSubscriptionGroup=false
+        maxTransferCountOnMessageInMemory=32
+        maxTransferBytesOnMessageInMemory=262144
+        maxTransferCountOnMessageInDisk=8
+        maxTransferBytesOnMessageInDisk=65536
         metricsExporterType=PROM
         metricsPromExporterHost=127.0.0.1
         metricsPromExporterPort=15557
@@ -427,6 +447,8 @@ mod tests {
             c.slave_read_enable = true;
             c.enable_property_filter = true;
             c.trace_on = false;
+            c.auto_create_subscription_group = false;
+            (c.pull_hot_messages_max, c.pull_hot_bytes_max, c.pull_cold_messages_max, c.pull_cold_bytes_max) = (32, 262_144, 8, 65_536);
             c.metrics_exporter_type = MetricsExporter::Prom;
             c.metrics_prom_exporter_host = "127.0.0.1".into();
             c.metrics_prom_exporter_port = 15557;

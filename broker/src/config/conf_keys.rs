@@ -72,8 +72,7 @@ const STORE_TUNING_KEYS: &[&str] = &[
     "commitIntervalCommitLog", "commitCommitLogLeastPages", "commitCommitLogThoroughInterval", "flushCommitLogLeastPages",
     "flushCommitLogThoroughInterval", "flushCommitLogTimed", "flushConsumeQueueLeastPages", "flushConsumeQueueThoroughInterval",
     "flushIntervalConsumeQueue", "wakeCommitWhenPutMessage", "wakeFlushWhenPutMessage", "putMsgIndexHightWater",
-    "mappedFileSizeConsumeQueue", "maxTransferBytesOnMessageInMemory", "maxTransferBytesOnMessageInDisk",
-    "maxTransferCountOnMessageInMemory", "maxTransferCountOnMessageInDisk", "putConsumeQueueDataByFileChannel",
+    "mappedFileSizeConsumeQueue", "putConsumeQueueDataByFileChannel",
     "destroyMapedFileIntervalForcibly", "redeleteHangedFileInterval", "deleteFileBatchMax", "maxBatchDeleteFilesNum",
     "maxRecoveryCommitlogFiles", "recoverConcurrently", "enableAcceleratedRecovery", "checkCRCOnRecover",
 ];

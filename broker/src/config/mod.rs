@@ -197,6 +197,21 @@ pub struct BrokerConfig {
     /// RocketMQ's `traceOn`: what every send answer's `TRACE_ON` field says (a client
     /// with message tracing on sends its traces only when it is true).
     pub trace_on: bool,
+    /// RocketMQ's `autoCreateSubscriptionGroup` (on by default, as Apache): a consumer
+    /// group the broker does not know is created with Java's defaults at its first
+    /// heartbeat, pull or send-back. Off: such a group's pulls and sends back are
+    /// answered SUBSCRIPTION_GROUP_NOT_EXIST until an operator creates it.
+    pub auto_create_subscription_group: bool,
+    /// RocketMQ's `maxTransferCountOnMessageInMemory` / `maxTransferBytesOnMessageInMemory`:
+    /// the most messages and body bytes one pull returns when it reads the hot tail
+    /// (within `store.tail_cache_bytes` of the log's end). RingMQ's defaults (1024,
+    /// 4 MiB) are its own pull bounds, larger than Apache's 32 / 256 KiB.
+    pub pull_hot_messages_max: usize,
+    pub pull_hot_bytes_max: usize,
+    /// RocketMQ's `maxTransferCountOnMessageInDisk` / `maxTransferBytesOnMessageInDisk`:
+    /// the same for a pull that starts further back (a cold O_DIRECT read).
+    pub pull_cold_messages_max: usize,
+    pub pull_cold_bytes_max: usize,
     /// RocketMQ's `brokerPermission`: 6 read+write, 4 read only (drain: producers go
     /// elsewhere), 2 write only. Sends and pulls the permission lacks are refused and
     /// the routes the NameServers hand out carry it.
@@ -257,6 +272,11 @@ impl Default for BrokerConfig {
             slave_read_enable: false,
             enable_property_filter: false,
             trace_on: true,
+            auto_create_subscription_group: true,
+            pull_hot_messages_max: crate::shard::PULL_MESSAGES_MAX,
+            pull_hot_bytes_max: crate::shard::PULL_BODY_BYTES_MAX,
+            pull_cold_messages_max: crate::shard::PULL_MESSAGES_MAX,
+            pull_cold_bytes_max: crate::shard::PULL_BODY_BYTES_MAX,
             broker_permission: PERM_READ_WRITE,
             broker_topic_enable: true,
             cluster_topic_enable: true,

@@ -23,6 +23,11 @@ pub const RUNTIME_CONF_KEYS: &[&str] = &[
     "transactionTimeOut",
     "transactionCheckInterval",
     "transactionCheckMax",
+    "autoCreateSubscriptionGroup",
+    "maxTransferCountOnMessageInMemory",
+    "maxTransferBytesOnMessageInMemory",
+    "maxTransferCountOnMessageInDisk",
+    "maxTransferBytesOnMessageInDisk",
 ];
 
 /// Why a runtime update was refused (nothing was applied).

@@ -10,6 +10,7 @@
 
 use super::{BrokerConfig, BrokerRole, ConfigError, RouteMode, RECORD_OVERHEAD_BYTES_MAX};
 use crate::meta::topics::QUEUE_NUMS_MAX;
+use crate::shard::{PULL_BODY_BYTES_MAX, PULL_MESSAGES_MAX};
 use crate::store::engine::SHARD_COUNT_MAX;
 use ringmq_client::remoting::frame::FRAME_LEN_MAX_BYTES;
 use std::net::Ipv4Addr;
@@ -144,6 +145,17 @@ impl BrokerConfig {
         }
         if self.spin_before_park_us > SPIN_BEFORE_PARK_US_MAX {
             return Err(format!("spin_before_park_us {} is above {SPIN_BEFORE_PARK_US_MAX}", self.spin_before_park_us));
+        }
+        let pull_caps = [
+            ("pull_hot_messages_max (maxTransferCountOnMessageInMemory)", self.pull_hot_messages_max, PULL_MESSAGES_MAX),
+            ("pull_cold_messages_max (maxTransferCountOnMessageInDisk)", self.pull_cold_messages_max, PULL_MESSAGES_MAX),
+            ("pull_hot_bytes_max (maxTransferBytesOnMessageInMemory)", self.pull_hot_bytes_max, PULL_BODY_BYTES_MAX),
+            ("pull_cold_bytes_max (maxTransferBytesOnMessageInDisk)", self.pull_cold_bytes_max, PULL_BODY_BYTES_MAX),
+        ];
+        for (field, value, max) in pull_caps {
+            if !(1..=max).contains(&value) {
+                return Err(format!("{field} {value} is not in 1..={max} (RingMQ's bound on one pull)"));
+            }
         }
         Ok(())
     }

@@ -17,8 +17,19 @@ pub const RETRY_MAX_TIMES_MAX: u32 = 64;
 /// Most retry queues per group (like topic queue counts).
 pub const RETRY_QUEUE_NUMS_MAX: u32 = 1024;
 
+/// Longest `groupRetryPolicy` JSON a group may hold: a customized policy lists at most a
+/// few dozen delays; anything longer is not a policy.
+pub const GROUP_RETRY_POLICY_BYTES_MAX: usize = 4096;
+/// Longest consume timeout a group may ask for (Java keeps an int of minutes; a day is
+/// already far past any push consumer's use).
+pub const CONSUME_TIMEOUT_MINUTES_MAX: u32 = 24 * 60;
+/// Java's default `groupRetryPolicy` as fastjson writes it.
+pub const DEFAULT_GROUP_RETRY_POLICY_JSON: &str = r#"{"type":"CUSTOMIZED"}"#;
+
 const TAG: [u8; 4] = *b"GRUP";
-const SCHEMA_VERSION: u32 = 1;
+/// 2: the 5.x fields (`consumeFromMinEnable`, `consumeMessageOrderly`, `consumeTimeoutMinute`,
+/// `groupSysFlag`, `groupRetryPolicy`) are kept; a version-1 image still loads.
+const SCHEMA_VERSION: u32 = 2;
 const WHAT: &str = "subscription group table";
 
 #[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -31,6 +42,44 @@ pub struct SubscriptionGroupConfig {
     pub broker_id: u64,
     pub which_broker_when_consume_slowly: u64,
     pub notify_consumer_ids_changed_enable: bool,
+    /// Stored and answered as Java's broker does; its broker reads none of these
+    /// four on the remoting path (its proxy and POP do), so neither does RingMQ's.
+    pub consume_from_min_enable: bool,
+    pub consume_message_orderly: bool,
+    pub consume_timeout_minute: u32,
+    pub group_sys_flag: i32,
+    /// Java's `GroupRetryPolicy` JSON (`type` CUSTOMIZED or EXPONENTIAL and the policy's
+    /// own fields), validated by [`validate_retry_policy`] and answered as given.
+    pub group_retry_policy_json: String,
+}
+
+/// Checks a `groupRetryPolicy` JSON as Java's fastjson would bind it: an object whose
+/// `type` is CUSTOMIZED or EXPONENTIAL, with the matching policy object if present.
+pub fn validate_retry_policy(json: &str) -> Result<(), String> {
+    if json.len() > GROUP_RETRY_POLICY_BYTES_MAX {
+        return Err(format!("groupRetryPolicy is {} bytes; at most {GROUP_RETRY_POLICY_BYTES_MAX}", json.len()));
+    }
+    let v: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("groupRetryPolicy is not JSON: {e}"))?;
+    let Some(obj) = v.as_object() else { return Err("groupRetryPolicy is not an object".into()) };
+    match obj.get("type").and_then(|t| t.as_str()).unwrap_or("CUSTOMIZED") {
+        "CUSTOMIZED" | "EXPONENTIAL" => {}
+        other => return Err(format!("groupRetryPolicy type {other:?} is neither CUSTOMIZED nor EXPONENTIAL")),
+    }
+    if let Some(e) = obj.get("exponentialRetryPolicy").filter(|e| !e.is_null()) {
+        let field = |k: &str| e.get(k).map_or(Ok(()), |v| v.as_i64().filter(|n| *n >= 0).map(|_| ()).ok_or(format!("exponentialRetryPolicy.{k} is not a non-negative number")));
+        field("initial")?;
+        field("max")?;
+        field("multiplier")?;
+    }
+    if let Some(c) = obj.get("customizedRetryPolicy").filter(|c| !c.is_null()) {
+        if let Some(next) = c.get("next") {
+            let ok = next.as_array().is_some_and(|a| a.iter().all(|d| d.as_i64().is_some_and(|n| n >= 0)));
+            if !ok {
+                return Err("customizedRetryPolicy.next is not a list of non-negative delays in milliseconds".into());
+            }
+        }
+    }
+    Ok(())
 }
 
 impl SubscriptionGroupConfig {
@@ -45,6 +94,11 @@ impl SubscriptionGroupConfig {
             broker_id: 0,
             which_broker_when_consume_slowly: 1,
             notify_consumer_ids_changed_enable: true,
+            consume_from_min_enable: true,
+            consume_message_orderly: false,
+            consume_timeout_minute: 15,
+            group_sys_flag: 0,
+            group_retry_policy_json: DEFAULT_GROUP_RETRY_POLICY_JSON.to_string(),
         }
     }
 
@@ -67,6 +121,13 @@ impl SubscriptionGroupConfig {
                 self.group_name, self.retry_max_times
             ));
         }
+        if self.consume_timeout_minute > CONSUME_TIMEOUT_MINUTES_MAX {
+            return invalid(format!(
+                "{}: consume_timeout_minute {} exceeds {CONSUME_TIMEOUT_MINUTES_MAX}",
+                self.group_name, self.consume_timeout_minute
+            ));
+        }
+        validate_retry_policy(&self.group_retry_policy_json).map_err(|reason| MetaError::Invalid { what: "subscription group config", reason: format!("{}: {reason}", self.group_name) })?;
         Ok(())
     }
 }
@@ -112,7 +173,11 @@ impl GroupTable {
     }
 
     pub fn decode(payload: &[u8]) -> Result<Self, MetaError> {
-        let table: Self = decode_image(WHAT, TAG, SCHEMA_VERSION, payload)?;
+        let table: Self = if super::image_schema_version(payload) == Some(1) {
+            decode_image::<v1::GroupTable>(WHAT, TAG, 1, payload)?.into()
+        } else {
+            decode_image(WHAT, TAG, SCHEMA_VERSION, payload)?
+        };
         super::check_decoded_entries(WHAT, &table.groups, |c| c.group_name.as_str(), SubscriptionGroupConfig::validate)?;
         Ok(table)
     }
@@ -125,6 +190,58 @@ impl GroupTable {
     pub async fn save<D: Disk>(&self, store: &SnapshotStore<D>) -> Result<(), MetaError> {
         store.save(&self.encode()?).await?;
         Ok(())
+    }
+}
+
+/// Schema version 1 (before the 5.x fields), kept so an existing store loads.
+mod v1 {
+    use super::DataVersion;
+    use std::collections::BTreeMap;
+
+    #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+    pub struct SubscriptionGroupConfig {
+        pub group_name: String,
+        pub consume_enable: bool,
+        pub consume_broadcast_enable: bool,
+        pub retry_queue_nums: u32,
+        pub retry_max_times: u32,
+        pub broker_id: u64,
+        pub which_broker_when_consume_slowly: u64,
+        pub notify_consumer_ids_changed_enable: bool,
+    }
+
+    #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+    pub struct GroupTable {
+        pub data_version: DataVersion,
+        pub groups: BTreeMap<String, SubscriptionGroupConfig>,
+    }
+
+    impl From<GroupTable> for super::GroupTable {
+        fn from(t: GroupTable) -> Self {
+            let groups = t
+                .groups
+                .into_iter()
+                .map(|(k, g)| {
+                    let config = super::SubscriptionGroupConfig {
+                        consume_enable: g.consume_enable,
+                        consume_broadcast_enable: g.consume_broadcast_enable,
+                        retry_queue_nums: g.retry_queue_nums,
+                        retry_max_times: g.retry_max_times,
+                        broker_id: g.broker_id,
+                        which_broker_when_consume_slowly: g.which_broker_when_consume_slowly,
+                        notify_consumer_ids_changed_enable: g.notify_consumer_ids_changed_enable,
+                        ..super::SubscriptionGroupConfig::new(&g.group_name)
+                    };
+                    (k, config)
+                })
+                .collect();
+            super::GroupTable { data_version: t.data_version, groups }
+        }
+    }
+
+    #[cfg(test)]
+    pub fn encode(t: &GroupTable) -> Vec<u8> {
+        super::encode_image(super::WHAT, super::TAG, 1, t).unwrap()
     }
 }
 
@@ -169,6 +286,9 @@ mod tests {
         check(SubscriptionGroupConfig::new("bad group"), Some("invalid group name"));
         check(SubscriptionGroupConfig::new(&"g".repeat(255)), None);
         check(SubscriptionGroupConfig::new(&"g".repeat(256)), Some("256 characters"));
+        check(SubscriptionGroupConfig { consume_message_orderly: true, consume_timeout_minute: 30, group_sys_flag: 1, ..g.clone() }, None);
+        check(SubscriptionGroupConfig { consume_timeout_minute: 24 * 60 + 1, ..g.clone() }, Some("consume_timeout_minute"));
+        check(SubscriptionGroupConfig { group_retry_policy_json: r#"{"type":"X"}"#.into(), ..g.clone() }, Some("neither CUSTOMIZED"));
     }
 
     #[test]
@@ -179,6 +299,53 @@ mod tests {
             (g.retry_queue_nums, g.retry_max_times, g.broker_id, g.which_broker_when_consume_slowly),
             (1, 16, 0, 1)
         );
+    }
+
+    #[test]
+    fn retry_policies() {
+        // check(json, Ok or the words of the refusal)
+        let check = |json: &str, want: Result<(), &str>| match (validate_retry_policy(json), want) {
+            (Ok(()), Ok(())) => {}
+            (Err(e), Err(words)) => assert!(e.contains(words), "{json}: {e}"),
+            (got, want) => panic!("{json}: got {got:?}, want {want:?}"),
+        };
+        check(DEFAULT_GROUP_RETRY_POLICY_JSON, Ok(()));
+        check(r#"{"type":"EXPONENTIAL","exponentialRetryPolicy":{"initial":1000,"max":7200000,"multiplier":2}}"#, Ok(()));
+        check(r#"{"type":"CUSTOMIZED","customizedRetryPolicy":{"next":[1000,5000,10000]}}"#, Ok(()));
+        check(r#"{"type":"LINEAR"}"#, Err("neither CUSTOMIZED nor EXPONENTIAL"));
+        check(r#"{"type":"EXPONENTIAL","exponentialRetryPolicy":{"initial":-1}}"#, Err("initial"));
+        check(r#"{"customizedRetryPolicy":{"next":["1s"]}}"#, Err("next"));
+        check("[1]", Err("not an object"));
+        check("{", Err("not JSON"));
+        check(&format!(r#"{{"type":"CUSTOMIZED","x":"{}"}}"#, "a".repeat(GROUP_RETRY_POLICY_BYTES_MAX)), Err("bytes"));
+    }
+
+    #[test]
+    fn a_version_1_table_loads_with_java_defaults_for_the_new_fields() {
+        let mut old = v1::GroupTable { data_version: DataVersion { timestamp_ms: 5, counter: 3 }, groups: BTreeMap::new() };
+        old.groups.insert(
+            "G".into(),
+            v1::SubscriptionGroupConfig {
+                group_name: "G".into(),
+                consume_enable: false,
+                consume_broadcast_enable: true,
+                retry_queue_nums: 2,
+                retry_max_times: 3,
+                broker_id: 0,
+                which_broker_when_consume_slowly: 1,
+                notify_consumer_ids_changed_enable: false,
+            },
+        );
+        let table = GroupTable::decode(&v1::encode(&old)).unwrap();
+        assert_eq!(table.data_version, old.data_version);
+        let want = SubscriptionGroupConfig {
+            consume_enable: false,
+            retry_queue_nums: 2,
+            retry_max_times: 3,
+            notify_consumer_ids_changed_enable: false,
+            ..SubscriptionGroupConfig::new("G")
+        };
+        assert_eq!(table.get("G"), Some(&want));
     }
 
     #[test]
@@ -214,6 +381,7 @@ mod tests {
             any::<u64>(),
         )
             .prop_map(|(group_name, (c, b, n), retry_queue_nums, retry_max_times, broker_id, slow)| {
+                let base = SubscriptionGroupConfig::new(&group_name);
                 SubscriptionGroupConfig {
                     group_name,
                     consume_enable: c,
@@ -223,6 +391,9 @@ mod tests {
                     broker_id,
                     which_broker_when_consume_slowly: slow,
                     notify_consumer_ids_changed_enable: n,
+                    consume_message_orderly: c && b,
+                    consume_timeout_minute: (broker_id % 100) as u32,
+                    ..base
                 }
             });
         (any::<i64>(), any::<u64>(), proptest::collection::vec(config, 0..30)).prop_map(

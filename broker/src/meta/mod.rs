@@ -154,6 +154,12 @@ pub(crate) async fn load_table<D: crate::store::io::Disk, T>(
     }
 }
 
+/// The schema version a payload's frame names, if it has a frame: what a table that can
+/// still read an older layout looks at before choosing its decoder.
+pub(crate) fn image_schema_version(payload: &[u8]) -> Option<u32> {
+    payload.get(4..IMAGE_PREFIX_BYTES).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
 /// Checks the frame and validates the archive (bytecheck) before deserializing it, so
 /// no byte pattern can make decoding read out of bounds.
 pub(crate) fn decode_image<T>(

@@ -34,10 +34,17 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 version: cmd.version,
                 at_ms: self.now_ms(),
             };
-            // As RocketMQ: a clustering group's retry topic exists once its first
-            // heartbeat is answered (consumers subscribe to it at once).
+            // As RocketMQ (`ClientManageProcessor.heartBeat`): the group is found, or
+            // created with `autoCreateSubscriptionGroup`; a clustering group that exists
+            // has its retry topic once its first heartbeat is answered (consumers
+            // subscribe to it at once). A group that does not exist still registers its
+            // consumers; its pulls are refused.
             for consumer in &data.consumer_data_set {
-                if consumer.message_model == ringmq_client::remoting::heartbeat::MessageModel::Clustering {
+                let group = match self.find_or_create_group(&consumer.group_name).await {
+                    Ok(group) => group,
+                    Err((code, remark)) => return error_response(cmd, code, format!("subscription group {} could not be created: {remark}", consumer.group_name)),
+                };
+                if group.is_some() && consumer.message_model == ringmq_client::remoting::heartbeat::MessageModel::Clustering {
                     let retry = super::sendback::retry_topic(&consumer.group_name);
                     if let Err((code, remark)) = self.ensure_topic(&retry, super::sendback::RETRY_QUEUE_NUMS).await {
                         return error_response(cmd, code, format!("retry topic {retry} could not be created: {remark}"));

@@ -298,6 +298,8 @@ impl<R: Runtime> Shard<R> {
                 let _writer = meta.lock.lock().map_err(|e| e.to_string())?.await;
                 meta.groups.save(payload).await.map_err(|e| e.to_string())?;
                 *self.meta.groups.borrow_mut() = table;
+                let event = self.groups_event();
+                self.mesh.broadcast_and_wait(event).await;
             }
             MetaKind::ConsumerOffsets => {
                 let theirs = crate::meta::offsets::ConsumerOffsetTable::decode(payload).map_err(|e| e.to_string())?;

@@ -32,6 +32,8 @@ pub const OUTBOX_ENVELOPES_MAX: usize = 256;
 pub enum ShardEvent {
     /// The topic table changed (sent by the metadata owner): the encoded snapshot.
     Topics { version: u64, encoded: Vec<u8> },
+    /// The subscription group table changed (sent by the metadata owner).
+    Groups { version: u64, encoded: Vec<u8> },
     /// A client's heartbeat, with the connection it came on.
     Heartbeat { client_id: String, data: HeartbeatData, origin: super::consumers::HeartbeatOrigin },
     /// A client's connection closed or went idle.

@@ -33,6 +33,76 @@ use super::{error_response, ConnCtx, Shard};
 /// RocketMQ's limit on queues per topic.
 pub const TOPIC_QUEUE_NUMS_MAX: u32 = 1024;
 
+/// A private header field of the broker's own group auto-creation: create, but never
+/// replace a group an operator configured (stripped from client requests in `handle`).
+pub(super) const CREATE_IF_ABSENT_EXT: &str = "_ringmqCreateGroupIfAbsent";
+
+/// Most groups one shard auto-creates at once; past it a first contact goes on with
+/// Java's defaults and the group is created at its next contact.
+const GROUPS_CREATING_MAX: usize = 64;
+
+/// The groups Java's `SubscriptionGroupManager` creates at start, so tools using them
+/// (mqadmin's TOOLS_CONSUMER, the self test) work with `autoCreateSubscriptionGroup=false`.
+pub(super) const SYSTEM_GROUPS: &[&str] = &[
+    "TOOLS_CONSUMER",
+    "FILTERSRV_CONSUMER",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PULL",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+    "CID_RMQ_SYS_TRANS",
+];
+
+/// A `SubscriptionGroupConfig` JSON body (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP) as Java's
+/// fastjson binds it: missing fields take Java's defaults, numbers may be strings. Any
+/// `attributes` entry is refused as Java refuses it (no group attribute exists).
+pub(super) fn group_from_json(body: &[u8]) -> Result<crate::meta::groups::SubscriptionGroupConfig, String> {
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| format!("bad subscription group body: {e}"))?;
+    let Some(name) = value.get("groupName").and_then(|v| v.as_str()) else {
+        return Err("subscription group body has no groupName".into());
+    };
+    let mut config = crate::meta::groups::SubscriptionGroupConfig::new(name);
+    let flag = |key: &str, default: bool| match value.get(key) {
+        Some(serde_json::Value::Bool(b)) => *b,
+        Some(serde_json::Value::String(s)) => s.eq_ignore_ascii_case("true"),
+        _ => default,
+    };
+    let number = |key: &str, default: i64| match value.get(key) {
+        Some(serde_json::Value::Number(n)) => n.as_i64().unwrap_or(default),
+        Some(serde_json::Value::String(s)) => s.trim().parse().unwrap_or(default),
+        _ => default,
+    };
+    let unsigned = |key: &str, default: i64| -> Result<i64, String> {
+        let n = number(key, default);
+        if n < 0 {
+            return Err(format!("{key} {n} is negative"));
+        }
+        Ok(n)
+    };
+    config.consume_enable = flag("consumeEnable", config.consume_enable);
+    config.consume_from_min_enable = flag("consumeFromMinEnable", config.consume_from_min_enable);
+    config.consume_broadcast_enable = flag("consumeBroadcastEnable", config.consume_broadcast_enable);
+    config.consume_message_orderly = flag("consumeMessageOrderly", config.consume_message_orderly);
+    config.notify_consumer_ids_changed_enable = flag("notifyConsumerIdsChangedEnable", config.notify_consumer_ids_changed_enable);
+    config.retry_queue_nums = unsigned("retryQueueNums", config.retry_queue_nums as i64)?.min(u32::MAX as i64) as u32;
+    config.retry_max_times = unsigned("retryMaxTimes", config.retry_max_times as i64)?.min(u32::MAX as i64) as u32;
+    config.broker_id = unsigned("brokerId", config.broker_id as i64)? as u64;
+    config.which_broker_when_consume_slowly = unsigned("whichBrokerWhenConsumeSlowly", config.which_broker_when_consume_slowly as i64)? as u64;
+    config.consume_timeout_minute = unsigned("consumeTimeoutMinute", config.consume_timeout_minute as i64)?.min(u32::MAX as i64) as u32;
+    config.group_sys_flag = number("groupSysFlag", 0).clamp(i32::MIN as i64, i32::MAX as i64) as i32;
+    if let Some(policy) = value.get("groupRetryPolicy").filter(|p| !p.is_null()) {
+        config.group_retry_policy_json = policy.to_string();
+    }
+    if let Some(attrs) = value.get("attributes").and_then(|a| a.as_object()).filter(|a| !a.is_empty()) {
+        // Java: `AttributeUtil.alterCurrentAttributes` with `SubscriptionGroupAttributes.ALL`
+        // empty refuses every key.
+        let key = attrs.keys().next().map(|k| k.trim_start_matches(['+', '-'])).unwrap_or_default();
+        return Err(format!("unsupported key: {key}"));
+    }
+    Ok(config)
+}
+
 /// Java's `SubscriptionGroupWrapper` response header field: how many groups there are.
 const TOTAL_GROUP_NUM_EXT: &str = "totalGroupNum";
 
@@ -42,9 +112,9 @@ pub(super) fn java_version(v: crate::meta::DataVersion) -> route::DataVersion {
 }
 
 /// Java's `SubscriptionGroupConfig` as fastjson writes it: every field, keys sorted.
-/// What RingMQ does not keep (orderly flag, retry policy, sys flag, consume timeout,
-/// attributes; `consumeFromMinEnable`) is Java's default for a new group; `subscriptionDataSet`
-/// is null in Java unless set, and fastjson omits nulls.
+/// `attributes` is always empty (Java's `SubscriptionGroupAttributes.ALL` has no key, so
+/// no group can hold one); `subscriptionDataSet` is null in Java unless set, and fastjson
+/// omits nulls.
 fn group_json(g: &crate::meta::groups::SubscriptionGroupConfig) -> serde_json::Value {
     // Written in sorted order so the bytes are fastjson's even if serde_json keeps
     // insertion order (its `preserve_order` feature may be on through another crate).
@@ -53,12 +123,12 @@ fn group_json(g: &crate::meta::groups::SubscriptionGroupConfig) -> serde_json::V
         "brokerId": g.broker_id,
         "consumeBroadcastEnable": g.consume_broadcast_enable,
         "consumeEnable": g.consume_enable,
-        "consumeFromMinEnable": true,
-        "consumeMessageOrderly": false,
-        "consumeTimeoutMinute": 15,
+        "consumeFromMinEnable": g.consume_from_min_enable,
+        "consumeMessageOrderly": g.consume_message_orderly,
+        "consumeTimeoutMinute": g.consume_timeout_minute,
         "groupName": g.group_name,
-        "groupRetryPolicy": { "type": "CUSTOMIZED" },
-        "groupSysFlag": 0,
+        "groupRetryPolicy": serde_json::from_str::<serde_json::Value>(&g.group_retry_policy_json).unwrap_or_else(|_| serde_json::json!({ "type": "CUSTOMIZED" })),
+        "groupSysFlag": g.group_sys_flag,
         "notifyConsumerIdsChangedEnable": g.notify_consumer_ids_changed_enable,
         "retryMaxTimes": g.retry_max_times,
         "retryQueueNums": g.retry_queue_nums,
@@ -207,38 +277,29 @@ impl<R: crate::rt::Runtime> Shard<R> {
     }
 
     /// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: the body is RocketMQ's
-    /// `SubscriptionGroupConfig` JSON; missing fields take RocketMQ's defaults.
+    /// `SubscriptionGroupConfig` JSON; missing fields take RocketMQ's defaults. With
+    /// `CREATE_IF_ABSENT_EXT` (the broker's own auto-creation, `autoCreateSubscriptionGroup`)
+    /// an existing group is left as it is.
     pub(super) async fn handle_create_group(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
-        let value: serde_json::Value = match serde_json::from_slice(&cmd.body) {
-            Ok(v) => v,
-            Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, format!("bad subscription group body: {e}")),
+        let config = match group_from_json(&cmd.body) {
+            Ok(c) => c,
+            Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, e),
         };
-        let Some(name) = value.get("groupName").and_then(|v| v.as_str()) else {
-            return error_response(cmd, rs::INVALID_PARAMETER, "subscription group body has no groupName");
-        };
-        let mut config = crate::meta::groups::SubscriptionGroupConfig::new(name);
-        let flag = |key: &str, default: bool| match value.get(key) {
-            Some(serde_json::Value::Bool(b)) => *b,
-            Some(serde_json::Value::String(s)) => s.eq_ignore_ascii_case("true"),
-            _ => default,
-        };
-        let number = |key: &str, default: u64| match value.get(key) {
-            Some(serde_json::Value::Number(n)) => n.as_u64().unwrap_or(default),
-            Some(serde_json::Value::String(s)) => s.trim().parse().unwrap_or(default),
-            _ => default,
-        };
-        config.consume_enable = flag("consumeEnable", config.consume_enable);
-        config.consume_broadcast_enable = flag("consumeBroadcastEnable", config.consume_broadcast_enable);
-        config.notify_consumer_ids_changed_enable = flag("notifyConsumerIdsChangedEnable", config.notify_consumer_ids_changed_enable);
-        config.retry_queue_nums = number("retryQueueNums", config.retry_queue_nums as u64) as u32;
-        config.retry_max_times = number("retryMaxTimes", config.retry_max_times as u64) as u32;
-        config.broker_id = number("brokerId", config.broker_id);
-        config.which_broker_when_consume_slowly = number("whichBrokerWhenConsumeSlowly", config.which_broker_when_consume_slowly);
+        let name = config.group_name.clone();
+        let only_if_absent = cmd.ext(CREATE_IF_ABSENT_EXT).is_some();
         let now_ms = self.now_ms();
         let summary = format!("retryQueueNums={} retryMaxTimes={} consumeEnable={}", config.retry_queue_nums, config.retry_max_times, config.consume_enable);
-        match self.change_groups(cmd, |table| table.upsert(config, now_ms).map(|()| true).map_err(|e| (rs::INVALID_PARAMETER, e.to_string()))).await {
-            Ok(_) => {
-                tracing::info!(group = name, config = %summary, caller = super::admin::caller_of(cmd), "subscription group created or updated");
+        let change = |table: &mut crate::meta::groups::GroupTable| {
+            if only_if_absent && table.get(&name).is_some() {
+                return Ok(false);
+            }
+            table.upsert(config, now_ms).map(|()| true).map_err(|e| (rs::INVALID_PARAMETER, e.to_string()))
+        };
+        match self.change_groups(cmd, change).await {
+            Ok(changed) => {
+                if changed {
+                    tracing::info!(group = %name, config = %summary, auto = only_if_absent, caller = super::admin::caller_of(cmd), "subscription group created or updated");
+                }
                 cmd.create_response(rs::SUCCESS, None)
             }
             Err(r) => r,
@@ -272,7 +333,59 @@ impl<R: crate::rt::Runtime> Shard<R> {
             return Err(error_response(cmd, rs::SYSTEM_ERROR, format!("subscription groups could not be saved: {e}")));
         }
         *self.meta.groups.borrow_mut() = table;
+        // Answered once every shard holds the new table: pulls, heartbeats and sends back
+        // on every shard read their group's settings from their own replica.
+        let event = self.groups_event();
+        self.mesh.broadcast_and_wait(event).await;
         Ok(true)
+    }
+
+    pub(super) fn groups_event(&self) -> ShardEvent {
+        let table = self.meta.groups.borrow();
+        match table.encode() {
+            Ok(encoded) => ShardEvent::Groups { version: table.version().counter, encoded },
+            Err(e) => crate::fatal::fatal(&format!("subscription group table does not encode: {e}")),
+        }
+    }
+
+    /// This shard's replica of a group's settings. A group Java's broker creates for
+    /// itself at start (`SYSTEM_GROUPS`) exists whether or not the table holds it.
+    pub(super) fn group_config(&self, group: &str) -> Option<crate::meta::groups::SubscriptionGroupConfig> {
+        match self.meta.groups.borrow().get(group) {
+            Some(g) => Some(g.clone()),
+            None => SYSTEM_GROUPS.contains(&group).then(|| crate::meta::groups::SubscriptionGroupConfig::new(group)),
+        }
+    }
+
+    /// Java's `findSubscriptionGroupConfig`: the group's settings, created with Java's
+    /// defaults on the metadata owner first if it is not known and
+    /// `autoCreateSubscriptionGroup` is on; `None` when it does not exist and may not be
+    /// made. While this shard is already creating the group (a burst of first pulls),
+    /// the others go on with Java's defaults, which is what the creation stores, rather
+    /// than queueing a creation each behind the metadata lock.
+    pub(super) async fn find_or_create_group(self: &Rc<Self>, group: &str) -> Result<Option<crate::meta::groups::SubscriptionGroupConfig>, (i32, String)> {
+        use crate::meta::groups::SubscriptionGroupConfig;
+        if let Some(g) = self.group_config(group) {
+            return Ok(Some(g));
+        }
+        if !self.config().auto_create_subscription_group {
+            return Ok(None);
+        }
+        {
+            let mut creating = self.meta.groups_creating.borrow_mut();
+            if creating.contains(group) || creating.len() >= GROUPS_CREATING_MAX {
+                return Ok(Some(SubscriptionGroupConfig::new(group)));
+            }
+            creating.insert(group.to_string());
+        }
+        let mut create = RemotingCommand::request(ringmq_client::remoting::codes::request_code::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP).with_ext(CREATE_IF_ABSENT_EXT, "1");
+        create.body = serde_json::json!({ "groupName": group }).to_string().into_bytes().into();
+        let r = self.call_internal(create).await;
+        self.meta.groups_creating.borrow_mut().remove(group);
+        match r {
+            r if r.code == rs::SUCCESS => Ok(Some(self.group_config(group).unwrap_or_else(|| SubscriptionGroupConfig::new(group)))),
+            r => Err((r.code, r.remark.unwrap_or_default())),
+        }
     }
 
     /// GET_ALL_SUBSCRIPTIONGROUP_CONFIG (metadata owner): Java's `SubscriptionGroupWrapper`

@@ -48,6 +48,7 @@ use consumers::ConsumerManager;
 use longpoll::PullWaiters;
 use mesh::{Batch, Envelope, Mesh, ShardEvent};
 pub use stats::ShardCounters;
+pub use pull::{PULL_BODY_BYTES_MAX, PULL_MESSAGES_MAX};
 use stats::ShardStats;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
@@ -109,8 +110,12 @@ struct Place {
 /// metadata owner, where they persist.
 struct Metadata<D: crate::store::io::Disk> {
     topics: RefCell<TopicTable>,
-    /// Subscription groups (authoritative on the metadata owner only).
+    /// Subscription groups: written on the metadata owner only, replicated to every
+    /// shard (`ShardEvent::Groups`) before a change is answered.
     groups: RefCell<GroupTable>,
+    /// Groups this shard is auto-creating now (`autoCreateSubscriptionGroup`): one
+    /// creation per group at a time; at most `GROUPS_CREATING_MAX`.
+    groups_creating: RefCell<std::collections::BTreeSet<String>>,
     /// Where topic and group tables persist: the metadata owner only.
     stores: Option<MetaStores<D>>,
 }
@@ -280,7 +285,7 @@ impl<R: Runtime> Shard<R> {
             config: RefCell::new(config),
             store: store.clone(),
             mesh,
-            meta: Metadata { topics: RefCell::new(topics), groups: RefCell::new(groups), stores: meta },
+            meta: Metadata { topics: RefCell::new(topics), groups: RefCell::new(groups), groups_creating: RefCell::default(), stores: meta },
             offsets: Offsets { table: RefCell::new(offsets), store: offsets_store },
             clients: Clients::default(),
             waiters: Rc::new(PullWaiters::default()),
@@ -315,6 +320,7 @@ impl<R: Runtime> Shard<R> {
         }
         if id == META_OWNER_SHARD {
             shard.broadcast_topics();
+            shard.mesh.broadcast(shard.groups_event());
         }
         Ok(shard)
     }
@@ -477,6 +483,7 @@ impl<R: Runtime> Shard<R> {
         cmd.ext_fields.remove(admin::LOCAL_ONLY_EXT);
         cmd.ext_fields.remove(admin::TOPICS_EXT);
         cmd.ext_fields.remove(admin::CALLER_EXT);
+        cmd.ext_fields.remove(metadata::CREATE_IF_ABSENT_EXT);
         if admin::CALLER_LOGGED_CODES.contains(&cmd.code) {
             // Whoever runs a state change logs who asked; it may not hold the connection.
             if let Some(remote) = ctx.remote {
@@ -623,6 +630,14 @@ impl<R: Runtime> Shard<R> {
                 }
                 Err(e) => crate::fatal::fatal(&format!("topic table replica (version {version}) does not decode: {e}")),
             },
+            ShardEvent::Groups { version, encoded } => match GroupTable::decode(&encoded) {
+                Ok(table) => {
+                    if table.version() >= self.meta.groups.borrow().version() {
+                        *self.meta.groups.borrow_mut() = table;
+                    }
+                }
+                Err(e) => crate::fatal::fatal(&format!("subscription group replica (version {version}) does not decode: {e}")),
+            },
             ShardEvent::Heartbeat { client_id, data, origin } => {
                 let changed = {
                     let mut consumers = self.clients.consumers.borrow_mut();
@@ -655,6 +670,11 @@ impl<R: Runtime> Shard<R> {
     /// Tells this shard's connected consumers of each group that membership changed.
     fn notify_groups_changed(&self, groups: &[String]) {
         for group in groups {
+            // Java's `notifyConsumerIdsChangedEnable=false`: the group's consumers find
+            // out at their next rebalance instead.
+            if self.group_config(group).is_some_and(|g| !g.notify_consumer_ids_changed_enable) {
+                continue;
+            }
             let local = self.clients.consumers.borrow().local_members(group, self.place.id);
             for (_, conn_id) in local {
                 let notify = RemotingCommand::request(rq::NOTIFY_CONSUMER_IDS_CHANGED).with_ext("consumerGroup", group.clone()).oneway();

@@ -87,7 +87,51 @@ fn keep_matching(result: &mut GetResult, filter: &Sql92Filter) {
     }
 }
 
+/// Keeps at most `messages_max` records and `bytes_max` bytes of them (always the first
+/// record, as Apache's `isTheBatchFull`); the next pull starts at the first record left
+/// out. Returns whether any was.
+fn cap_records(result: &mut GetResult, messages_max: usize, bytes_max: usize) -> bool {
+    let (mut at, mut count) = (0, 0);
+    while at < result.records.len() {
+        let Ok(view) = StoredMessageView::parse(&result.records[at..]) else { return false };
+        let size = view.total_size();
+        if count > 0 && (count >= messages_max || at + size > bytes_max) {
+            result.next_offset = view.queue_offset() as u64;
+            result.records.truncate(at);
+            result.record_count = count;
+            return true;
+        }
+        at += size;
+        count += 1;
+    }
+    false
+}
+
 impl<R: Runtime> Shard<R> {
+    /// Java's checks of the pulling group, in its order: it exists (created first with
+    /// `autoCreateSubscriptionGroup`), may consume (`consumeEnable`), and, for a pull
+    /// without a subscription of its own, may consume by broadcast if its consumers do.
+    async fn pull_group_allowed(self: &Rc<Self>, cmd: &RemotingCommand, group: &str, has_subscription: bool) -> Result<(), RemotingCommand> {
+        let known = self.meta.groups.borrow().get(group).map(|g| (g.consume_enable, g.consume_broadcast_enable));
+        let (consume_enable, broadcast_enable) = match known {
+            Some(flags) => flags,
+            None => match self.find_or_create_group(group).await {
+                Ok(Some(g)) => (g.consume_enable, g.consume_broadcast_enable),
+                Ok(None) => {
+                    return Err(error_response(cmd, rs::SUBSCRIPTION_GROUP_NOT_EXIST, format!("subscription group [{group}] does not exist, create it first (autoCreateSubscriptionGroup is off)")));
+                }
+                Err((code, remark)) => return Err(error_response(cmd, code, format!("subscription group [{group}] could not be created: {remark}"))),
+            },
+        };
+        if !consume_enable {
+            return Err(error_response(cmd, rs::NO_PERMISSION, format!("subscription group no permission, {group}")));
+        }
+        if !has_subscription && !broadcast_enable && self.clients.consumers.borrow().online_group(group).is_some_and(|(info, _)| info.broadcasting) {
+            return Err(error_response(cmd, rs::NO_PERMISSION, format!("the consumer group[{group}] can not consume by broadcast way")));
+        }
+        Ok(())
+    }
+
     /// A non-TAG subscription is served only with `enablePropertyFilter` and only when
     /// it compiled; refused as Apache refuses it otherwise (`from_request`: the pull
     /// carried the expression; else it came with a heartbeat).
@@ -113,6 +157,10 @@ impl<R: Runtime> Shard<R> {
             Ok(h) => h,
             Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, format!("bad pull header: {e}")),
         };
+        let has_subscription = header.sys_flag & FLAG_SUBSCRIPTION != 0;
+        if let Err(refusal) = self.pull_group_allowed(cmd, &header.consumer_group, has_subscription).await {
+            return refusal;
+        }
         let Some(topic) = self.topic(&header.topic) else {
             return error_response(cmd, rs::TOPIC_NOT_EXIST, format!("topic[{}] not exist, apply first please!", header.topic));
         };
@@ -146,8 +194,12 @@ impl<R: Runtime> Shard<R> {
                 tracing::warn!(group = %header.consumer_group, error = %e, "consumer offset not committed");
             }
         }
-        let max_messages = (header.max_msg_nums.max(1) as usize).min(PULL_MESSAGES_MAX);
-        let max_bytes = header.max_msg_bytes.map(|b| b.max(1) as usize).unwrap_or(PULL_BODY_BYTES_MAX).min(PULL_BODY_BYTES_MAX);
+        let config = self.config();
+        let max_messages = (header.max_msg_nums.max(1) as usize).min(config.pull_hot_messages_max);
+        let max_bytes = header.max_msg_bytes.map(|b| b.max(1) as usize).unwrap_or(PULL_BODY_BYTES_MAX).min(config.pull_hot_bytes_max);
+        let cold_caps = (config.pull_cold_messages_max, config.pull_cold_bytes_max);
+        let cold_capped = cold_caps.0 < max_messages || cold_caps.1 < max_bytes;
+        drop(config);
         let suspend_ms = if header.sys_flag & FLAG_SUSPEND != 0 {
             (header.suspend_timeout_millis.max(0) as u64).min(self.config().pull_suspend_max_ms)
         } else {
@@ -170,6 +222,9 @@ impl<R: Runtime> Shard<R> {
             };
             if let PropertySelector::Sql92(filter) = &subscription.properties {
                 keep_matching(&mut result, filter);
+            }
+            if cold_capped && self.read_was_cold(&result) {
+                cap_records(&mut result, cold_caps.0, cold_caps.1);
             }
             if let Some(start) = result.prefetch_window.take() {
                 // A catch-up reader's next window is read while this answer travels.
@@ -216,6 +271,15 @@ impl<R: Runtime> Shard<R> {
         response.ext_fields = header.to_ext();
         response.body = result.records.into();
         response
+    }
+
+    /// Whether a pull's first record lies further back than the hot tail
+    /// (`tail_cache_bytes`): Apache's "in disk" (`isTheDiskFallBehind`), judged once per
+    /// pull rather than per message.
+    fn read_was_cold(&self, result: &GetResult) -> bool {
+        let Ok(first) = StoredMessageView::parse(&result.records) else { return false };
+        let behind_bytes = self.store.write_offset().saturating_sub(crate::store::engine::local_of(first.physical_offset() as u64));
+        behind_bytes > self.config().store.tail_cache_bytes
     }
 
     /// RocketMQ's `suggestWhichBrokerId`: with `slaveReadEnable`, a consumer reading

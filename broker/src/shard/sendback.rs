@@ -86,23 +86,16 @@ impl<R: Runtime> Shard<R> {
         }
     }
 
-    /// A group's configured `retryMaxTimes`, asked of the metadata owner.
-    async fn group_retry_max_times(self: &Rc<Self>, group: &str) -> Option<i32> {
-        let ask = RemotingCommand::request(rq::GET_SUBSCRIPTIONGROUP_CONFIG).with_ext("group", group);
-        let r = self.call_internal(ask).await;
-        if r.code != rs::SUCCESS {
-            return None;
-        }
-        let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
-        v.get("retryMaxTimes")?.as_i64().map(|m| m as i32)
-    }
-
     /// A request made by the broker itself, run by the shard that owns it. Unlike
     /// `handle` (the entry for client requests) it keeps the private header fields the
     /// broker sets (`BORN_HOST_EXT`, `SEND_BACK_EXT`, `RETRY_OF_GROUP_EXT`).
     pub(super) async fn call_internal(self: &Rc<Self>, cmd: RemotingCommand) -> RemotingCommand {
         match self.route(&cmd) {
-            Some(owner) if owner != self.place.id => self.mesh.call(owner, cmd).await,
+            Some(owner) if owner != self.place.id => {
+                // Counted as a client request's forward is: the owner counts it in.
+                self.stats.on_forwarded_out();
+                self.mesh.call(owner, cmd).await
+            }
             _ => Box::pin(self.handle_here(cmd, ConnCtx::FORWARDED)).await,
         }
     }
@@ -114,11 +107,15 @@ impl<R: Runtime> Shard<R> {
             return error_response(cmd, rs::INVALID_PARAMETER, "CONSUMER_SEND_MSG_BACK needs header fields offset and group");
         };
         let delay_level = num("delayLevel").unwrap_or(0) as i32;
-        let max_reconsume = match num("maxReconsumeTimes") {
-            Some(m) => m as i32,
-            // Not in the request (clients before 3.4.9): the group's `retryMaxTimes`.
-            None => self.group_retry_max_times(group).await.unwrap_or(MAX_RECONSUME_TIMES_DEFAULT),
+        // Java's `consumerSendMsgBack`: the group must exist (or be auto-created).
+        let group_retry_max_times = match self.find_or_create_group(group).await {
+            Ok(Some(g)) => g.retry_max_times as i32,
+            Ok(None) => return error_response(cmd, rs::SUBSCRIPTION_GROUP_NOT_EXIST, format!("subscription group not exist, {group}")),
+            Err((code, remark)) => return error_response(cmd, code, format!("subscription group {group} could not be created: {remark}")),
         };
+        // The request's `maxReconsumeTimes` (clients from 3.4.9) wins over the group's
+        // `retryMaxTimes`, as in Java.
+        let max_reconsume = num("maxReconsumeTimes").map_or(group_retry_max_times, |m| m as i32);
         if offset < 0 || ShardId::of_phys(offset as u64).0 as usize != self.place.id {
             return error_response(cmd, rs::SYSTEM_ERROR, format!("look message by offset failed, {offset}"));
         }
