@@ -958,6 +958,49 @@ fn pull_caps_follow_apaches_max_transfer_settings() {
     }
 }
 
+/// RocketMQ 5's topic attributes through UPDATE_AND_CREATE_TOPIC: stored and answered
+/// (GET_TOPIC_CONFIG, GET_ALL_TOPIC_CONFIG) as Java's `AttributeUtil` alters them, and
+/// refused where Java refuses them or RingMQ does not build what they ask for.
+#[test]
+fn topic_attributes_are_kept_or_refused_as_apache() {
+    sim(431, config(2), move |ex, broker| async move {
+        let c = client(&ex, &broker, 1);
+        let create = |topic: &str, attrs: &str| create_topic(topic, 4, 6).with_ext("attributes", attrs);
+        let read = |topic: &str| RemotingCommand::request(rq::GET_TOPIC_CONFIG).with_ext("topic", topic);
+        // (case, request, code, remark words, the topic's attributes after it)
+        let steps: Vec<(&str, RemotingCommand, i32, &str, serde_json::Value)> = vec![
+            ("create FIFO", create("AT", "+message.type=FIFO"), rs::SUCCESS, "", serde_json::json!({"message.type": "FIFO"})),
+            ("update without attributes keeps them", create_topic("AT", 8, 6), rs::SUCCESS, "", serde_json::json!({"message.type": "FIFO"})),
+            ("change the type", create("AT", "+message.type=DELAY"), rs::SUCCESS, "", serde_json::json!({"message.type": "DELAY"})),
+            ("set an unchangeable attribute after creation", create("AT", "+queue.type=SimpleCQ"), rs::INVALID_PARAMETER, "unchangeable", serde_json::json!({"message.type": "DELAY"})),
+            ("MIXED", create("AT", "+message.type=MIXED"), rs::INVALID_PARAMETER, "MIXED message type is not supported.", serde_json::json!({"message.type": "DELAY"})),
+            ("delete the type", create("AT", "-message.type"), rs::SUCCESS, "", serde_json::json!({})),
+            ("COMPACTION", create("CT", "+cleanup.policy=COMPACTION"), rs::INVALID_PARAMETER, "compacted", serde_json::Value::Null),
+            ("BatchCQ", create("BQ", "+queue.type=BatchCQ"), rs::INVALID_PARAMETER, "batch consume queues", serde_json::Value::Null),
+            ("reserve.time", create("RT", "+reserve.time=100"), rs::INVALID_PARAMETER, "reserveTime not supported", serde_json::Value::Null),
+            ("unknown attribute", create("UK", "+colour=red"), rs::INVALID_PARAMETER, "unsupported key: colour", serde_json::Value::Null),
+            ("bad format", create("BF", "message.type=FIFO"), rs::INVALID_PARAMETER, "format is wrong", serde_json::Value::Null),
+            ("create with every honoured attribute", create("ALL", "+message.type=TRANSACTION,+cleanup.policy=DELETE,+queue.type=SimpleCQ"), rs::SUCCESS, "", serde_json::json!({"message.type": "TRANSACTION", "cleanup.policy": "DELETE", "queue.type": "SimpleCQ"})),
+        ];
+        for (name, cmd, code, words, want) in steps {
+            let topic = cmd.ext("topic").unwrap().to_string();
+            let r = call(&c, cmd, name).await;
+            assert_eq!(r.code, code, "case {name:?}: remark {:?}", r.remark);
+            assert!(r.remark.clone().unwrap_or_default().contains(words), "case {name:?}: remark {:?} lacks {words:?}", r.remark);
+            let r = call(&c, read(&topic), name).await;
+            if want.is_null() {
+                assert_eq!(r.code, rs::TOPIC_NOT_EXIST, "case {name:?}: a refused create made no topic");
+                continue;
+            }
+            let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            assert_eq!(v["attributes"], want, "case {name:?}: GET_TOPIC_CONFIG attributes");
+        }
+        let all = call(&c, RemotingCommand::request(rq::GET_ALL_TOPIC_CONFIG), "all topics").await;
+        let v: serde_json::Value = serde_json::from_slice(&all.body).unwrap();
+        assert_eq!(v["topicConfigTable"]["ALL"]["attributes"]["message.type"], "TRANSACTION", "GET_ALL_TOPIC_CONFIG carries attributes");
+    });
+}
+
 #[test]
 fn pull_table_through_every_shard_of_two_and_three() {
     for (shards, arrival) in [(2, 0), (2, 1), (3, 1), (3, 2)] {

@@ -15,6 +15,7 @@
 //! most [`GROUP_NAME_CHARS_MAX`] characters, so its image always fits
 //! [`snapshot::SNAPSHOT_BYTES_MAX`].
 
+pub mod attributes;
 pub mod groups;
 pub mod offsets;
 pub mod snapshot;

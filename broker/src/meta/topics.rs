@@ -51,7 +51,8 @@ pub const NAMED_CLUSTER_TOPIC_QUEUES: u32 = 16;
 pub const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
 
 const TAG: [u8; 4] = *b"TOPC";
-const SCHEMA_VERSION: u32 = 1;
+/// 2: topics keep their attributes; a version-1 image still loads.
+const SCHEMA_VERSION: u32 = 2;
 const WHAT: &str = "topic table";
 
 pub fn is_system_topic(name: &str) -> bool {
@@ -82,6 +83,9 @@ pub struct TopicConfig {
     pub perm: u32,
     pub order: bool,
     pub topic_sys_flag: u32,
+    /// RocketMQ 5's topic attributes (`message.type`, ...; `super::attributes`), keys
+    /// without their `+`.
+    pub attributes: BTreeMap<String, String>,
 }
 
 impl TopicConfig {
@@ -94,6 +98,7 @@ impl TopicConfig {
             perm: PERM_RW,
             order: false,
             topic_sys_flag: 0,
+            attributes: BTreeMap::new(),
         }
     }
 
@@ -120,6 +125,7 @@ impl TopicConfig {
         if self.perm & !PERM_ALL != 0 {
             return invalid(format!("{}: perm {:#x} has bits other than {PERM_ALL:#x}", self.name, self.perm));
         }
+        super::attributes::validate(&self.attributes).map_err(|e| MetaError::Invalid { what: "topic config", reason: format!("{}: attributes: {e}", self.name) })?;
         Ok(())
     }
 }
@@ -203,7 +209,11 @@ impl TopicTable {
     }
 
     pub fn decode(payload: &[u8]) -> Result<Self, MetaError> {
-        let table: Self = decode_image(WHAT, TAG, SCHEMA_VERSION, payload)?;
+        let table: Self = if super::image_schema_version(payload) == Some(1) {
+            decode_image::<v1::TopicTable>(WHAT, TAG, 1, payload)?.into()
+        } else {
+            decode_image(WHAT, TAG, SCHEMA_VERSION, payload)?
+        };
         super::check_decoded_entries(WHAT, &table.topics, |c| c.name.as_str(), TopicConfig::validate)?;
         Ok(table)
     }
@@ -216,6 +226,55 @@ impl TopicTable {
     pub async fn save<D: Disk>(&self, store: &SnapshotStore<D>) -> Result<(), MetaError> {
         store.save(&self.encode()?).await?;
         Ok(())
+    }
+}
+
+/// Schema version 1 (before attributes), kept so an existing store loads.
+mod v1 {
+    use super::DataVersion;
+    use std::collections::BTreeMap;
+
+    #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+    pub struct TopicConfig {
+        pub name: String,
+        pub read_queue_nums: u32,
+        pub write_queue_nums: u32,
+        pub perm: u32,
+        pub order: bool,
+        pub topic_sys_flag: u32,
+    }
+
+    #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+    pub struct TopicTable {
+        pub data_version: DataVersion,
+        pub topics: BTreeMap<String, TopicConfig>,
+    }
+
+    impl From<TopicTable> for super::TopicTable {
+        fn from(t: TopicTable) -> Self {
+            let topics = t
+                .topics
+                .into_iter()
+                .map(|(k, c)| {
+                    let config = super::TopicConfig {
+                        name: c.name,
+                        read_queue_nums: c.read_queue_nums,
+                        write_queue_nums: c.write_queue_nums,
+                        perm: c.perm,
+                        order: c.order,
+                        topic_sys_flag: c.topic_sys_flag,
+                        attributes: BTreeMap::new(),
+                    };
+                    (k, config)
+                })
+                .collect();
+            super::TopicTable { data_version: t.data_version, topics }
+        }
+    }
+
+    #[cfg(test)]
+    pub fn encode(t: &TopicTable) -> Vec<u8> {
+        super::encode_image(super::WHAT, super::TAG, 1, t).unwrap()
     }
 }
 
@@ -311,6 +370,10 @@ mod tests {
         check_upsert(TopicConfig { perm: 16, ..ok.clone() }, Some("perm 0x10"));
         check_upsert(TopicConfig { name: "bad name".into(), ..ok.clone() }, Some("invalid topic name"));
         check_upsert(TopicConfig { name: String::new(), ..ok.clone() }, Some("empty"));
+        let attrs = |k: &str, v: &str| BTreeMap::from([(k.to_string(), v.to_string())]);
+        check_upsert(TopicConfig { attributes: attrs("message.type", "DELAY"), ..ok.clone() }, None);
+        check_upsert(TopicConfig { attributes: attrs("cleanup.policy", "COMPACTION"), ..ok.clone() }, Some("compacted"));
+        check_upsert(TopicConfig { attributes: attrs("colour", "red"), ..ok.clone() }, Some("unsupported key"));
     }
 
     #[test]
@@ -343,6 +406,15 @@ mod tests {
     }
 
     #[test]
+    fn a_version_1_table_loads_without_attributes() {
+        let old_config = v1::TopicConfig { name: "T".into(), read_queue_nums: 4, write_queue_nums: 2, perm: PERM_READ, order: true, topic_sys_flag: 1 };
+        let old = v1::TopicTable { data_version: DataVersion { timestamp_ms: 7, counter: 2 }, topics: BTreeMap::from([("T".to_string(), old_config)]) };
+        let table = TopicTable::decode(&v1::encode(&old)).unwrap();
+        let want = TopicConfig { read_queue_nums: 4, write_queue_nums: 2, perm: PERM_READ, order: true, topic_sys_flag: 1, ..TopicConfig::new("T", 1) };
+        assert_eq!((table.data_version, table.get("T")), (old.data_version, Some(&want)));
+    }
+
+    #[test]
     fn decode_refuses_inconsistent_tables() {
         let mut table = TopicTable::with_defaults(8);
         table.topics.insert("alias".into(), TopicConfig::new("other", 1));
@@ -363,6 +435,7 @@ mod tests {
                 perm,
                 order,
                 topic_sys_flag,
+                attributes: if order { BTreeMap::from([("message.type".to_string(), "FIFO".to_string())]) } else { BTreeMap::new() },
             })
     }
 

@@ -145,6 +145,7 @@ fn topic_config_json(t: &crate::meta::topics::TopicConfig) -> Vec<u8> {
     c.perm = t.perm as i32;
     c.order = t.order;
     c.topic_sys_flag = t.topic_sys_flag as i32;
+    c.attributes = t.attributes.clone();
     ringmq_client::remoting::json::to_json(&c)
 }
 
@@ -174,16 +175,28 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let retry_queues = cmd
             .ext(super::sendback::RETRY_OF_GROUP_EXT)
             .and_then(|g| self.meta.groups.borrow().get(g).map(|c| c.retry_queue_nums.clamp(1, TOPIC_QUEUE_NUMS_MAX)));
-        let config = TopicConfig {
+        // RocketMQ 5's attributes (`+message.type=FIFO,...`), refused as Java refuses
+        // them; applied to the topic's current ones under the metadata lock.
+        let modification = match crate::meta::attributes::parse(header.attributes.as_deref().unwrap_or("")) {
+            Ok(m) => m,
+            Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, e),
+        };
+        let mut config = TopicConfig {
             name: header.topic.clone(),
             read_queue_nums: retry_queues.unwrap_or(header.read_queue_nums as u32),
             write_queue_nums: retry_queues.unwrap_or(header.write_queue_nums as u32),
             perm: header.perm as u32,
             order: header.order,
             topic_sys_flag: header.topic_sys_flag.unwrap_or(0) as u32,
+            attributes: BTreeMap::new(),
         };
         let now_ms = self.now_ms();
-        if let Err((code, e)) = self.update_topics(|table| table.upsert(config, now_ms).map(|_| ()).map_err(|e| e.to_string())).await {
+        let change = |table: &mut TopicTable| {
+            let current = table.get(&config.name).map(|t| t.attributes.clone());
+            config.attributes = crate::meta::attributes::alter(current.is_none(), &current.unwrap_or_default(), &modification)?;
+            table.upsert(config, now_ms).map(|_| ()).map_err(|e| e.to_string())
+        };
+        if let Err((code, e)) = self.update_topics(change).await {
             return error_response(cmd, code, e);
         }
         let caller = super::admin::caller_of(cmd);
@@ -459,6 +472,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             c.perm = t.perm as i32;
             c.order = t.order;
             c.topic_sys_flag = t.topic_sys_flag as i32;
+            c.attributes = t.attributes.clone();
             topic_config_table.insert(t.name.clone(), c);
         }
         TopicConfigSerializeWrapper { data_version: java_version(table.version()), topic_config_table }
