@@ -7,6 +7,7 @@
 //! - `report`: machine facts, the JSON results file and its Markdown summary.
 //!
 //! - `broker_bench`: SEND_MESSAGE_V2 against an embedded broker with 1..N shards.
+//! - `filter_bench`: pull throughput of one backlog under TAG and SQL92 filters.
 //!
 //! - `engine`: producer and consumer threads over the RingMQ client, per-interval
 //!   reporting (RocketMQ's benchmark lines), the run record (`record`).
@@ -21,6 +22,7 @@
 //! `histograms`, `verify`.
 
 mod broker_bench;
+mod filter_bench;
 mod embedded;
 mod engine;
 mod fio;
@@ -57,6 +59,9 @@ enum Command {
     /// Sends 1 KiB messages to an embedded broker with 1 and 2 shards: requests/s,
     /// MB/s, latency, and the share of requests forwarded between shards.
     BrokerBench(BrokerBenchArgs),
+    /// Pulls one backlog end to end under no filter, a TAG filter and SQL92 property
+    /// filters (`enablePropertyFilter`): scanned and selected msg/s, CPU per message.
+    FilterBench(FilterBenchArgs),
     /// Producers only: send throughput and latency (RocketMQ's producer benchmark).
     Produce(workload_cmd::WorkloadArgs),
     /// Builds a backlog, then reads it back as fast as possible (catch-up read).
@@ -119,6 +124,30 @@ struct BrokerBenchArgs {
     #[arg(long, default_value = "results/broker-bench.json")]
     out: PathBuf,
 }
+
+#[derive(Args, Debug)]
+struct FilterBenchArgs {
+    /// Messages in the backlog (one queue).
+    #[arg(long, default_value_t = 200_000)]
+    messages: u64,
+    #[arg(long, default_value_t = 1024)]
+    message_bytes: usize,
+    /// Messages per pull (Java's pullBatchSize).
+    #[arg(long, default_value_t = 32)]
+    pull_batch: i32,
+    /// Rounds; each reads the backlog once under every filter, filters alternated.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Directory for the broker's store (a real filesystem). Default: under /tmp.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Results file (JSON); the Markdown summary goes next to it with `.md`.
+    #[arg(long, default_value = "results/filter-bench.json")]
+    out: PathBuf,
+}
+
+/// Largest accepted `--messages` of filter-bench (its backlog is written to disk).
+const FILTER_BENCH_MESSAGES_MAX: u64 = 10_000_000;
 
 /// Largest accepted `--duration-secs` / `--warmup-secs`.
 const DURATION_SECS_MAX: u64 = 600;
@@ -214,6 +243,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::StoreBench(args) => run_store_bench(args),
         Command::BrokerBench(args) => run_broker_bench(args),
+        Command::FilterBench(args) => run_filter_bench(args),
         Command::Produce(args) => workload_cmd::run(engine::Role::Produce, args),
         Command::Consume(args) => workload_cmd::run(engine::Role::Consume, args),
         Command::E2e(args) => workload_cmd::run(engine::Role::E2e, args),
@@ -481,6 +511,40 @@ fn args_summary(args: &StoreBenchArgs) -> report::BenchParams {
         iopoll_workaround: !args.no_iopoll_workaround,
         dir: args.dir.as_deref().map(Path::to_path_buf),
     }
+}
+
+fn run_filter_bench(args: FilterBenchArgs) -> Result<(), String> {
+    if !(1..=FILTER_BENCH_MESSAGES_MAX).contains(&args.messages) || !(1..=MESSAGE_BYTES_MAX).contains(&args.message_bytes) {
+        return Err(format!("--messages must be 1..={FILTER_BENCH_MESSAGES_MAX} and --message-bytes 1..={MESSAGE_BYTES_MAX}"));
+    }
+    if !(1..=1024).contains(&args.pull_batch) || !(1..=20).contains(&args.rounds) {
+        return Err("--pull-batch must be 1..=1024 and --rounds 1..=20".into());
+    }
+    let dir = match &args.dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("ringmq-filter-bench-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let machine = report::MachineInfo::collect(&dir, report::command_line());
+    let started = report::utc_now();
+    let spec = filter_bench::FilterBenchSpec { messages: args.messages, message_bytes: args.message_bytes, pull_batch: args.pull_batch, rounds: args.rounds };
+    eprintln!("filter-bench: {} messages of {} bytes, pulls of {}, {} rounds", spec.messages, spec.message_bytes, spec.pull_batch, spec.rounds);
+    let results = filter_bench::run(&spec, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let results = results?;
+    let json = serde_json::json!({ "started_utc": started, "machine": machine, "results": results });
+    if let Some(parent) = args.out.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+    }
+    std::fs::write(&args.out, serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    let header = format!(
+        "# RingMQ filter benchmark ({started})\n\n- Machine: {} x {}, kernel {}\n- Commit: {} ({} uncommitted paths)\n- Command: `{}`\n- One queue read end to end per filter with sequential pulls; broker and client in one process (CPU is both). Medians over the rounds.\n",
+        machine.cpu_count, machine.cpu_model, machine.kernel, machine.git_commit, machine.git_dirty_paths, machine.command_line
+    );
+    let md = filter_bench::markdown(&results, &header);
+    std::fs::write(args.out.with_extension("md"), &md).map_err(|e| e.to_string())?;
+    print!("{md}");
+    Ok(())
 }
 
 fn run_broker_bench(args: BrokerBenchArgs) -> Result<(), String> {
