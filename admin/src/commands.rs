@@ -704,6 +704,12 @@ fn describe(json: bool, m: &MessageDetail) -> Outcome {
         ("Properties", m.properties_text()),
         ("Message Body", m.body.clone()),
     ];
+    // Only for a compressed body, so plain messages print exactly as mqadmin's.
+    let compression = m.body_compression.map(|c| match &m.body_error {
+        None => ("Body Compression", format!("{c}, {} bytes stored, {} bytes decompressed", m.stored_body_bytes, m.body_bytes)),
+        Some(e) => ("Body Compression", format!("{c}, {} bytes stored; shown as stored: {e}", m.stored_body_bytes)),
+    });
+    let fields: Vec<(&str, String)> = fields.into_iter().chain(compression).collect();
     let text = fields.iter().map(|(k, v)| format!("{k:<20}: {v}\n")).collect();
     let doc: serde_json::Map<String, Value> = fields.into_iter().map(|(k, v)| (k.to_string(), Value::String(v))).collect();
     render(json, Value::Object(doc), text)

@@ -262,9 +262,12 @@ async fn consume_message(
                     break;
                 }
                 let id = ringmq_client::msgid::offset_msg_id(&v.store_host(), v.physical_offset() as u64);
-                let body = String::from_utf8_lossy(v.body()).into_owned();
-                text += &format!("Consume ok\nMSGID: {id} QUEUE: {}/{} OFFSET: {} STORE TIME: {} BODY: {body}\n", q.broker_name, q.queue_id, v.queue_offset(), v.store_timestamp_ms());
-                docs.push(json!({"msgId": id, "brokerName": q.broker_name, "queueId": q.queue_id, "queueOffset": v.queue_offset(), "storeTimestamp": v.store_timestamp_ms(), "body": body}));
+                // What the producer sent: a compressed body is shown decompressed.
+                let shown = crate::query::shown_body(&v);
+                let body = String::from_utf8_lossy(&shown.bytes).into_owned();
+                let warning = shown.error.as_ref().map(|e| format!(" (shown as stored: {e})")).unwrap_or_default();
+                text += &format!("Consume ok\nMSGID: {id} QUEUE: {}/{} OFFSET: {} STORE TIME: {} BODY: {body}{warning}\n", q.broker_name, q.queue_id, v.queue_offset(), v.store_timestamp_ms());
+                docs.push(json!({"msgId": id, "brokerName": q.broker_name, "queueId": q.queue_id, "queueOffset": v.queue_offset(), "storeTimestamp": v.store_timestamp_ms(), "body": body, "bodyError": shown.error}));
                 if docs.len() >= count {
                     break 'queues;
                 }

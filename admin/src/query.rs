@@ -7,10 +7,12 @@
 //! Invariants: one request per broker per question, each bounded by the client's
 //! request timeout; nothing here retries or guesses; every list a function returns is
 //! bounded by a `*_MAX` constant or by the caller's `max`; message bodies are copied up
-//! to the caller's preview limit only.
+//! to the caller's preview limit only (a compressed one is decompressed, at most
+//! `DECOMPRESSED_BODY_BYTES_MAX`, then cut: operators read what the producer sent).
 
 use ringmq_client::error::ClientError;
 use ringmq_client::instance::ClientInstance;
+use ringmq_client::message::compression::{plain_body, CompressionType, COMPRESSED_FLAG};
 use ringmq_client::message::stored::StoredMessageView;
 use ringmq_client::remoting::admin::{ConsumeStats, GroupList, TopicStatsTable};
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
@@ -19,6 +21,7 @@ use ringmq_client::remoting::headers::PullMessageRequestHeader;
 use ringmq_client::remoting::route::ClusterInfo;
 use serde::Serialize;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
@@ -305,12 +308,41 @@ pub struct MessageDetail {
     pub store_timestamp: i64,
     pub born_host: String,
     pub store_host: String,
+    /// As stored: a compressed body's `COMPRESSED_FLAG` and type bits are kept.
     pub sys_flag: i32,
     pub properties: Vec<Property>,
-    /// The body as UTF-8 (lossy), cut at the preview limit.
+    /// The body as UTF-8 (lossy), decompressed, cut at the preview limit.
     pub body: String,
+    /// The body's length as the producer sent it (decompressed).
     pub body_bytes: usize,
     pub body_truncated: bool,
+    /// How the stored body is compressed (`zlib`, `lz4`, `zstd`, or `unknown`), None
+    /// when it is not.
+    pub body_compression: Option<&'static str>,
+    /// The body's length as stored.
+    pub stored_body_bytes: usize,
+    /// Why a compressed body could not be decompressed; `body` then shows it as stored.
+    pub body_error: Option<String>,
+}
+
+/// A stored body as an operator reads it.
+pub struct ShownBody<'a> {
+    /// The producer's bytes, or the stored ones when they do not decompress.
+    pub bytes: Cow<'a, [u8]>,
+    /// See `MessageDetail::body_compression`.
+    pub compression: Option<&'static str>,
+    /// See `MessageDetail::body_error`.
+    pub error: Option<String>,
+}
+
+/// The body of stored record `v`, decompressed when it is compressed.
+pub fn shown_body<'a>(v: &StoredMessageView<'a>) -> ShownBody<'a> {
+    let stored = v.body();
+    let compression = (v.sys_flag() & COMPRESSED_FLAG != 0).then(|| CompressionType::from_sys_flag(v.sys_flag()).map_or("unknown", CompressionType::name));
+    match plain_body(v.sys_flag(), stored) {
+        Ok(bytes) => ShownBody { bytes, compression, error: None },
+        Err(e) => ShownBody { bytes: Cow::Borrowed(stored), compression, error: Some(e.to_string()) },
+    }
 }
 
 impl MessageDetail {
@@ -326,7 +358,7 @@ impl MessageDetail {
             })
             .collect();
         let prop = |k: &str| properties.iter().find(|p| p.name == k).map(|p| p.value.clone()).unwrap_or_default();
-        let body = v.body();
+        let ShownBody { bytes: body, compression, error } = shown_body(v);
         let shown = &body[..body.len().min(body_preview_max)];
         let mut text = String::from_utf8_lossy(shown).into_owned();
         let truncated = shown.len() < body.len();
@@ -353,6 +385,9 @@ impl MessageDetail {
             body: text,
             body_bytes: body.len(),
             body_truncated: truncated,
+            body_compression: compression,
+            stored_body_bytes: v.body().len(),
+            body_error: error,
         }
     }
 
@@ -501,4 +536,35 @@ pub async fn query_by_time(instance: &Rc<ClientInstance>, topic: &str, begin_ms:
     }
     out.sort_by_key(|m| (m.store_timestamp, m.commit_log_offset));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringmq_client::message::compression::compress;
+    use ringmq_client::message::stored::StoredMessage;
+
+    /// A stored record with `sys_flag` and `body`, shown with a 16-byte preview:
+    /// check(sys_flag, stored body, expected (body, body_bytes, compression, error?)).
+    fn check(sys_flag: i32, stored: Vec<u8>, expected: (&str, usize, Option<&str>, bool)) {
+        let stored_len = stored.len();
+        let mut raw = Vec::new();
+        StoredMessage { sys_flag, body: stored, topic: "T".into(), ..Default::default() }.encode_into(&mut raw);
+        let v = StoredMessageView::parse_verified(&raw).unwrap();
+        let m = MessageDetail::of(&v, 16);
+        assert_eq!((m.body.as_str(), m.body_bytes, m.body_compression, m.body_error.is_some()), expected, "sysFlag {sys_flag:#x}");
+        assert_eq!((m.stored_body_bytes, m.sys_flag), (stored_len, sys_flag), "stored facts as stored");
+    }
+
+    #[test]
+    fn compressed_bodies_are_shown_decompressed() {
+        let original = "operators read this, not zlib ".repeat(200);
+        let n = original.len();
+        for codec in [CompressionType::Zlib, CompressionType::Lz4, CompressionType::Zstd] {
+            check(codec.sys_flag_bits(), compress(codec, 5, original.as_bytes()).unwrap(), ("operators read t", n, Some(codec.name()), false));
+        }
+        check(0, original.clone().into_bytes(), ("operators read t", n, None, false));
+        check(0x301, b"garbage, not zlib".to_vec(), ("garbage, not zli", 17, Some("zlib"), true));
+        check(0x501, b"unknown type".to_vec(), ("unknown type", 12, Some("unknown"), true));
+    }
 }

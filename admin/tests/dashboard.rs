@@ -11,6 +11,9 @@
 //! and passes. With `RINGMQ_DASHBOARD_SCREENSHOTS=<dir>` it also writes one PNG per
 //! page there (relative to the workspace root; the README's are in `results/dashboard/`).
 //!
+//! `compressed_dead_letter_is_resent_intact` needs no browser: it drives the API alone
+//! with a dead letter whose body is compressed.
+//!
 //! No fixed ports and no sleeps for ordering: every wait polls with a deadline.
 
 mod common;
@@ -70,6 +73,24 @@ fn remoting(broker: &str, cmd: ringmq_client::remoting::command::RemotingCommand
 
 fn success(r: &ringmq_client::remoting::command::RemotingCommand) {
     assert_eq!(r.code, ringmq_client::remoting::codes::response_code::SUCCESS, "{:?}", r.remark);
+}
+
+/// Dead-letters the message `sent` (sendMessage's JSON) for `group`, as a consumer
+/// does: CONSUMER_SEND_MSG_BACK with delay level -1.
+fn dead_letter(broker: &str, sent: &serde_json::Value, group: &str, topic: &str) {
+    use ringmq_client::remoting::codes::request_code as rq;
+    use ringmq_client::remoting::command::RemotingCommand;
+    let (_, phys) = ringmq_client::msgid::decode_offset_msg_id(sent["offsetMsgId"].as_str().unwrap()).unwrap();
+    success(&remoting(
+        broker,
+        RemotingCommand::request(rq::CONSUMER_SEND_MSG_BACK)
+            .with_ext("offset", phys.to_string())
+            .with_ext("group", group)
+            .with_ext("delayLevel", "-1")
+            .with_ext("originMsgId", sent["msgId"].as_str().unwrap())
+            .with_ext("originTopic", topic)
+            .with_ext("maxReconsumeTimes", "16"),
+    ));
 }
 
 /// The dashboard as a child process; killed when dropped.
@@ -302,18 +323,8 @@ fn every_page_against_a_live_cluster_in_headless_chromium() {
             .with_ext("queueId", q1.to_string())
             .with_ext("commitOffset", "1"),
     ));
-    // The poison pill, dead-lettered by the group (a send-back with level -1).
-    let (_, phys) = ringmq_client::msgid::decode_offset_msg_id(poison["offsetMsgId"].as_str().unwrap()).unwrap();
-    success(&remoting(
-        &c.broker,
-        RemotingCommand::request(rq::CONSUMER_SEND_MSG_BACK)
-            .with_ext("offset", phys.to_string())
-            .with_ext("group", "DASH_CG")
-            .with_ext("delayLevel", "-1")
-            .with_ext("originMsgId", poison["msgId"].as_str().unwrap())
-            .with_ext("originTopic", "DASH_ORDERS")
-            .with_ext("maxReconsumeTimes", "16"),
-    ));
+    // The poison pill, dead-lettered by the group.
+    dead_letter(&c.broker, &poison, "DASH_CG", "DASH_ORDERS");
     eventually("the DLQ topic is routed", || admin(&["topicList", "-n", n]).1.lines().any(|l| l == "%DLQ%DASH_CG").then_some(()));
 
     let dash = dashboard(n);
@@ -438,4 +449,52 @@ fn every_page_against_a_live_cluster_in_headless_chromium() {
     let dom = browser.page(&format!("http://{}/live", orphan.addr), &["Sampling failed"]);
     assert!(dom.contains("no NameServer answered"), "{dom}");
     println!("dashboard test took {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// A body of at least 4 KiB is stored compressed (the admin's producer compresses as
+/// Java's does); dead-lettered, it is listed and shown decompressed, and a resend
+/// reaches the original topic as the producer's bytes, compressed again with flags to
+/// match (a copy of the stored bytes without them would be garbage to consumers).
+#[test]
+fn compressed_dead_letter_is_resent_intact() {
+    let c = common::cluster("broker-dash-zip");
+    let n = c.namesrv.as_str();
+    eventually("the broker registers", || admin(&["clusterList", "-n", n]).1.contains("broker-dash-zip").then_some(()));
+    ok(&["updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "ZIP_ORDERS", "-r", "2", "-w", "2"]);
+    eventually("the topic reaches the NameServer", || admin(&["topicList", "-n", n]).1.lines().any(|l| l == "ZIP_ORDERS").then_some(()));
+    let original: String = (0..300).map(|i| format!("order {i} of a long compressible dead letter; ")).collect();
+    assert!(original.len() > 4096);
+    let sent = json(&ok(&["sendMessage", "-n", n, "-t", "ZIP_ORDERS", "-p", &original, "-k", "zip-1", "--json"]));
+    // check(message detail as queryMsgById prints it, offset id): the original body, zlib-compressed as stored.
+    let check = |id: &str| {
+        let detail = ok(&["queryMsgById", "-n", n, "-i", id]);
+        let field = |name: &str| detail.lines().find_map(|l| l.strip_prefix(name).and_then(|r| r.trim_start().strip_prefix(": "))).map(str::to_string);
+        assert_eq!(field("Message Body").as_deref(), Some(original.as_str()), "{detail}");
+        let flag: i32 = field("System Flag").and_then(|f| f.parse().ok()).unwrap_or_else(|| panic!("{detail}"));
+        assert_eq!(flag & 0x701, 0x301, "stored with COMPRESSED_FLAG and zlib: {detail}");
+        let compression = field("Body Compression").unwrap_or_else(|| panic!("{detail}"));
+        assert!(compression.starts_with("zlib, ") && compression.ends_with(&format!(", {} bytes decompressed", original.len())), "{compression}");
+    };
+    check(sent["offsetMsgId"].as_str().unwrap());
+
+    dead_letter(&c.broker, &sent, "ZIP_CG", "ZIP_ORDERS");
+    eventually("the DLQ topic is routed", || admin(&["topicList", "-n", n]).1.lines().any(|l| l == "%DLQ%ZIP_CG").then_some(()));
+
+    let dash = dashboard(n);
+    let a = dash.addr.as_str();
+    let dlq = api(a, "/api/dlq?g=ZIP_CG");
+    let dead = &dlq["messages"][0];
+    assert_eq!(dead["bodyCompression"], "zlib", "{dlq}");
+    assert!(original.starts_with(dead["body"].as_str().unwrap()) && dead["bodyTruncated"] == true, "listed decompressed: {dlq}");
+    let dead_id = dead["offsetMsgId"].as_str().unwrap();
+    check(dead_id);
+
+    let (status, body) = http(a, "POST", &format!("/api/dlq/resend?id={dead_id}"));
+    assert_eq!(status, 200, "{body}");
+    let resent = json(&body);
+    assert_eq!(resent["topic"], "ZIP_ORDERS", "{resent}");
+    check(resent["offsetMsgId"].as_str().unwrap());
+    let copy = api(a, &format!("/api/message/by-id?id={}", resent["offsetMsgId"].as_str().unwrap()));
+    assert_eq!(copy["message"]["body"], original.as_str(), "{copy}");
+    assert_eq!(copy["message"]["keys"], "zip-1", "{copy}");
 }

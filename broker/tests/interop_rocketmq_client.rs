@@ -20,7 +20,7 @@
 mod common_interop;
 
 use common_interop::{
-    bounded, broker_config, client_runtime, init_logging, label_of, property, push_consumer, raw_call, serialize_code,
+    bounded, broker_config, client_runtime, init_logging, label_of, on_glommio, property, push_consumer, raw_call, serialize_code,
     start_lite_pull_from_start, start_namesrv, start_producer, start_pull_consumer, test_both_encodings, BrokerPath, Cluster,
     QUEUES,
 };
@@ -497,21 +497,6 @@ test_both_encodings!(
 
 // ---------------------------------------------------------------------------------
 // Both clients on one two-broker cluster.
-
-/// Runs `f` on a glommio executor thread (the RingMQ client's runtime) and waits.
-fn on_glommio<F, Fut, T>(f: F) -> T
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = T> + 'static,
-    T: Send + 'static,
-{
-    glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
-        .name("ringmq-client")
-        .spawn(move || async move { f().await })
-        .expect("executor starts")
-        .join()
-        .expect("RingMQ client side")
-}
 
 /// The RocketMQ client and the RingMQ client produce to and consume from the same
 /// cluster of one NameServer and two brokers: each reads what the other sent, with

@@ -14,11 +14,16 @@
 //! - a body over `max_message_bytes` is refused locally, before any IO;
 //! - a message whose `TRAN_MSG` is `true` travels as a half message (sysFlag
 //!   `TRANSACTION_PREPARED_TYPE`, as Java's `sendKernelImpl` sets it) and is never
-//!   batched (a broker refuses transactional batches); `transaction` drives the rest.
+//!   batched (a broker refuses transactional batches); `transaction` drives the rest;
+//! - a single message's body of at least `compress_msg_body_over_howmuch` bytes is
+//!   compressed once, before the first attempt and after the queue selector saw the
+//!   original, and travels with `COMPRESSED_FLAG` and its type in sysFlag (Java's
+//!   `tryToCompressMessage`); batch bodies are never compressed (nor are they in Java).
 
 use crate::error::ClientError;
 use crate::hash::java_string_hash;
 use crate::instance::{ClientConfig, ClientInstance, TopicRoute};
+use crate::message::compression::{compress_for_send, CompressionType, COMPRESS_BODY_BYTES_MIN_DEFAULT, COMPRESS_LEVEL_DEFAULT};
 use crate::message::properties::keys;
 use crate::message::user::DELIVERY_PROPERTIES;
 use crate::message::Message;
@@ -49,6 +54,14 @@ pub struct ProducerConfig {
     pub max_message_bytes: usize,
     /// How long a broker that failed a send is avoided.
     pub broker_isolation_ms: u64,
+    /// A single message's body of at least this many bytes is compressed (Java's
+    /// `compressMsgBodyOverHowmuch`, 4 KiB, compared with `>=` as Java does);
+    /// `usize::MAX` turns compression off.
+    pub compress_msg_body_over_howmuch: usize,
+    /// Java's `compressType` (zlib by default).
+    pub compress_type: CompressionType,
+    /// Java's `compressLevel` (5): zlib 0..=9, zstd's range; LZ4 ignores it.
+    pub compress_level: i32,
 }
 
 impl ProducerConfig {
@@ -60,6 +73,9 @@ impl ProducerConfig {
             retry_times_when_send_failed: 2,
             max_message_bytes: 4 * 1024 * 1024,
             broker_isolation_ms: 10_000,
+            compress_msg_body_over_howmuch: COMPRESS_BODY_BYTES_MIN_DEFAULT,
+            compress_type: CompressionType::default(),
+            compress_level: COMPRESS_LEVEL_DEFAULT,
         }
     }
 }
@@ -117,6 +133,7 @@ impl Producer {
         if config.group.is_empty() {
             return Err(ClientError::Config("producer group is empty".into()));
         }
+        config.compress_type.check_level(config.compress_level).map_err(|e| ClientError::Config(e.to_string()))?;
         let instance = ClientInstance::start(config.client.clone())?;
         instance.register_producer(&config.group);
         let ids = MsgIdGenerator::new(instance.client_ip, std::process::id(), random_u32());
@@ -153,6 +170,24 @@ impl Producer {
         Ok(())
     }
 
+    /// `msg` as it travels: its body compressed when it is large enough. A compression
+    /// failure sends it uncompressed, as Java does (it cannot happen writing to memory,
+    /// but the body must not be lost to it).
+    fn single(&self, mut msg: Message) -> Outgoing {
+        let c = &self.config;
+        match compress_for_send(&msg.body, c.compress_msg_body_over_howmuch, c.compress_type, c.compress_level) {
+            Ok(None) => Outgoing::Single { msg, compression_flags: 0 },
+            Ok(Some((packed, compression_flags))) => {
+                msg.body = Bytes::from(packed);
+                Outgoing::Single { msg, compression_flags }
+            }
+            Err(e) => {
+                tracing::warn!(topic = %msg.topic, error = %e, "body sent uncompressed");
+                Outgoing::Single { msg, compression_flags: 0 }
+            }
+        }
+    }
+
     fn is_isolated(&self, broker: &str) -> bool {
         let now = Instant::now();
         let mut isolated = self.state.isolated.borrow_mut();
@@ -181,8 +216,7 @@ impl Producer {
     /// many concurrently for throughput).
     pub async fn send(&self, mut msg: Message) -> Result<SendResult, ClientError> {
         self.prepare(&mut msg)?;
-        let request = Outgoing::Single(msg);
-        self.send_with_retries(&request, None).await
+        self.send_with_retries(&self.single(msg), None).await
     }
 
     /// Sends without waiting (RocketMQ's async send): `callback` gets the result.
@@ -194,7 +228,7 @@ impl Producer {
     /// Sends to an explicit queue (no retry on another queue).
     pub async fn send_to_queue(&self, mut msg: Message, queue: &MessageQueue) -> Result<SendResult, ClientError> {
         self.prepare(&mut msg)?;
-        self.send_with_retries(&Outgoing::Single(msg), Some(queue.clone())).await
+        self.send_with_retries(&self.single(msg), Some(queue.clone())).await
     }
 
     /// Ordered send: the queue is `queue_index_by_hash(key)` over the writable queues,
@@ -218,7 +252,7 @@ impl Producer {
         let queue = route.write_queues.get(index).cloned().ok_or_else(|| {
             ClientError::Config(format!("queue selector returned {index} for {} queues", route.write_queues.len()))
         })?;
-        self.send_with_retries(&Outgoing::Single(msg), Some(queue)).await
+        self.send_with_retries(&self.single(msg), Some(queue)).await
     }
 
     /// Fire and forget: no answer, no retry (RocketMQ's oneway).
@@ -228,7 +262,7 @@ impl Producer {
         let queue = pick_queue(&route.write_queues, self.next_counter(), &|b| self.is_isolated(b))
             .cloned()
             .ok_or_else(|| ClientError::NoWritableQueue { topic: msg.topic.clone() })?;
-        let (addr, cmd) = self.build_request(&route, &queue, &Outgoing::Single(msg))?;
+        let (addr, cmd) = self.build_request(&route, &queue, &self.single(msg))?;
         self.instance.invoke_oneway(&addr, cmd).await
     }
 
@@ -320,7 +354,9 @@ impl Producer {
             .cloned()
             .ok_or_else(|| ClientError::NoRoute { topic: queue.topic.clone() })?;
         let (code, flag, sys_flag, properties, body, is_batch) = match request {
-            Outgoing::Single(m) => (rq::SEND_MESSAGE_V2, m.flag, send_sys_flag(&m.properties), m.properties.encode(), m.body.clone(), false),
+            Outgoing::Single { msg: m, compression_flags } => {
+                (rq::SEND_MESSAGE_V2, m.flag, send_sys_flag(&m.properties) | compression_flags, m.properties.encode(), m.body.clone(), false)
+            }
             Outgoing::Batch { msgs, .. } => {
                 let items: Vec<BatchMessage> = msgs
                     .iter()
@@ -375,14 +411,16 @@ impl Producer {
 }
 
 enum Outgoing {
-    Single(Message),
+    /// One message; `compression_flags` are the sysFlag bits of its compressed body (0
+    /// when it is not).
+    Single { msg: Message, compression_flags: i32 },
     Batch { topic: String, msgs: Vec<Message> },
 }
 
 impl Outgoing {
     fn topic(&self) -> &str {
         match self {
-            Outgoing::Single(m) => &m.topic,
+            Outgoing::Single { msg, .. } => &msg.topic,
             Outgoing::Batch { topic, .. } => topic,
         }
     }
@@ -390,7 +428,7 @@ impl Outgoing {
     fn msg_id(&self) -> String {
         let id = |m: &Message| m.properties.get(keys::UNIQ_KEY).unwrap_or("").to_string();
         match self {
-            Outgoing::Single(m) => id(m),
+            Outgoing::Single { msg, .. } => id(msg),
             Outgoing::Batch { msgs, .. } => msgs.iter().map(id).collect::<Vec<_>>().join(","),
         }
     }

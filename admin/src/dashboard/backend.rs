@@ -16,6 +16,7 @@ use super::routes::ApiCall;
 use crate::query::{self, QueryError, DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX};
 use ringmq_client::error::ClientError;
 use ringmq_client::instance::{ClientConfig, ClientInstance};
+use ringmq_client::message::compression::plain_body;
 use ringmq_client::message::properties::{keys, Properties};
 use ringmq_client::message::stored::StoredMessageView;
 use ringmq_client::message::user::Message;
@@ -433,7 +434,10 @@ async fn dlq(i: &Rc<ClientInstance>, group: &str) -> query::Result<Value> {
 }
 
 /// Re-sends the dead letter `id` to the topic it came from, with its body, flag, tags,
-/// keys and user properties.
+/// keys and user properties. A compressed body is resent decompressed, compression
+/// flags cleared (the producer compresses it again by its own threshold, flags set to
+/// match): the stored bytes alone, without their sysFlag, would reach consumers as
+/// garbage. One that does not decompress is not resent.
 async fn resend(state: &Rc<State>, id: &str) -> Answered {
     let record = query::view_record(&state.instance, id).await.map_err(http_error)?;
     let v = StoredMessageView::parse_verified(&record).map_err(|e| HttpError::BadGateway(format!("message {id} does not decode: {e}")))?;
@@ -448,7 +452,9 @@ async fn resend(state: &Rc<State>, id: &str) -> Answered {
     for name in RESEND_DROPPED_PROPERTIES {
         props.remove(name);
     }
-    let mut msg = Message::new(origin.clone(), v.body().to_vec());
+    let body = plain_body(v.sys_flag(), v.body())
+        .map_err(|e| HttpError::BadGateway(format!("dead letter {id} is not resent: its stored body does not decompress ({e})")))?;
+    let mut msg = Message::new(origin.clone(), body.into_owned());
     msg.flag = v.flag();
     msg.properties = props;
     let sent = state.producer.send(msg).await.map_err(|e| match e {

@@ -1,6 +1,6 @@
 //! Setup shared by the interop tests with the crates.io `rocketmq-client-rust` client
-//! (`interop_rocketmq_client.rs`, `interop_retry_dlq.rs`, `interop_txn.rs`, `interop_admin.rs`; each
-//! `mod common_interop;`s this). It is apart from `tests/common/` because that module
+//! (`interop_rocketmq_client.rs`, `interop_retry_dlq.rs`, `interop_txn.rs`, `interop_admin.rs`,
+//! `interop_compressed.rs`; each `mod common_interop;`s this). It is apart from `tests/common/` because that module
 //! is compiled into every test binary, and this one pulls in the RocketMQ client crates.
 //!
 //! Owns: the client's Tokio runtime owner and per-encoding `ClientRuntime`s, the
@@ -9,8 +9,8 @@
 //! broker "broker-a" with two shards and sync flush, in this process, clients reaching
 //! the NameServer through a recording proxy and, with `BrokerPath::Proxied`, the broker
 //! through a second one), raw requests (`raw_call`), bounded waits, the producer and
-//! consumers as these tests set them up, and `test_both_encodings!` (one test per
-//! header encoding).
+//! consumers as these tests set them up, `on_glommio` (the RingMQ client's side of a
+//! test) and `test_both_encodings!` (one test per header encoding).
 //!
 //! Contract with the including file: it defines `const WAIT: Duration`, the bound on
 //! every wait here (each test file keeps its own). Each test's own broker settings come
@@ -33,8 +33,7 @@ use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::frame::{FrameLimits, SerializeType as RingSerializeType};
 use rocketmq_client_rust::{
-    ClientRuntime, ClientRuntimeConfig, DefaultLitePullConsumer, DefaultMQProducer, DefaultMQPushConsumer, DefaultMQPushConsumerBuilder,
-    TelemetryHandle,
+    ClientRuntime, ClientRuntimeConfig, DefaultLitePullConsumer, DefaultMQProducer, DefaultMQPushConsumer, DefaultMQPushConsumerBuilder, TelemetryHandle,
 };
 use rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere;
 use rocketmq_model::common::message::message_ext::MessageExt;
@@ -441,8 +440,7 @@ impl Cluster {
     /// the broker, sorted.
     pub fn encodings_seen(&self) -> Vec<u8> {
         let broker_frames = self.broker_proxy.as_ref().map(RecordingProxy::frames).unwrap_or_default();
-        let mut seen: Vec<u8> =
-            self.ns_proxy.frames().iter().chain(broker_frames.iter()).filter(|f| f.to_server).map(|f| f.serialize_type).collect();
+        let mut seen: Vec<u8> = self.ns_proxy.frames().iter().chain(broker_frames.iter()).filter(|f| f.to_server).map(|f| f.serialize_type).collect();
         seen.sort_unstable();
         seen.dedup();
         seen
@@ -505,13 +503,7 @@ pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 // The client's producers and consumers, as these tests set them up.
 
 /// A started producer of `group` (5 s send timeout) that has `topic`'s route.
-pub async fn start_producer(
-    cluster: &Cluster,
-    serialize_type: SerializeType,
-    scope: &'static str,
-    group: String,
-    topic: &str,
-) -> DefaultMQProducer {
+pub async fn start_producer(cluster: &Cluster, serialize_type: SerializeType, scope: &'static str, group: String, topic: &str) -> DefaultMQProducer {
     let mut producer = DefaultMQProducer::builder(client_runtime(scope, serialize_type))
         .producer_group(group)
         .name_server_addr(cluster.namesrv_addr())
@@ -610,4 +602,19 @@ pub async fn start_lite_pull_from_start(
         consumer.seek(q, 0).await.expect("seek to 0");
     }
     (consumer, queues)
+}
+
+/// Runs `f` on a glommio executor thread (the RingMQ client's runtime) and waits.
+pub fn on_glommio<F, Fut, T>(f: F) -> T
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T> + 'static,
+    T: Send + 'static,
+{
+    glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .name("ringmq-client")
+        .spawn(move || async move { f().await })
+        .expect("executor starts")
+        .join()
+        .expect("RingMQ client side")
 }

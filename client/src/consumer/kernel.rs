@@ -250,7 +250,7 @@ pub async fn send_retry_message(instance: &Rc<ClientInstance>, retry: &RetryMess
         default_topic: DEFAULT_TOPIC.into(),
         default_topic_queue_nums: DEFAULT_TOPIC_QUEUE_NUMS,
         queue_id: queue.queue_id,
-        sys_flag: 0,
+        sys_flag: retry.sys_flag,
         born_timestamp: now_ms(),
         flag: retry.message.flag,
         properties: (!properties.is_empty()).then_some(properties),

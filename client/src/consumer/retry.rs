@@ -24,6 +24,7 @@
 //! acknowledged taking it back; every other failed message stays unacknowledged (the
 //! commit point does not pass it) and is delivered again.
 
+use crate::message::compression::{COMPRESSED_FLAG, COMPRESSION_TYPE_MASK};
 use crate::message::properties::keys;
 use crate::message::{Message, MessageExt};
 use crate::remoting::headers::ConsumerSendMsgBackRequestHeader;
@@ -135,6 +136,9 @@ pub struct RetryMessage {
     pub max_reconsume_times: i32,
     /// Prefer a queue on this broker (the one that served the message).
     pub broker_name: String,
+    /// Header `sysFlag`: 0, or the compression bits of a body that did not decompress
+    /// (`MessageExt::body_is_compressed`), so the copy is not garbage to consumers.
+    pub sys_flag: i32,
 }
 
 pub fn orderly_retry_message(group: &str, msg: &MessageExt, max_reconsume_times: i32) -> RetryMessage {
@@ -153,6 +157,7 @@ pub fn orderly_retry_message(group: &str, msg: &MessageExt, max_reconsume_times:
         reconsume_times: msg.reconsume_times,
         max_reconsume_times,
         broker_name: msg.broker_name.clone(),
+        sys_flag: if msg.body_is_compressed() { msg.sys_flag & (COMPRESSED_FLAG | COMPRESSION_TYPE_MASK) } else { 0 },
     }
 }
 
@@ -277,6 +282,23 @@ mod tests {
         assert_eq!((r.reconsume_times, r.max_reconsume_times), (m.reconsume_times, 3));
         assert_eq!(r.broker_name, "broker-a");
         assert_eq!(r.message.properties.iter().collect::<Vec<_>>(), expected_props);
+    }
+
+    /// The copy's sysFlag: check(delivered sysFlag, expected header sysFlag). A body
+    /// delivered decompressed travels plain; one still compressed keeps its bits.
+    #[test]
+    fn orderly_fallback_keeps_the_bits_of_a_body_still_compressed() {
+        let check = |sys_flag: i32, expected: i32| {
+            let mut m = msg("orders", 1, 3, &[]);
+            m.sys_flag = sys_flag;
+            assert_eq!(orderly_retry_message("G", &m, 3).sys_flag, expected, "{sys_flag:#x}");
+        };
+        check(0, 0);
+        check(0x300, 0); // decompressed zlib: COMPRESSED_FLAG cleared
+        check(0x4 | 0x300, 0);
+        check(0x301, 0x301); // did not decompress
+        check(0x4 | 0x201, 0x201);
+        check(0x1, 0x1);
     }
 
     #[test]

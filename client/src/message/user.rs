@@ -7,11 +7,19 @@
 //! (`DELIVERY_PROPERTIES`: a delay level or one RocketMQ 5 timer), each value valid for
 //! a Java broker (`DELAY` in `DELAY_LEVEL_MIN..=DELAY_LEVEL_MAX`, timer values that
 //! `Long.parseLong` accepts).
+//!
+//! A received message's body is what the producer sent: a compressed stored body
+//! (sysFlag `COMPRESSED_FLAG`) is decompressed while decoding and the flag cleared, as
+//! Java's `MessageDecoder` does. One that does not decompress is still delivered (a
+//! consumer never loses a message to it), stored bytes and flag unchanged, so
+//! `MessageExt::body_is_compressed` tells the listener.
 
+use super::compression::{plain_body, COMPRESSED_FLAG};
 use super::properties::{keys, Properties};
 use super::stored::{StoredMessageError, StoredMessageView};
 use crate::msgid::offset_msg_id;
 use bytes::Bytes;
+use std::borrow::Cow;
 use std::net::SocketAddr;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -223,6 +231,13 @@ impl MessageExt {
         self.properties.get(keys::UNIQ_KEY).filter(|id| !id.is_empty()).unwrap_or(&self.msg_id)
     }
 
+    /// True when the body is still compressed: the stored body did not decompress (it
+    /// is corrupt, of an unknown type, or over `DECOMPRESSED_BODY_BYTES_MAX`; a warning
+    /// was logged) and is delivered as stored. Otherwise the body is the producer's.
+    pub fn body_is_compressed(&self) -> bool {
+        self.sys_flag & COMPRESSED_FLAG != 0
+    }
+
     /// Store host and physical offset (for VIEW_MESSAGE_BY_ID); built on demand, as
     /// few consumers need it and decoding is on every received message's path.
     pub fn offset_msg_id(&self) -> String {
@@ -231,8 +246,9 @@ impl MessageExt {
 }
 
 /// Decodes a pull response body (stored records back to back). The bodies share
-/// `body`'s buffer. Stops with an error at the first bad record: a broker never sends
-/// one, so it means corruption on the way.
+/// `body`'s buffer, compressed ones excepted (decompressed into their own). Stops with
+/// an error at the first bad record: a broker never sends one, so it means corruption
+/// on the way.
 pub fn decode_messages(body: &Bytes, broker_name: &str) -> Result<Vec<MessageExt>, StoredMessageError> {
     let mut out = Vec::new();
     let mut pos = 0usize;
@@ -244,15 +260,24 @@ pub fn decode_messages(body: &Bytes, broker_name: &str) -> Result<Vec<MessageExt
             Some(id) => id.to_string(),
             None => offset_msg_id(&view.store_host(), view.physical_offset() as u64),
         };
+        let topic = view.topic()?;
+        let (message_body, sys_flag) = match plain_body(view.sys_flag(), view.body()) {
+            Ok(Cow::Borrowed(stored)) => (body.slice_ref(stored), view.sys_flag()),
+            Ok(Cow::Owned(plain)) => (Bytes::from(plain), view.sys_flag() & !COMPRESSED_FLAG),
+            Err(e) => {
+                tracing::warn!(topic, queue_id = view.queue_id(), queue_offset = view.queue_offset(), msg_id = %msg_id, error = %e, "compressed body delivered as stored");
+                (body.slice_ref(view.body()), view.sys_flag())
+            }
+        };
         out.push(MessageExt {
-            topic: view.topic()?.to_string(),
+            topic: topic.to_string(),
             broker_name: broker_name.to_string(),
             queue_id: view.queue_id(),
             queue_offset: view.queue_offset(),
             commit_log_offset: view.physical_offset(),
-            body: body.slice_ref(view.body()),
+            body: message_body,
             flag: view.flag(),
-            sys_flag: view.sys_flag(),
+            sys_flag,
             born_timestamp_ms: view.born_timestamp_ms(),
             born_host: view.born_host(),
             store_timestamp_ms: view.store_timestamp_ms(),
@@ -389,5 +414,32 @@ mod tests {
         assert_eq!(msgs[1].msg_id, msgs[1].offset_msg_id(), "no UNIQ_KEY: the offset id stands in");
         assert_eq!(msgs[1].queue_offset, 1);
         assert!(decode_messages(&body.slice(..body.len() - 1), "b").is_err());
+    }
+
+    /// A compressed record decodes to the producer's body with `COMPRESSED_FLAG`
+    /// cleared and the type bits kept; one that does not decompress is delivered as
+    /// stored, flag set.
+    #[test]
+    fn compressed_bodies_decode_to_the_original() {
+        use crate::message::compression::{compress, CompressionType};
+        let original = b"a body worth compressing ".repeat(400);
+        // check(sys_flag, stored body, expected body, expected sys_flag)
+        let check = |sys_flag: i32, stored: Vec<u8>, expected: &[u8], expected_sys_flag: i32| {
+            let m = StoredMessage { sys_flag, body: stored, topic: "t".into(), ..Default::default() };
+            let mut raw = Vec::new();
+            m.encode_into(&mut raw);
+            let got = decode_messages(&Bytes::from(raw), "b").unwrap();
+            assert_eq!((&got[0].body[..], got[0].sys_flag), (expected, expected_sys_flag), "sysFlag {sys_flag:#x}");
+            assert_eq!(got[0].body_is_compressed(), expected_sys_flag & 1 != 0);
+        };
+        for codec in [CompressionType::Zlib, CompressionType::Lz4, CompressionType::Zstd] {
+            let packed = compress(codec, 5, &original).unwrap();
+            let flags = codec.sys_flag_bits() | 0x4;
+            check(flags, packed, &original, flags & !1);
+        }
+        check(0x1, compress(CompressionType::Zlib, 5, &original).unwrap(), &original, 0x0);
+        check(0x0, original.clone(), &original, 0x0);
+        check(0x301, b"not zlib".to_vec(), b"not zlib", 0x301);
+        check(0x701, b"unknown type".to_vec(), b"unknown type", 0x701);
     }
 }

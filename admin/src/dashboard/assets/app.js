@@ -358,6 +358,10 @@ async function messagePage() {
     ['Tags', m.tags], ['Keys', m.keys], ['Queue', String(m.queueId)], ['Queue offset', String(m.queueOffset)], ['CommitLog offset', String(m.commitLogOffset)],
     ['Reconsume times', String(m.reconsumeTimes)], ['Born', `${fmtTime(m.bornTimestamp)} at ${m.bornHost}`], ['Stored', `${fmtTime(m.storeTimestamp)} at ${m.storeHost}`],
     ['System flag', String(m.sysFlag)], ['Body size', `${m.bodyBytes} bytes${m.bodyTruncated ? ' (preview below is cut)' : ''}`]];
+  if (m.bodyCompression) {
+    fields.push(['Body compression', m.bodyError ? `${m.bodyCompression}, ${m.storedBodyBytes} bytes stored; shown as stored: ${m.bodyError}`
+      : `${m.bodyCompression}, ${m.storedBodyBytes} bytes stored`]);
+  }
   show(
     h('dl', { class: 'fields', id: 'message-fields' }, fields.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
     h('h2', {}, 'Properties'),
