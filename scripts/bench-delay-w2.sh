@@ -19,7 +19,7 @@ register_interval_ms = 2000
 [store]
 flush = "async"
 segment_bytes = 268435456
-disk_warn_ratio = 1.0
+disk_max_used_ratio = 1.0
 disk_force_clean_ratio = 1.0
 disk_refuse_ratio = 1.0
 T

@@ -78,7 +78,7 @@ fn start(root: &std::path::Path, port: u16) -> BrokerHandle {
     config.store.record_bytes_max = config.max_message_bytes + 64 * 1024;
     config.store.dirty_bytes_max = 8 * 1024 * 1024;
     // The host disk's own fill level must not decide the test.
-    config.store.disk_warn_ratio = 0.999;
+    config.store.disk_max_used_ratio = 0.999;
     config.store.disk_force_clean_ratio = 0.999;
     config.store.disk_refuse_ratio = 0.9999;
     launch::start(config).expect("broker starts")
@@ -316,7 +316,7 @@ fn retention_deletes_old_segments_in_the_running_broker() {
     config.store.record_bytes_max = 128 * 1024;
     config.store.dirty_bytes_max = 4 * 1024 * 1024;
     config.store.flush_min_bytes = 256 * 1024;
-    config.store.disk_warn_ratio = 0.0;
+    config.store.disk_max_used_ratio = 0.0;
     config.store.disk_force_clean_ratio = 0.0;
     let broker = launch::start(config).expect("broker starts");
     let mut c = Client::connect(broker.addr, SerializeType::Json);

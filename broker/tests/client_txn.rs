@@ -208,7 +208,7 @@ fn transactional_producer_commits_rolls_back_and_answers_checks() {
             config.transaction_check_interval_ms = TXN_CHECK_INTERVAL_MS;
             sync_small_segments(config);
             // The disk is shared with other builds: disk watermarks are not tested here.
-            config.store.disk_warn_ratio = 1.0;
+            config.store.disk_max_used_ratio = 1.0;
             config.store.disk_force_clean_ratio = 1.0;
             config.store.disk_refuse_ratio = 1.0;
         },

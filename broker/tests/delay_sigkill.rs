@@ -303,7 +303,7 @@ fn delayed_messages_survive_sigkill_each_delivered_none_early() {
         // No disk watermarks: the broker measures used = (total - available) / total, and
         // on a shared test machine that can sit at the default refuse ratio (0.90),
         // which stops appends (delayed delivery included) and force-cleans segments.
-        store: "segment_bytes = 8388608\nflush = \"sync\"\ndisk_warn_ratio = 1.0\ndisk_force_clean_ratio = 1.0\ndisk_refuse_ratio = 1.0".into(),
+        store: "segment_bytes = 8388608\nflush = \"sync\"\ndisk_max_used_ratio = 1.0\ndisk_force_clean_ratio = 1.0\ndisk_refuse_ratio = 1.0".into(),
         env: Vec::new(),
     };
     let mut broker = ChildBroker::start_up(dir.path(), &store, &config);

@@ -36,7 +36,7 @@ fn child(shards: usize, top: String) -> ChildConfig {
     ChildConfig {
         shard_count: shards,
         top,
-        store: "flush = \"async\"\nflush_interval_ms = 50\nsegment_bytes = 8388608\ndisk_warn_ratio = 0.999\ndisk_force_clean_ratio = 0.999\ndisk_refuse_ratio = 0.9999\n".into(),
+        store: "flush = \"async\"\nflush_interval_ms = 50\nsegment_bytes = 8388608\ndisk_max_used_ratio = 0.999\ndisk_force_clean_ratio = 0.999\ndisk_refuse_ratio = 0.9999\n".into(),
         env: Vec::new(),
     }
 }

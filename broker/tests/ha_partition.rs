@@ -176,7 +176,7 @@ impl Drop for Partition {
 // ---------------------------------------------------------------- brokers
 
 fn store_toml() -> String {
-    "flush = \"async\"\nsegment_bytes = 8388608\ndisk_warn_ratio = 0.999\ndisk_force_clean_ratio = 0.999\ndisk_refuse_ratio = 0.9999\n".into()
+    "flush = \"async\"\nsegment_bytes = 8388608\ndisk_max_used_ratio = 0.999\ndisk_force_clean_ratio = 0.999\ndisk_refuse_ratio = 0.9999\n".into()
 }
 
 /// The slave, started as `ChildBroker::start` starts a broker but inside the namespace

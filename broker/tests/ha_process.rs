@@ -37,7 +37,7 @@ const QUEUES: i32 = 4;
 const CATCH_UP: Duration = Duration::from_secs(20);
 
 fn store_toml(flush: &str) -> String {
-    format!("flush = \"{flush}\"\nsegment_bytes = 8388608\ndisk_warn_ratio = 0.999\ndisk_force_clean_ratio = 0.999\ndisk_refuse_ratio = 0.9999\n")
+    format!("flush = \"{flush}\"\nsegment_bytes = 8388608\ndisk_max_used_ratio = 0.999\ndisk_force_clean_ratio = 0.999\ndisk_refuse_ratio = 0.9999\n")
 }
 
 fn master_config(shards: usize, role: &str) -> ChildConfig {
@@ -341,7 +341,7 @@ fn runtime_of(addr: SocketAddr, key: &str) -> String {
 fn an_empty_slave_is_reseeded_past_the_masters_retention() {
     let dir = temp_dir();
     // 1 MiB segments; retention forced whatever the disk's fill (one segment per round).
-    let store = "flush = \"async\"\nsegment_bytes = 1048576\ndisk_warn_ratio = 0.0\ndisk_force_clean_ratio = 0.0\ndisk_refuse_ratio = 0.9999\n".to_string();
+    let store = "flush = \"async\"\nsegment_bytes = 1048576\ndisk_max_used_ratio = 0.0\ndisk_force_clean_ratio = 0.0\ndisk_refuse_ratio = 0.9999\n".to_string();
     let mut master_cfg = ChildConfig { store: store.clone(), ..master_config(1, "async_master") };
     master_cfg.top.push_str("max_message_bytes = 65536\n");
     let master = ChildBroker::start_up(dir.path(), &dir.path().join("m"), &master_cfg);

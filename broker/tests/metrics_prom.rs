@@ -49,7 +49,7 @@ fn metrics_endpoint_reports_traffic_lag_latency_and_storage() {
     let cfg = ChildConfig {
         shard_count: 2,
         top: "broker_name = \"broker-m\"\nmetrics_exporter_type = \"prom\"\nmetrics_prom_exporter_host = \"127.0.0.1\"\nmetrics_prom_exporter_port = 0\n".into(),
-        store: "flush = \"sync\"\nsegment_bytes = 8388608\ndisk_warn_ratio = 0.999\ndisk_force_clean_ratio = 0.999\ndisk_refuse_ratio = 0.9999\n".into(),
+        store: "flush = \"sync\"\nsegment_bytes = 8388608\ndisk_max_used_ratio = 0.999\ndisk_force_clean_ratio = 0.999\ndisk_refuse_ratio = 0.9999\n".into(),
         env: Vec::new(),
     };
     let broker = ChildBroker::start_up(dir.path(), &dir.path().join("s"), &cfg);

@@ -1130,7 +1130,7 @@ fn full_disk_refuses_sends_clearly_and_resumes_after_space_is_freed() {
     // refuses appends once its disk check (every second) sees 90 % or more, or once
     // pre-allocating the next segment finds no space, whichever comes first.
     // The default watermarks, said explicitly (the harness otherwise lifts them).
-    let (mut broker, _, stdout) = start_child_up(dir.path(), &store, "disk_warn_ratio = 0.75\ndisk_force_clean_ratio = 0.85\ndisk_refuse_ratio = 0.90\n");
+    let (mut broker, _, stdout) = start_child_up(dir.path(), &store, "disk_max_used_ratio = 0.75\ndisk_force_clean_ratio = 0.85\ndisk_refuse_ratio = 0.90\n");
     let mut c = Client::connect(broker.addr);
     c.create_topic();
     let mut acked: Vec<Acked> = c.send_many(0..16, large_body_len, 8).iter().map(|(id, r)| acked_from(*id, r, large_body_len)).collect();

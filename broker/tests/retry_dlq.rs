@@ -87,7 +87,7 @@ fn broker_config(name: &str, namesrvs: &[String], root: &Path) -> BrokerConfig {
     config.store.record_bytes_max = config.max_message_bytes + 64 * 1024;
     config.store.dirty_bytes_max = 8 * 1024 * 1024;
     // The host disk's own fill level must not decide the test.
-    config.store.disk_warn_ratio = 0.999;
+    config.store.disk_max_used_ratio = 0.999;
     config.store.disk_force_clean_ratio = 0.999;
     config.store.disk_refuse_ratio = 0.9999;
     config

@@ -722,6 +722,187 @@ fn disk_pressure_forces_a_clean_and_refuses_writes_above_the_watermark() {
     put(&store, 0, 1000, 10, "").unwrap();
 }
 
+/// The CommitLog's segment files, oldest first.
+fn commitlog_segments(disk: &SimDisk) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = disk.paths().into_iter().filter(|p| p.starts_with(root().join("commitlog"))).collect();
+    paths.sort();
+    paths
+}
+
+/// Bytes every file on the disk holds.
+fn disk_used_bytes(disk: &SimDisk) -> u64 {
+    disk.paths().iter().map(|p| disk.file_bytes(p).unwrap().len() as u64).sum()
+}
+
+/// Appends `records` records of 1000 bytes (about 57 per 64 KiB test segment) at the
+/// clock's time, all made durable and checkpointed, so retention may delete any
+/// sealed segment.
+fn fill_durable(store: &SimStore, records: u64) {
+    for seq in 0..records {
+        put_flushing(store, (seq % 2) as i32, seq, 1000);
+    }
+    block_on(store.flush_all()).unwrap();
+    block_on(store.flush_logics()).unwrap();
+}
+
+/// What a retention pass does to the oldest segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Oldest {
+    Deleted,
+    Kept,
+}
+
+/// One row of Apache's retention rules (DefaultMessageStore.CleanCommitLogService at
+/// its defaults: deleteWhen=04, fileReservedTime=72, diskMaxUsedSpaceRatio=75,
+/// diskSpaceCleanForciblyRatio=85, diskSpaceWarningLevelRatio=90, deleteFileBatchMax=10).
+struct RetentionCase {
+    what: &'static str,
+    /// Disk used before the pass, percent (strictly above or below a watermark).
+    used_percent: u64,
+    /// The host's zone, hours east of UTC, and the UTC hour of the pass.
+    utc_offset_hours: i64,
+    utc_hour: i64,
+    clean_file_forcibly: bool,
+    /// Whether the sealed segments are older than fileReservedTime.
+    expired: bool,
+    oldest: Oldest,
+}
+
+/// Apache's retention, case by case: (used ratio, hour, cleanFileForciblyEnable, file
+/// expired?) → the oldest segment deleted or kept. Beyond the oldest: expired segments
+/// go up to deleteFileBatchMax per pass; unexpired ones only while usage, re-read
+/// before each, is above the forcibly ratio; the active segment never. Each case runs
+/// on seeded SimDisks and is checked again after a crash and recovery.
+#[test]
+fn retention_follows_apaches_rules_case_by_case() {
+    use Oldest::*;
+    let cases = [
+        RetentionCase { what: "below diskMaxUsedSpaceRatio, outside deleteWhen: expired kept", used_percent: 50, utc_offset_hours: 0, utc_hour: 10, clean_file_forcibly: true, expired: true, oldest: Kept },
+        RetentionCase { what: "just below diskMaxUsedSpaceRatio: expired kept", used_percent: 74, utc_offset_hours: 0, utc_hour: 10, clean_file_forcibly: true, expired: true, oldest: Kept },
+        RetentionCase { what: "at deleteWhen: expired deleted", used_percent: 50, utc_offset_hours: 0, utc_hour: 4, clean_file_forcibly: true, expired: true, oldest: Deleted },
+        RetentionCase { what: "at deleteWhen: unexpired kept", used_percent: 50, utc_offset_hours: 0, utc_hour: 4, clean_file_forcibly: true, expired: false, oldest: Kept },
+        RetentionCase { what: "above diskMaxUsedSpaceRatio, outside deleteWhen: expired deleted", used_percent: 80, utc_offset_hours: 0, utc_hour: 10, clean_file_forcibly: true, expired: true, oldest: Deleted },
+        RetentionCase { what: "above diskMaxUsedSpaceRatio, outside deleteWhen: unexpired kept", used_percent: 80, utc_offset_hours: 0, utc_hour: 10, clean_file_forcibly: true, expired: false, oldest: Kept },
+        RetentionCase { what: "above the forcibly ratio, forcibly on: unexpired oldest deleted", used_percent: 88, utc_offset_hours: 0, utc_hour: 10, clean_file_forcibly: true, expired: false, oldest: Deleted },
+        RetentionCase { what: "above the forcibly ratio, forcibly off: unexpired kept", used_percent: 88, utc_offset_hours: 0, utc_hour: 10, clean_file_forcibly: false, expired: false, oldest: Kept },
+        RetentionCase { what: "above the forcibly ratio, forcibly off: expired still deleted", used_percent: 88, utc_offset_hours: 0, utc_hour: 10, clean_file_forcibly: false, expired: true, oldest: Deleted },
+        RetentionCase { what: "above the warning level, forcibly off: unexpired kept", used_percent: 95, utc_offset_hours: 0, utc_hour: 10, clean_file_forcibly: false, expired: false, oldest: Kept },
+        RetentionCase { what: "above the warning level, forcibly on: unexpired oldest deleted", used_percent: 95, utc_offset_hours: 0, utc_hour: 4, clean_file_forcibly: true, expired: false, oldest: Deleted },
+        RetentionCase { what: "04:00 local in UTC+8 (20:00 UTC): expired deleted", used_percent: 50, utc_offset_hours: 8, utc_hour: 20, clean_file_forcibly: true, expired: true, oldest: Deleted },
+        RetentionCase { what: "04:00 UTC is 12:00 in UTC+8: expired kept", used_percent: 50, utc_offset_hours: 8, utc_hour: 4, clean_file_forcibly: true, expired: true, oldest: Kept },
+        RetentionCase { what: "04:00 local in UTC-5 (09:00 UTC): expired deleted", used_percent: 50, utc_offset_hours: -5, utc_hour: 9, clean_file_forcibly: true, expired: true, oldest: Deleted },
+    ];
+    let hour_ms = 3_600_000i64;
+    for seed in seeds(3) {
+        let _guard = SeedGuard(seed);
+        for case in &cases {
+            let what = format!("{} (seed {seed})", case.what);
+            let disk = SimDisk::new(seed);
+            // Every record is stored at t = 0.
+            let clock = ManualClock::new(0);
+            clock.set_utc_offset_ms(case.utc_offset_hours * hour_ms);
+            let config = StoreConfig { clean_file_forcibly: case.clean_file_forcibly, ..StoreConfig::for_tests() };
+            assert_eq!((config.file_reserved_hours, config.delete_when_hours.clone(), config.delete_files_per_pass_max), (72, vec![4], 10));
+            let (store, _) = open(&disk, &clock, &config).unwrap();
+            // 6 sealed segments and the active one.
+            fill_durable(&store, 380);
+            let before = commitlog_segments(&disk);
+            let sealed = before.len() - 1;
+            assert!(sealed >= 5, "{what}: {before:?}");
+            // Day 4 (expired: 96 h > 72 h) or day 1 (24 h), at the case's UTC hour.
+            let day = if case.expired { 4 } else { 1 };
+            clock.set_ms(day * 24 * hour_ms + case.utc_hour * hour_ms + 30 * 60_000);
+            let used = disk_used_bytes(&disk);
+            let capacity = used * 100 / case.used_percent;
+            disk.set_faults(FaultConfig { capacity_bytes: capacity, ..FaultConfig::default() });
+            let deleted = block_on(store.clean_expired()).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let after = commitlog_segments(&disk);
+            assert_eq!(after.len(), before.len() - deleted, "{what}");
+            let oldest = if after.first() == before.first() { Kept } else { Deleted };
+            assert_eq!(oldest, case.oldest, "{what}: deleted {deleted} of {} segments", before.len());
+            // How far the pass went: every sealed expired segment (under the batch
+            // bound); unexpired ones until usage is back at or below the forcibly
+            // ratio; never the active one.
+            let segment_bytes = config.segment_bytes;
+            let expected = match (case.oldest, case.expired) {
+                (Kept, _) => 0,
+                (Deleted, true) => sealed.min(config.delete_files_per_pass_max as usize),
+                (Deleted, false) => {
+                    let force_bytes = (config.disk_force_clean_ratio * capacity as f64) as u64;
+                    (1..=sealed).find(|k| used - *k as u64 * segment_bytes <= force_bytes).unwrap_or(sealed)
+                }
+            };
+            assert_eq!(deleted, expected, "{what}");
+            assert_eq!(after.last(), before.last(), "{what}: the active segment stays");
+            // What is left reads back, also after a crash and recovery.
+            let left = read_all(&store);
+            let min_seq = left.iter().map(|r| r.2).min().unwrap();
+            assert_eq!(left.len() as u64, 380 - min_seq, "{what}: a contiguous suffix is left");
+            assert_eq!(min_seq == 0, deleted == 0, "{what}");
+            drop(store);
+            disk.set_faults(FaultConfig::default());
+            disk.crash();
+            let (store, _) = open(&disk, &clock, &config).unwrap();
+            assert_eq!(read_all(&store), left, "{what}: after recovery");
+            assert_eq!(commitlog_segments(&disk), after, "{what}: no segment comes back");
+        }
+    }
+}
+
+/// deleteFileBatchMax: a pass deletes at most that many expired segments; the next
+/// pass goes on from there.
+#[test]
+fn retention_deletes_at_most_a_batch_per_pass() {
+    for seed in seeds(2) {
+        let _guard = SeedGuard(seed);
+        let disk = SimDisk::new(seed);
+        let clock = ManualClock::new(0);
+        let config = StoreConfig { delete_files_per_pass_max: 2, ..StoreConfig::for_tests() };
+        let (store, _) = open(&disk, &clock, &config).unwrap();
+        fill_durable(&store, 380);
+        let segments = || commitlog_segments(&disk).len();
+        let sealed = segments() - 1;
+        clock.set_ms(4 * 24 * 3_600_000 + 4 * 3_600_000);
+        let mut passes = Vec::new();
+        loop {
+            let n = block_on(store.clean_expired()).unwrap();
+            if n == 0 {
+                break;
+            }
+            passes.push(n);
+        }
+        let mut want = vec![2; sealed / 2];
+        if sealed % 2 == 1 {
+            want.push(1);
+        }
+        assert_eq!(passes, want, "{sealed} sealed segments, 2 per pass");
+        assert_eq!(segments(), 1, "only the active segment is left");
+    }
+}
+
+/// diskSpaceWarningLevelRatio: appends are refused above it and, as Apache marks the
+/// disk OK again only at or below diskSpaceCleanForciblyRatio, accepted again there,
+/// not as soon as usage dips under the warning level.
+#[test]
+fn appends_refused_above_the_warning_level_resume_at_the_forcibly_ratio() {
+    let disk = SimDisk::new(5);
+    let clock = ManualClock::new(0);
+    let (store, _) = open(&disk, &clock, &StoreConfig::for_tests()).unwrap();
+    put(&store, 0, 0, 1000, "").unwrap();
+    block_on(store.flush_all()).unwrap();
+    let used = disk_used_bytes(&disk);
+    // (used percent, appends refused after the disk check)
+    let steps = [(80, false), (90, false), (91, true), (88, true), (86, true), (85, false), (89, false), (95, true), (10, false)];
+    for (seq, (percent, refused)) in steps.into_iter().enumerate() {
+        // Rounded up: usage at most `percent`, so 90 % is "at", not "above", the level.
+        disk.set_faults(FaultConfig { capacity_bytes: (used * 100).div_ceil(percent), ..FaultConfig::default() });
+        block_on(store.check_disk()).unwrap();
+        assert_eq!(store.refusing_writes(), refused, "at {percent} %");
+        let put_result = put(&store, 0, 1 + seq as u64, 10, "");
+        assert_eq!(matches!(put_result, Err(StoreError::DiskFull { .. })), refused, "at {percent} %: {put_result:?}");
+    }
+}
+
 #[test]
 fn clean_reopen_after_records_without_keys() {
     // The index's "replay from" after a clean stop is one past its last key, which is

@@ -51,7 +51,7 @@ fn config(flush: &str) -> ChildConfig {
     ChildConfig {
         shard_count: SHARDS,
         top: format!("transaction_timeout_ms = 500\ntransaction_check_interval_ms = 700\ntransaction_check_max = {CHECK_MAX}\n"),
-        store: format!("flush = \"{flush}\"\nsegment_bytes = 8388608\ndisk_warn_ratio = 0.999\ndisk_force_clean_ratio = 0.999\ndisk_refuse_ratio = 0.9999\n"),
+        store: format!("flush = \"{flush}\"\nsegment_bytes = 8388608\ndisk_max_used_ratio = 0.999\ndisk_force_clean_ratio = 0.999\ndisk_refuse_ratio = 0.9999\n"),
         env: Vec::new(),
     }
 }

@@ -42,7 +42,7 @@ pub const START_WAIT_SECS: u64 = 120;
 /// The child broker's disk watermarks: the benchmark host's disk is shared and already
 /// far fuller than a broker's own would be, so the defaults (force-clean at 85 % used)
 /// would delete segments under the measurement. Real ENOSPC still stops writes.
-const BENCH_DISK_WATERMARKS_TOML: &str = "disk_warn_ratio = 0.97\ndisk_force_clean_ratio = 0.98\ndisk_refuse_ratio = 0.99\n";
+const BENCH_DISK_WATERMARKS_TOML: &str = "disk_max_used_ratio = 0.97\ndisk_force_clean_ratio = 0.98\ndisk_refuse_ratio = 0.99\n";
 
 /// One acknowledged send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

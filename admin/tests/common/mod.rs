@@ -34,7 +34,7 @@ pub fn cluster(broker_name: &str) -> Cluster {
         ..Default::default()
     };
     config.store.segment_bytes = 8 << 20;
-    config.store.disk_warn_ratio = 0.999;
+    config.store.disk_max_used_ratio = 0.999;
     config.store.disk_force_clean_ratio = 0.999;
     config.store.disk_refuse_ratio = 0.9999;
     let broker = ringmq_broker::launch::start(config).expect("broker");

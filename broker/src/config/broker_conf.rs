@@ -10,11 +10,15 @@
 //! `ignored_conf_keys`, or refused with its line number.
 //! Invariant: a key set twice is refused: Java's "last one wins" would hide a mistake.
 //! Invariant: `to_broker_conf` writes only keys `apply_conf_key` reads, and parsing
-//! what it writes gives the same settings.
+//! what it writes gives the same settings (for every setting broker.conf can hold:
+//! TOML may put a disk watermark outside the range Apache clamps it to, which
+//! broker.conf refuses).
+//! Invariant: a disk watermark percentage is accepted only inside the range Apache
+//! RocketMQ clamps it to (`DiskPercentKey`): an accepted line behaves as in Apache.
 
 use super::conf_keys::{self, Unmapped};
 use super::{expand_home, split_addrs, BrokerConfig, BrokerRole, ConfigError, MetricsExporter, RouteMode};
-use crate::store::config::{FlushMode, StoreConfig};
+use crate::store::config::FlushMode;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
@@ -40,6 +44,10 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "fileReservedTime",
     "deleteWhen",
     "diskMaxUsedSpaceRatio",
+    "diskSpaceCleanForciblyRatio",
+    "diskSpaceWarningLevelRatio",
+    "cleanFileForciblyEnable",
+    "deleteFileBatchMax",
     "maxMessageSize",
     "autoCreateTopicEnable",
     "defaultTopicQueueNums",
@@ -134,7 +142,11 @@ impl BrokerConfig {
             ("mappedFileSizeCommitLog", s.segment_bytes.to_string()),
             ("fileReservedTime", s.file_reserved_hours.to_string()),
             ("deleteWhen", s.delete_when_hours.iter().map(|h| format!("{h:02}")).collect::<Vec<_>>().join(";")),
-            ("diskMaxUsedSpaceRatio", format!("{}", (s.disk_force_clean_ratio * 100.0).round())),
+            ("diskMaxUsedSpaceRatio", percent_text(s.disk_max_used_ratio)),
+            ("diskSpaceCleanForciblyRatio", percent_text(s.disk_force_clean_ratio)),
+            ("diskSpaceWarningLevelRatio", percent_text(s.disk_refuse_ratio)),
+            ("cleanFileForciblyEnable", s.clean_file_forcibly.to_string()),
+            ("deleteFileBatchMax", s.delete_files_per_pass_max.to_string()),
             ("maxMessageSize", self.max_message_bytes.to_string()),
             ("autoCreateTopicEnable", self.auto_create_topic.to_string()),
             ("defaultTopicQueueNums", self.default_topic_queue_nums.to_string()),
@@ -256,7 +268,11 @@ pub(super) fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) 
         "mappedFileSizeCommitLog" => store.segment_bytes = parse_number(value)?,
         "fileReservedTime" => store.file_reserved_hours = parse_number(value)?,
         "deleteWhen" => store.delete_when_hours = parse_delete_when(value)?,
-        "diskMaxUsedSpaceRatio" => apply_disk_max_used_space_ratio(store, value)?,
+        "diskMaxUsedSpaceRatio" => store.disk_max_used_ratio = parse_disk_percent(DiskPercentKey::MaxUsed, value)?,
+        "diskSpaceCleanForciblyRatio" => store.disk_force_clean_ratio = parse_disk_percent(DiskPercentKey::CleanForcibly, value)?,
+        "diskSpaceWarningLevelRatio" => store.disk_refuse_ratio = parse_disk_percent(DiskPercentKey::WarningLevel, value)?,
+        "cleanFileForciblyEnable" => store.clean_file_forcibly = parse_bool(value)?,
+        "deleteFileBatchMax" => store.delete_files_per_pass_max = parse_delete_file_batch_max(value)?,
         "maxMessageSize" => config.max_message_bytes = parse_number(value)?,
         "autoCreateTopicEnable" => config.auto_create_topic = parse_bool(value)?,
         "defaultTopicQueueNums" => config.default_topic_queue_nums = parse_number(value)?,
@@ -342,19 +358,62 @@ fn parse_delete_when(value: &str) -> Result<Vec<u32>, String> {
     Ok(hours)
 }
 
-/// `diskMaxUsedSpaceRatio`, a percentage, onto the store's three disk watermarks.
-fn apply_disk_max_used_space_ratio(store: &mut StoreConfig, value: &str) -> Result<(), String> {
-    let percent: f64 = parse_number(value)?;
-    if !(0.0..=100.0).contains(&percent) {
-        return Err("expected a percentage in 0..=100".into());
+/// Apache's disk watermark keys: whole percentages that its getters clamp to a range
+/// (`MessageStoreConfig.getDiskMaxUsedSpaceRatio`, `CleanCommitLogService`'s
+/// `getDiskSpaceCleanForciblyRatio` and `getDiskSpaceWarningLevelRatio`).
+#[derive(Debug, Clone, Copy)]
+enum DiskPercentKey {
+    /// `diskMaxUsedSpaceRatio` (75): expired files go at any hour above it.
+    MaxUsed,
+    /// `diskSpaceCleanForciblyRatio` (85): unexpired files may go above it.
+    CleanForcibly,
+    /// `diskSpaceWarningLevelRatio` (90): writes refused above it.
+    WarningLevel,
+}
+
+impl DiskPercentKey {
+    /// The percentages Apache uses the value within (it clamps anything outside).
+    fn apache_range(self) -> std::ops::RangeInclusive<u32> {
+        match self {
+            DiskPercentKey::MaxUsed => 10..=95,
+            DiskPercentKey::CleanForcibly => 30..=85,
+            DiskPercentKey::WarningLevel => 35..=90,
+        }
     }
-    // RocketMQ's single ratio is where cleaning is forced; keep the warn and
-    // refuse watermarks on either side of it so the three stay ordered.
-    let ratio = percent / 100.0;
-    store.disk_force_clean_ratio = ratio;
-    store.disk_warn_ratio = store.disk_warn_ratio.min(ratio);
-    store.disk_refuse_ratio = store.disk_refuse_ratio.max(ratio);
-    Ok(())
+}
+
+/// A disk watermark percentage as a fraction. Apache silently uses the nearest bound
+/// for a value outside its range; that is refused here instead, so that an accepted
+/// line means what it means in Apache.
+fn parse_disk_percent(key: DiskPercentKey, value: &str) -> Result<f64, String> {
+    let range = key.apache_range();
+    let percent: u32 = value
+        .parse()
+        .map_err(|_| format!("expected a whole percentage in {}..={}", range.start(), range.end()))?;
+    if !range.contains(&percent) {
+        return Err(format!(
+            "expected a whole percentage in {}..={}: Apache RocketMQ clamps it to that range, RingMQ refuses rather than change it silently",
+            range.start(),
+            range.end()
+        ));
+    }
+    Ok(percent as f64 / 100.0)
+}
+
+/// A fraction written back as a percentage: whole for what broker.conf can hold, with
+/// decimals (which broker.conf refuses) for a TOML setting between percents.
+fn percent_text(ratio: f64) -> String {
+    format!("{}", (ratio * 100.0 * 1e6).round() / 1e6)
+}
+
+/// `deleteFileBatchMax`: segments one retention pass deletes, at least 1 (Apache
+/// deletes one file even at 0).
+fn parse_delete_file_batch_max(value: &str) -> Result<u32, String> {
+    let files: u32 = parse_number(value)?;
+    if files == 0 {
+        return Err("expected at least 1 file per pass".into());
+    }
+    Ok(files)
 }
 
 #[cfg(test)]
@@ -386,6 +445,10 @@ mod tests {
         fileReservedTime=120
         deleteWhen=04;05
         diskMaxUsedSpaceRatio=88
+        diskSpaceCleanForciblyRatio=80
+        diskSpaceWarningLevelRatio=87
+        cleanFileForciblyEnable=false
+        deleteFileBatchMax=4
         maxMessageSize=2097152
         autoCreateTopicEnable=TRUE
         defaultTopicQueueNums=4
@@ -430,8 +493,11 @@ mod tests {
             c.store.segment_bytes = 256 << 20;
             c.store.file_reserved_hours = 120;
             c.store.delete_when_hours = vec![4, 5];
-            c.store.disk_force_clean_ratio = 0.88;
-            c.store.disk_refuse_ratio = 0.90;
+            c.store.disk_max_used_ratio = 0.88;
+            c.store.disk_force_clean_ratio = 0.80;
+            c.store.disk_refuse_ratio = 0.87;
+            c.store.clean_file_forcibly = false;
+            c.store.delete_files_per_pass_max = 4;
             c.max_message_bytes = 2 << 20;
             c.auto_create_topic = true;
             c.default_topic_queue_nums = 4;
@@ -484,20 +550,21 @@ mod tests {
         check("autoCreateTopicEnable=false", Ok(BrokerConfig::default()));
         check("namesrvAddr=", Ok(BrokerConfig::default()));
         check("namesrvAddr=127.0.0.1:9876", Ok(with(|c| c.namesrv_addrs = vec!["127.0.0.1:9876".into()])));
-        check(
-            "diskMaxUsedSpaceRatio=60",
-            Ok(with(|c| {
-                c.store.disk_force_clean_ratio = 0.6;
-                c.store.disk_warn_ratio = 0.6;
-            })),
-        );
-        check(
-            "diskMaxUsedSpaceRatio=95",
-            Ok(with(|c| {
-                c.store.disk_force_clean_ratio = 0.95;
-                c.store.disk_refuse_ratio = 0.95;
-            })),
-        );
+        // Apache's retention keys, each onto its own setting (issue 24): the used ratio
+        // where expired files go at any hour, where unexpired ones may go, where
+        // writes are refused; whether unexpired ones may go at all; files per pass.
+        check("diskMaxUsedSpaceRatio=60", Ok(with(|c| c.store.disk_max_used_ratio = 0.6)));
+        check("diskMaxUsedSpaceRatio=95", Ok(with(|c| c.store.disk_max_used_ratio = 0.95)));
+        check("diskMaxUsedSpaceRatio=10", Ok(with(|c| c.store.disk_max_used_ratio = 0.1)));
+        check("diskMaxUsedSpaceRatio=75", Ok(BrokerConfig::default()));
+        check("diskSpaceCleanForciblyRatio=85", Ok(BrokerConfig::default()));
+        check("diskSpaceCleanForciblyRatio=30", Ok(with(|c| c.store.disk_force_clean_ratio = 0.3)));
+        check("diskSpaceWarningLevelRatio=90", Ok(BrokerConfig::default()));
+        check("diskSpaceWarningLevelRatio=35", Ok(with(|c| c.store.disk_refuse_ratio = 0.35)));
+        check("cleanFileForciblyEnable=true", Ok(BrokerConfig::default()));
+        check("cleanFileForciblyEnable=false", Ok(with(|c| c.store.clean_file_forcibly = false)));
+        check("deleteFileBatchMax=10", Ok(BrokerConfig::default()));
+        check("deleteFileBatchMax=1", Ok(with(|c| c.store.delete_files_per_pass_max = 1)));
         // The CommitLog path may come before the root; it must be under it.
         check("storePathCommitLog=/r/commitlog\nstorePathRootDir=/r", Ok(with(|c| c.store_root = "/r".into())));
         check(
@@ -529,6 +596,14 @@ mod tests {
         for (k, _) in original.to_broker_conf() {
             assert!(BROKER_CONF_KEYS.contains(&k), "{k}");
         }
+        // The retention keys are written in Apache's form: whole percentages, a switch.
+        for line in ["diskMaxUsedSpaceRatio=88\n", "diskSpaceCleanForciblyRatio=80\n", "diskSpaceWarningLevelRatio=87\n", "cleanFileForciblyEnable=false\n", "deleteFileBatchMax=4\n"] {
+            assert!(text.contains(line), "{line:?} not in {text}");
+        }
+        // Forced cleaning past the refusal watermark parses but does not validate.
+        let inverted = BrokerConfig::from_broker_conf_str("diskSpaceCleanForciblyRatio=85\ndiskSpaceWarningLevelRatio=80").unwrap();
+        let e = inverted.validate().expect_err("force-clean above refuse");
+        assert!(e.to_string().contains("disk_force_clean_ratio 0.85 must not exceed disk_refuse_ratio 0.8"), "{e}");
         let defaults = BrokerConfig::default();
         let text: String = defaults.to_broker_conf().iter().map(|(k, v)| format!("{k}={v}\n")).collect();
         assert_eq!(BrokerConfig::from_broker_conf_str(&text).unwrap(), defaults, "{text}");
@@ -600,7 +675,19 @@ mod tests {
         check("deleteWhen=24", Err(&["deleteWhen", "0..=23"]));
         check("deleteWhen=4am", Err(&["deleteWhen"]));
         check("deleteWhen=", Err(&["deleteWhen"]));
-        check("diskMaxUsedSpaceRatio=101", Err(&["diskMaxUsedSpaceRatio", "percentage"]));
+        check("diskMaxUsedSpaceRatio=101", Err(&["diskMaxUsedSpaceRatio", "percentage in 10..=95"]));
+        // Outside the range Apache clamps to: refused, never changed silently.
+        check("diskMaxUsedSpaceRatio=96", Err(&["diskMaxUsedSpaceRatio=96", "10..=95", "clamps"]));
+        check("diskMaxUsedSpaceRatio=9", Err(&["10..=95"]));
+        check("diskMaxUsedSpaceRatio=88.5", Err(&["whole percentage"]));
+        check("diskSpaceCleanForciblyRatio=86", Err(&["diskSpaceCleanForciblyRatio", "30..=85"]));
+        check("diskSpaceCleanForciblyRatio=29", Err(&["30..=85"]));
+        check("diskSpaceWarningLevelRatio=91", Err(&["diskSpaceWarningLevelRatio", "35..=90"]));
+        check("diskSpaceWarningLevelRatio=34", Err(&["35..=90"]));
+        check("diskSpaceWarningLevelRatio=high", Err(&["whole percentage"]));
+        check("cleanFileForciblyEnable=no", Err(&["cleanFileForciblyEnable", "true or false"]));
+        check("deleteFileBatchMax=0", Err(&["deleteFileBatchMax", "at least 1"]));
+        check("deleteFileBatchMax=-1", Err(&["deleteFileBatchMax"]));
         check("autoCreateTopicEnable=yes", Err(&["autoCreateTopicEnable", "true or false"]));
         check("mappedFileSizeCommitLog=1G", Err(&["mappedFileSizeCommitLog"]));
         check("fileReservedTime=-3", Err(&["fileReservedTime"]));

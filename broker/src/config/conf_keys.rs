@@ -73,7 +73,7 @@ const STORE_TUNING_KEYS: &[&str] = &[
     "flushCommitLogThoroughInterval", "flushCommitLogTimed", "flushConsumeQueueLeastPages", "flushConsumeQueueThoroughInterval",
     "flushIntervalConsumeQueue", "wakeCommitWhenPutMessage", "wakeFlushWhenPutMessage", "putMsgIndexHightWater",
     "mappedFileSizeConsumeQueue", "putConsumeQueueDataByFileChannel",
-    "destroyMapedFileIntervalForcibly", "redeleteHangedFileInterval", "deleteFileBatchMax", "maxBatchDeleteFilesNum",
+    "destroyMapedFileIntervalForcibly", "redeleteHangedFileInterval", "maxBatchDeleteFilesNum",
     "maxRecoveryCommitlogFiles", "recoverConcurrently", "enableAcceleratedRecovery", "checkCRCOnRecover",
 ];
 
@@ -301,6 +301,14 @@ mod tests {
         check("flushDiskTyp", "ASYNC_FLUSH", Err("did you mean `flushDiskType`?"));
         check("sendMessageThreadPoolNum", "4", Err("did you mean `sendMessageThreadPoolNums`?"));
         check("zzz", "1", Err("neither"));
+    }
+
+    /// A key broker.conf maps is never also listed as one without meaning here.
+    #[test]
+    fn mapped_keys_are_not_listed_as_ignored() {
+        for key in crate::config::BROKER_CONF_KEYS {
+            assert!(!STORE_TUNING_KEYS.contains(key) && !CADENCE_KEYS.contains(key), "{key} is mapped and listed as ignored");
+        }
     }
 
     #[test]

@@ -52,9 +52,11 @@ struct StoreSection {
     file_reserved_hours: Option<u64>,
     delete_when_hour: Option<u32>,
     delete_when_hours: Option<Vec<u32>>,
-    disk_warn_ratio: Option<f64>,
+    disk_max_used_ratio: Option<f64>,
     disk_force_clean_ratio: Option<f64>,
     disk_refuse_ratio: Option<f64>,
+    clean_file_forcibly: Option<bool>,
+    delete_files_per_pass_max: Option<u32>,
     allow_truncate_corrupt: Option<bool>,
 }
 
@@ -76,9 +78,11 @@ impl StoreSection {
             file_reserved_hours,
             delete_when_hour,
             delete_when_hours,
-            disk_warn_ratio,
+            disk_max_used_ratio,
             disk_force_clean_ratio,
             disk_refuse_ratio,
+            clean_file_forcibly,
+            delete_files_per_pass_max,
             allow_truncate_corrupt,
         } = self;
         fn set<T>(field: &mut T, value: Option<T>) {
@@ -104,9 +108,11 @@ impl StoreSection {
         set(&mut store.file_reserved_hours, file_reserved_hours);
         set(&mut store.delete_when_hours, delete_when_hour.map(|h| vec![h]));
         set(&mut store.delete_when_hours, delete_when_hours);
-        set(&mut store.disk_warn_ratio, disk_warn_ratio);
+        set(&mut store.disk_max_used_ratio, disk_max_used_ratio);
         set(&mut store.disk_force_clean_ratio, disk_force_clean_ratio);
         set(&mut store.disk_refuse_ratio, disk_refuse_ratio);
+        set(&mut store.clean_file_forcibly, clean_file_forcibly);
+        set(&mut store.delete_files_per_pass_max, delete_files_per_pass_max);
         set(&mut store.allow_truncate_corrupt, allow_truncate_corrupt);
     }
 }
@@ -191,9 +197,11 @@ mod tests {
             cq_entries_per_file = 2048
             file_reserved_hours = 48
             delete_when_hour = 3
-            disk_warn_ratio = 0.5
+            disk_max_used_ratio = 0.5
             disk_force_clean_ratio = 0.6
             disk_refuse_ratio = 0.7
+            clean_file_forcibly = false
+            delete_files_per_pass_max = 3
             allow_truncate_corrupt = true
         "#;
         let expected = with(|c| {
@@ -229,9 +237,11 @@ mod tests {
             s.cq_entries_per_file = 2048;
             s.file_reserved_hours = 48;
             s.delete_when_hours = vec![3];
-            s.disk_warn_ratio = 0.5;
+            s.disk_max_used_ratio = 0.5;
             s.disk_force_clean_ratio = 0.6;
             s.disk_refuse_ratio = 0.7;
+            s.clean_file_forcibly = false;
+            s.delete_files_per_pass_max = 3;
             s.allow_truncate_corrupt = true;
         });
         assert_eq!(expected.store.record_bytes_max, (1 << 20) + RECORD_OVERHEAD_BYTES_MAX);
@@ -274,7 +284,11 @@ mod tests {
         check("namesrv_addrs = [5]", Err(&["namesrv_addrs"]));
         check("cpu_list = [-1]", Err(&["cpu_list"]));
         check("auto_create_topic = 1", Err(&["auto_create_topic"]));
-        check("[store]\ndisk_warn_ratio = \"high\"", Err(&["disk_warn_ratio"]));
+        check("[store]\ndisk_max_used_ratio = \"high\"", Err(&["disk_max_used_ratio"]));
+        // Renamed (issue 24): the old name is refused, not silently given the new meaning.
+        check("[store]\ndisk_warn_ratio = 0.75", Err(&["disk_warn_ratio"]));
+        check("[store]\nclean_file_forcibly = 0", Err(&["clean_file_forcibly"]));
+        check("[store]\ndelete_files_per_pass_max = -1", Err(&["delete_files_per_pass_max"]));
         check("[store]\nrecord_bytes_max = 10", Err(&["record_bytes_max"]));
         check("listen_port = ", Err(&["line 1"]));
     }

@@ -40,6 +40,10 @@ impl Clock for SimClock {
     fn now_ms(&self) -> i64 {
         super::executor::SIM_EPOCH_MS + (self.ex.now_us() / 1000) as i64 + self.jump_ms.get()
     }
+    /// The simulator runs in UTC: a run must not depend on the host's time zone.
+    fn utc_offset_ms(&self, _at_ms: i64) -> i64 {
+        0
+    }
 }
 
 /// The SimDisk with simulated latency on every operation.

@@ -74,13 +74,31 @@ pub struct StoreConfig {
     /// ConsumeQueue entries each queue keeps in memory after they are flushed.
     pub cq_tail_entries: u64,
     pub index: IndexConfig,
+    /// Age past which a sealed CommitLog segment is expired (Apache `fileReservedTime`),
+    /// measured from its newest record's store time.
     pub file_reserved_hours: u64,
-    /// Hours of day (0–23, UTC) at which expired segments are deleted: any of them, as
-    /// Apache's `deleteWhen=04;16` (at least one, at most 24).
+    /// Hours of day (0–23, in the host's local time zone, as Apache's `isItTimeToDo`
+    /// reads `Calendar.getInstance()`) at which expired segments are deleted: any of
+    /// them, as Apache's `deleteWhen=04;16` (at least one, at most 24).
     pub delete_when_hours: Vec<u32>,
-    pub disk_warn_ratio: f64,
+    /// Used fraction of the disk above which expired segments are deleted at any hour,
+    /// not only at `delete_when_hours` (Apache `diskMaxUsedSpaceRatio`, 75 %); also
+    /// where the disk check starts warning. Never deletes an unexpired segment.
+    pub disk_max_used_ratio: f64,
+    /// Used fraction above which the oldest segments are deleted even if unexpired,
+    /// when `clean_file_forcibly` (Apache `diskSpaceCleanForciblyRatio`, 85 %); appends
+    /// refused at `disk_refuse_ratio` resume only once usage is back at or below it.
     pub disk_force_clean_ratio: f64,
+    /// Used fraction above which appends are refused (Apache
+    /// `diskSpaceWarningLevelRatio`, 90 %); also forces a clean as Apache's does.
     pub disk_refuse_ratio: f64,
+    /// Whether disk pressure may delete unexpired segments (Apache
+    /// `cleanFileForciblyEnable`, on). Off: only expired segments are ever deleted,
+    /// whatever the disk's fill; appends are refused instead.
+    pub clean_file_forcibly: bool,
+    /// Most segments one retention pass deletes (Apache `deleteFileBatchMax`, 10); the
+    /// next pass (`CLEAN_INTERVAL_MS` later) goes on.
+    pub delete_files_per_pass_max: u32,
     /// Start even if a record in the middle of the log is corrupt, truncating there.
     pub allow_truncate_corrupt: bool,
 }
@@ -113,9 +131,11 @@ impl Default for StoreConfig {
             index: IndexConfig::default(),
             file_reserved_hours: 72,
             delete_when_hours: vec![4],
-            disk_warn_ratio: 0.75,
+            disk_max_used_ratio: 0.75,
             disk_force_clean_ratio: 0.85,
             disk_refuse_ratio: 0.90,
+            clean_file_forcibly: true,
+            delete_files_per_pass_max: 10,
             allow_truncate_corrupt: false,
         }
     }
@@ -181,9 +201,26 @@ impl StoreConfig {
         if let Some(h) = self.delete_when_hours.iter().find(|&&h| h > 23) {
             return fail(format!("delete_when_hour {h} is not an hour of the day"));
         }
-        let ratios = [self.disk_warn_ratio, self.disk_force_clean_ratio, self.disk_refuse_ratio];
-        if ratios.iter().any(|r| !(0.0..=1.0).contains(r)) || !(ratios[0] <= ratios[1] && ratios[1] <= ratios[2]) {
-            return fail("disk ratios must satisfy 0 <= warn <= force_clean <= refuse <= 1".into());
+        let ratios = [
+            ("disk_max_used_ratio", self.disk_max_used_ratio),
+            ("disk_force_clean_ratio", self.disk_force_clean_ratio),
+            ("disk_refuse_ratio", self.disk_refuse_ratio),
+        ];
+        if let Some((name, r)) = ratios.iter().find(|(_, r)| !(0.0..=1.0).contains(r)) {
+            return fail(format!("{name} {r} is not a fraction in 0..=1"));
+        }
+        // Forced cleaning must start no later than appends are refused, or a full disk
+        // would refuse writes while keeping what it could delete. `disk_max_used_ratio`
+        // may lie above either (Apache's diskMaxUsedSpaceRatio=88 with the default 85):
+        // it only widens when expired segments go.
+        if self.disk_force_clean_ratio > self.disk_refuse_ratio {
+            return fail(format!(
+                "disk_force_clean_ratio {} must not exceed disk_refuse_ratio {}",
+                self.disk_force_clean_ratio, self.disk_refuse_ratio
+            ));
+        }
+        if self.delete_files_per_pass_max == 0 {
+            return fail("delete_files_per_pass_max must be at least 1".into());
         }
         Ok(())
     }

@@ -55,6 +55,7 @@ pub use flush::{DurableWait, FlushWanted, LogicsWanted, LOGICS_FLUSHES_IN_FLIGHT
 pub use open::{open_store, RecoveryReport};
 pub use read::{GetResult, GetStatus, CQ_PULL_BLOCKS_MAX, GET_MESSAGES_MAX, READ_AHEAD_PREFETCH_MAX, READ_AHEAD_WINDOW_BYTES, READ_SPAN_BYTES_MAX};
 pub use replica::{AppendWait, ReplicatedAppend};
+pub use retention::{clean_trigger, CleanTrigger};
 pub use scrub::{ScrubFinding, ScrubStep};
 pub use write::{MessageToStore, PutResult};
 

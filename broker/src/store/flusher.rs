@@ -150,8 +150,10 @@ pub fn spawn_store_tasks<E: StoreExecutor, D: Disk, C: Clock>(rt: E, store: Stor
             }
             if now_us.saturating_sub(last_clean_us) >= CLEAN_INTERVAL_MS * 1000 {
                 last_clean_us = now_us;
-                // Retention at any of `delete_when_hours`, or one segment per round above the
-                // force-clean watermark.
+                // Retention (Apache's CleanCommitLogService, run every cleanResourceInterval):
+                // expired segments at `delete_when_hours` or above `disk_max_used_ratio`,
+                // unexpired ones above `disk_force_clean_ratio` with `clean_file_forcibly`;
+                // at most `delete_files_per_pass_max` per round.
                 match s.clean_expired().await {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(segments = n, "retention deleted commitlog segments"),

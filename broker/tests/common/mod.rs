@@ -58,10 +58,10 @@ pub fn sync_small_segments(config: &mut BrokerConfig) {
 /// Disk watermarks a shared CI host's fill level never reaches (tests of the watermarks
 /// set their own): the default 0.90 refuse ratio would fail any test on a host whose
 /// disk is 90% full for reasons of its own.
-pub const HOST_INDEPENDENT_WATERMARKS_TOML: &str = "disk_warn_ratio = 0.999\ndisk_force_clean_ratio = 0.999\ndisk_refuse_ratio = 0.9999\n";
+pub const HOST_INDEPENDENT_WATERMARKS_TOML: &str = "disk_max_used_ratio = 0.999\ndisk_force_clean_ratio = 0.999\ndisk_refuse_ratio = 0.9999\n";
 
 pub fn host_independent_disk_watermarks(store: &mut ringmq_broker::store::config::StoreConfig) {
-    store.disk_warn_ratio = 0.999;
+    store.disk_max_used_ratio = 0.999;
     store.disk_force_clean_ratio = 0.999;
     store.disk_refuse_ratio = 0.9999;
 }

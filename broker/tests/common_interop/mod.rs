@@ -330,7 +330,7 @@ pub fn broker_config(store_root: PathBuf, name: &str, ns_addr: String) -> Broker
 /// The disk is shared with other builds (it has crossed 90% used while these tests
 /// ran): for tests that do not test disk watermarks, none is ever reached.
 pub fn ignore_disk_watermarks(config: &mut BrokerConfig) {
-    config.store.disk_warn_ratio = 1.0;
+    config.store.disk_max_used_ratio = 1.0;
     config.store.disk_force_clean_ratio = 1.0;
     config.store.disk_refuse_ratio = 1.0;
 }

@@ -1,37 +1,89 @@
-//! Retention and topic deletion: expired (or, under disk pressure, the oldest)
-//! CommitLog segments are deleted, then the ConsumeQueue and index files that pointed
-//! only into them; `delete_topic` swaps a topic's queues for empty ones and removes
-//! their files once a checkpoint no longer counts them.
+//! Retention and topic deletion: expired CommitLog segments (and, under disk
+//! pressure with `clean_file_forcibly`, the oldest unexpired ones) are deleted, then
+//! the ConsumeQueue and index files that pointed only into them; `delete_topic` swaps
+//! a topic's queues for empty ones and removes their files once a checkpoint no longer
+//! counts them.
+//!
+//! When a pass runs and what it may delete is Apache RocketMQ's
+//! `CleanCommitLogService.deleteExpiredFiles` (`clean_trigger`): at any of
+//! `delete_when_hours` (local time) or above `disk_max_used_ratio`, expired segments;
+//! above `disk_force_clean_ratio` (or `disk_refuse_ratio`) with `clean_file_forcibly`,
+//! the oldest segments whatever their age; oldest first, stopping at the first segment
+//! it may not delete, at most `delete_files_per_pass_max` per pass.
 //!
 //! Invariants: never deletes the active segment, nor a segment past the durable end or
-//! the last checkpoint's `logics_phys`; the log's start (`commitlog_start`) moves before
-//! the file goes, and the read-ahead windows and pull blocks are dropped with it; a
-//! deleted queue's files outlive the checkpoint that still counts their entries.
+//! the last checkpoint's `logics_phys`; never deletes an unexpired segment unless
+//! `clean_file_forcibly` is on and usage, re-read before each such deletion, is above
+//! the force-clean (or refuse) watermark; the log's start (`commitlog_start`) moves
+//! before the file goes, and the read-ahead windows and pull blocks are dropped with
+//! it; a deleted queue's files outlive the checkpoint that still counts their entries.
 
 use super::*;
+use crate::store::config::StoreConfig;
 use crate::store::consumequeue::ENTRY_BYTES;
-use crate::store::io::IoErrorKind;
+use crate::store::io::{local_hour_of_day, IoErrorKind};
 use crate::store::segmented::{log_accessor, read_log};
 use ringmq_client::message::stored::StoredMessageView;
 
+/// Why a retention pass runs and how far it may go: Apache's `isTimeToDelete`,
+/// `isSpaceToDelete` and `cleanAtOnce`, from the hour and the disk's used fraction.
+/// Every comparison is strict (`>`), as Apache's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CleanTrigger {
+    /// The local hour is one of `delete_when_hours`.
+    pub at_hour: bool,
+    /// Usage is above `disk_max_used_ratio`, `disk_force_clean_ratio` or
+    /// `disk_refuse_ratio`: expired segments go at any hour.
+    pub space_to_delete: bool,
+    /// Usage is above the force-clean or refuse watermark and `clean_file_forcibly` is
+    /// on: unexpired segments may go too, oldest first.
+    pub clean_at_once: bool,
+}
+
+impl CleanTrigger {
+    /// Whether the pass deletes anything at all (expired segments at least).
+    pub fn runs(&self) -> bool {
+        self.at_hour || self.space_to_delete
+    }
+}
+
+/// Apache's `cleanImmediately`: usage past the watermark where unexpired segments may
+/// be deleted (its warning level forces it too: appends are refused there).
+fn clean_immediately(config: &StoreConfig, used_ratio: f64) -> bool {
+    used_ratio > config.disk_force_clean_ratio || used_ratio > config.disk_refuse_ratio
+}
+
+/// What a pass at local hour `local_hour` (0–23) with `used_ratio` of the disk used may
+/// do under `config`.
+pub fn clean_trigger(config: &StoreConfig, local_hour: u32, used_ratio: f64) -> CleanTrigger {
+    let immediately = clean_immediately(config, used_ratio);
+    CleanTrigger {
+        at_hour: config.delete_when_hours.contains(&local_hour),
+        space_to_delete: immediately || used_ratio > config.disk_max_used_ratio,
+        clean_at_once: immediately && config.clean_file_forcibly,
+    }
+}
+
 impl<D: Disk, C: Clock> Store<D, C> {
-    /// Deletes expired CommitLog segments (older than `file_reserved_hours`) at the
-    /// any of `delete_when_hours` (UTC), or the oldest segment regardless of age when disk usage
-    /// passed `disk_force_clean_ratio`; then the ConsumeQueue files and index files that
-    /// only pointed into them. Never deletes the active segment or anything not yet
-    /// covered by the checkpoint. Returns the number of segments deleted.
+    /// One retention pass (`clean_trigger` says whether it runs): deletes CommitLog
+    /// segments oldest first — expired ones (newest record older than
+    /// `file_reserved_hours`), and unexpired ones only while `clean_at_once` holds for
+    /// the usage re-read before each — stopping at the first it may not delete, after
+    /// `delete_files_per_pass_max`, or at the active segment or anything the checkpoint
+    /// does not cover; then the ConsumeQueue and index files that only pointed into
+    /// them. Returns the number of segments deleted.
     pub async fn clean_expired(&self) -> Result<usize, StoreError> {
         self.check_alive()?;
         let now_ms = self.clock.now_ms();
-        let at_hour = self.config.delete_when_hours.contains(&(((now_ms / 3_600_000).rem_euclid(24)) as u32));
-        let ratio = self.disk.space(&self.dir).await?.used_ratio();
-        let force = ratio >= self.config.disk_force_clean_ratio;
-        if !at_hour && !force {
+        let local_hour = local_hour_of_day(now_ms, self.clock.utc_offset_ms(now_ms));
+        let mut used_ratio = self.disk.space(&self.dir).await?.used_ratio();
+        let trigger = clean_trigger(&self.config, local_hour, used_ratio);
+        if !trigger.runs() {
             return Ok(0);
         }
         let cutoff_ms = now_ms - self.config.file_reserved_hours as i64 * 3_600_000;
         let mut deleted = 0;
-        loop {
+        while deleted < self.config.delete_files_per_pass_max as usize {
             let (start, file, path) = {
                 let inner = self.inner.borrow();
                 let log = &inner.commitlog;
@@ -49,8 +101,16 @@ impl<D: Disk, C: Clock> Store<D, C> {
                 None => i64::MAX,
             };
             let expired = newest_ms < cutoff_ms;
-            if !(expired || (force && deleted == 0)) {
-                break;
+            if !expired {
+                // Apache deletes up to a whole batch of unexpired files once usage passed
+                // the watermark; usage is re-read here so that no more of what the
+                // operator asked to keep goes than brings it back under.
+                if deleted > 0 {
+                    used_ratio = self.disk.space(&self.dir).await?.used_ratio();
+                }
+                if !(self.config.clean_file_forcibly && clean_immediately(&self.config, used_ratio)) {
+                    break;
+                }
             }
             drop(file);
             {
@@ -61,12 +121,26 @@ impl<D: Disk, C: Clock> Store<D, C> {
                 inner.cq_pull_blocks.clear();
             }
             self.disk.remove(&path).await?;
-            tracing::info!(shard = self.shard.0, file = %path.display(), expired, force, "deleted commitlog segment");
+            tracing::info!(
+                shard = self.shard.0,
+                file = %path.display(),
+                expired,
+                used_percent = (used_ratio * 100.0) as u32,
+                "deleted commitlog segment"
+            );
             deleted += 1;
         }
         if deleted > 0 {
             self.disk.sync_dir(&Self::commitlog_dir(&self.dir)).await?;
             self.trim_logics().await?;
+        } else if trigger.space_to_delete {
+            // Apache's "disk space will be full soon, but delete file failed".
+            tracing::warn!(
+                shard = self.shard.0,
+                used_percent = (used_ratio * 100.0) as u32,
+                clean_file_forcibly = self.config.clean_file_forcibly,
+                "disk above its retention watermark but no segment could be deleted"
+            );
         }
         Ok(deleted)
     }
@@ -182,5 +256,70 @@ impl<D: Disk, C: Clock> Store<D, C> {
         self.return_index(index);
         result?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Apache's `deleteExpiredFiles` decision, case by case, from
+    /// `DefaultMessageStore.CleanCommitLogService` (isTimeToDelete, isSpaceToDelete,
+    /// cleanAtOnce = cleanFileForciblyEnable && cleanImmediately) at its defaults:
+    /// deleteWhen=04, diskMaxUsedSpaceRatio=75, diskSpaceCleanForciblyRatio=85,
+    /// diskSpaceWarningLevelRatio=90. Every comparison is strict.
+    #[test]
+    fn clean_trigger_states_apaches_rules() {
+        // (local hour, used ratio, cleanFileForciblyEnable) → (at_hour, space_to_delete, clean_at_once)
+        let cases: &[(u32, f64, bool, (bool, bool, bool))] = &[
+            (10, 0.50, true, (false, false, false)),  // nothing to do
+            (4, 0.50, true, (true, false, false)),    // the hour: expired files only
+            (10, 0.75, true, (false, false, false)),  // at diskMaxUsedSpaceRatio: not above
+            (10, 0.76, true, (false, true, false)),   // above it: expired files at any hour
+            (10, 0.85, true, (false, true, false)),   // at the forcibly ratio: not above
+            (10, 0.86, true, (false, true, true)),    // above it: unexpired files too
+            (10, 0.86, false, (false, true, false)),  // ... unless cleanFileForciblyEnable=false
+            (4, 0.86, false, (true, true, false)),
+            (10, 0.95, true, (false, true, true)),    // above the warning level
+            (10, 0.95, false, (false, true, false)),  // never unexpired with forcibly off
+        ];
+        let config = StoreConfig::default();
+        for &(hour, ratio, forcibly, (at_hour, space, at_once)) in cases {
+            let config = StoreConfig { clean_file_forcibly: forcibly, ..config.clone() };
+            let got = clean_trigger(&config, hour, ratio);
+            let want = CleanTrigger { at_hour, space_to_delete: space, clean_at_once: at_once };
+            assert_eq!(got, want, "hour {hour}, used {ratio}, forcibly {forcibly}");
+            assert_eq!(got.runs(), at_hour || space);
+        }
+        // A forcibly ratio above diskMaxUsedSpaceRatio is no precondition: Apache's
+        // diskMaxUsedSpaceRatio=88 with the default 85 forces at 86 %, and the warning
+        // level forces on its own when set below the forcibly ratio.
+        let high_max = StoreConfig { disk_max_used_ratio: 0.88, ..config.clone() };
+        assert_eq!(clean_trigger(&high_max, 10, 0.86), CleanTrigger { at_hour: false, space_to_delete: true, clean_at_once: true });
+        let low_warning = StoreConfig { disk_force_clean_ratio: 0.85, disk_refuse_ratio: 0.80, ..config.clone() };
+        assert!(clean_trigger(&low_warning, 10, 0.81).clean_at_once);
+        // deleteWhen=04;16: any listed hour.
+        let two = StoreConfig { delete_when_hours: vec![4, 16], ..config };
+        assert_eq!([3, 4, 15, 16, 17].map(|h| clean_trigger(&two, h, 0.0).at_hour), [false, true, false, true, false]);
+    }
+
+    /// Local hours as Java's `Calendar.getInstance().get(HOUR_OF_DAY)`: UTC shifted by
+    /// the zone's offset, before and after midnight, east and west.
+    #[test]
+    fn local_hour_of_day_shifts_by_the_offset() {
+        let hour_ms = 3_600_000i64;
+        // (UTC ms, offset ms, local hour)
+        let cases = [
+            (4 * hour_ms, 0, 4),
+            (20 * hour_ms, 8 * hour_ms, 4),                  // UTC 20:00 is 04:00 in UTC+8
+            (9 * hour_ms, -5 * hour_ms, 4),                  // UTC 09:00 is 04:00 in UTC-5
+            (4 * hour_ms, 8 * hour_ms, 12),
+            (2 * hour_ms, -5 * hour_ms, 21),                 // the day before
+            (3 * hour_ms + 59 * 60_000, 30 * 60_000, 4),     // UTC+0:30 zones
+            (-hour_ms, 0, 23),                               // before the epoch
+        ];
+        for (now_ms, offset_ms, hour) in cases {
+            assert_eq!(crate::store::io::local_hour_of_day(now_ms, offset_ms), hour, "{now_ms} {offset_ms}");
+        }
     }
 }

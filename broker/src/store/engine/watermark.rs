@@ -1,7 +1,10 @@
 //! Disk watermarks: `check_disk` re-reads the filesystem's usage, warns past
-//! `disk_warn_ratio`, refuses appends past `disk_refuse_ratio` and accepts them again
-//! once usage falls back; a full disk met while pre-allocating a segment refuses them
-//! too (`on_no_space`).
+//! `disk_max_used_ratio`, refuses appends past `disk_refuse_ratio` (Apache's
+//! `diskSpaceWarningLevelRatio`) and accepts them again once usage is back at or below
+//! `disk_force_clean_ratio`, as Apache's `isSpaceToDelete` marks the disk OK only
+//! there (between the two it leaves the mark as it was, so appends do not flap while
+//! retention frees space); a full disk met while pre-allocating a segment refuses them
+//! too (`on_no_space`). Comparisons are strict (`>`), as Apache's.
 //!
 //! Invariant: a full disk is not a store failure: appends are answered `DiskFull` while
 //! `Inner::disk_full` is set, and everything else goes on.
@@ -11,24 +14,25 @@ use crate::store::io::IoError;
 
 impl<D: Disk, C: Clock> Store<D, C> {
     /// Re-reads disk usage: warns, refuses appends past `disk_refuse_ratio`, and lets
-    /// them resume once usage falls back. Returns the used ratio.
+    /// them resume once usage is back at or below `disk_force_clean_ratio`. Returns the
+    /// used ratio.
     pub async fn check_disk(&self) -> Result<f64, StoreError> {
         let space = self.disk.space(&self.dir).await?;
         let ratio = space.used_ratio();
         let refuse = self.config.disk_refuse_ratio;
         let mut inner = self.inner.borrow_mut();
         inner.stats.disk_used_permille = (ratio * 1000.0) as u64;
-        if ratio >= refuse {
+        if ratio > refuse {
             if inner.disk_full.is_none() {
                 tracing::warn!(shard = self.shard.0, used_percent = (ratio * 100.0) as u32, "disk above the refuse watermark: refusing appends");
             }
             inner.disk_full = Some(((ratio * 100.0) as u32, (refuse * 100.0) as u32));
         } else {
-            if inner.disk_full.take().is_some() {
+            if ratio <= self.config.disk_force_clean_ratio && inner.disk_full.take().is_some() {
                 tracing::info!(shard = self.shard.0, used_percent = (ratio * 100.0) as u32, "disk space available again: accepting appends");
             }
-            if ratio >= self.config.disk_warn_ratio {
-                tracing::warn!(shard = self.shard.0, used_percent = (ratio * 100.0) as u32, "disk above the warning watermark");
+            if ratio > self.config.disk_max_used_ratio {
+                tracing::warn!(shard = self.shard.0, used_percent = (ratio * 100.0) as u32, "disk above diskMaxUsedSpaceRatio: expired segments are deleted at any hour");
             }
         }
         Ok(ratio)

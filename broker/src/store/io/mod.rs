@@ -133,6 +133,16 @@ pub trait DiskFile: 'static {
 /// tests control time.
 pub trait Clock: Clone + 'static {
     fn now_ms(&self) -> i64;
+    /// Offset of the host's local time zone from UTC at instant `at_ms` (east
+    /// positive, daylight saving included), in milliseconds. Retention's `deleteWhen`
+    /// hours are local hours, as Apache's `Calendar.getInstance()`.
+    fn utc_offset_ms(&self, at_ms: i64) -> i64;
+}
+
+/// Hour of day (0–23) at `now_ms` in a zone `utc_offset_ms` east of UTC.
+pub fn local_hour_of_day(now_ms: i64, utc_offset_ms: i64) -> u32 {
+    const HOUR_MS: i64 = 3_600_000;
+    (now_ms + utc_offset_ms).div_euclid(HOUR_MS).rem_euclid(24) as u32
 }
 
 /// The real clock.
@@ -146,17 +156,39 @@ impl Clock for SystemClock {
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0)
     }
+
+    /// The C library's local zone (`TZ`, else `/etc/localtime`) at `at_ms`: asked on
+    /// every call, so a daylight-saving change is followed as Java's Calendar does.
+    /// A time the C library cannot convert counts as UTC.
+    fn utc_offset_ms(&self, at_ms: i64) -> i64 {
+        let secs = at_ms.div_euclid(1000) as libc::time_t;
+        // SAFETY: `tm` is plain data that `localtime_r` fills; both pointers are valid
+        // for the call and `localtime_r` keeps neither.
+        unsafe {
+            let mut tm: libc::tm = std::mem::zeroed();
+            if libc::localtime_r(&secs, &mut tm).is_null() {
+                return 0;
+            }
+            tm.tm_gmtoff as i64 * 1000
+        }
+    }
 }
 
-/// A clock that moves only when told to.
+/// A clock that moves only when told to, in a time zone a test sets (UTC unless
+/// told otherwise).
 #[derive(Debug, Clone, Default)]
 pub struct ManualClock {
     now_ms: std::rc::Rc<std::cell::Cell<i64>>,
+    utc_offset_ms: std::rc::Rc<std::cell::Cell<i64>>,
 }
 
 impl ManualClock {
     pub fn new(start_ms: i64) -> Self {
-        Self { now_ms: std::rc::Rc::new(std::cell::Cell::new(start_ms)) }
+        Self { now_ms: std::rc::Rc::new(std::cell::Cell::new(start_ms)), ..Self::default() }
+    }
+    /// Puts the clock in a fixed zone `offset_ms` east of UTC.
+    pub fn set_utc_offset_ms(&self, offset_ms: i64) {
+        self.utc_offset_ms.set(offset_ms);
     }
     pub fn set_ms(&self, now_ms: i64) {
         self.now_ms.set(now_ms);
@@ -170,6 +202,9 @@ impl Clock for ManualClock {
     fn now_ms(&self) -> i64 {
         self.now_ms.get()
     }
+    fn utc_offset_ms(&self, _at_ms: i64) -> i64 {
+        self.utc_offset_ms.get()
+    }
 }
 
 pub fn is_block_aligned(value: u64) -> bool {
@@ -182,4 +217,30 @@ pub fn align_down(value: u64, align: u64) -> u64 {
 
 pub fn align_up(value: u64, align: u64) -> u64 {
     value.div_ceil(align) * align
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The host's zone offset is a real one: within ±14 h, in whole quarter hours, and
+    /// the same for two instants a second apart (no zone changes its offset every second).
+    #[test]
+    fn system_clock_reports_the_hosts_zone_offset() {
+        let clock = SystemClock;
+        let now_ms = clock.now_ms();
+        let offset_ms = clock.utc_offset_ms(now_ms);
+        assert!(offset_ms.abs() <= 14 * 3_600_000 && offset_ms % (15 * 60_000) == 0, "{offset_ms}");
+        assert_eq!(clock.utc_offset_ms(now_ms + 1000), offset_ms);
+        // With TZ=UTC (CI) or any zone, the local hour is UTC's shifted by it.
+        assert_eq!(local_hour_of_day(now_ms, offset_ms), local_hour_of_day(now_ms + offset_ms, 0));
+    }
+
+    #[test]
+    fn manual_clock_keeps_the_zone_a_test_sets() {
+        let clock = ManualClock::new(5);
+        assert_eq!(clock.utc_offset_ms(5), 0, "UTC unless told otherwise");
+        clock.set_utc_offset_ms(-5 * 3_600_000);
+        assert_eq!((clock.now_ms(), clock.utc_offset_ms(5)), (5, -5 * 3_600_000));
+    }
 }
