@@ -12,7 +12,10 @@
 //!   no request on a live connection left unanswered past its deadline;
 //! - a suspended pull is answered within its suspend time plus `PULL_SLACK_MS`;
 //! - what a pull returns is what was sent to that queue at that offset (body, topic,
-//!   queue, offset) and passes its tag filter;
+//!   queue, offset) and passes its tag filter, TAG or SQL92 (`TAGS = 'x'`); a SQL92 pull
+//!   without `enablePropertyFilter` is refused with Apache's remark;
+//! - a group created with consumeEnable=false is refused every pull once its create was
+//!   acknowledged, also after a crash;
 //! - under sync flush every acknowledged message, and every acknowledged topic or group
 //!   create, is there after a crash; under async flush what is there is a prefix;
 //! - suspended pulls, connections and tasks stay within their bounds; no task spins
@@ -67,6 +70,9 @@ struct SimPlan {
     /// queue id (as a RocketMQ client of shard-brokers sends it), translated here from
     /// the model's host queue ids and back (`World::call`).
     shard_mode: bool,
+    /// `enablePropertyFilter`: SQL92 pulls are served (else refused with Apache's
+    /// remark).
+    property_filter: bool,
 }
 
 impl SimPlan {
@@ -83,6 +89,7 @@ impl SimPlan {
             idle_flood: if ex.chance(100_000) { [500, 4300][ex.random(0..2) as usize] } else { 0 },
             read_eio_per_million: if ex.chance(200_000) { 200_000 } else { 0 },
             shard_mode: ex.chance(400_000),
+            property_filter: ex.chance(500_000),
         }
     }
 }
@@ -118,6 +125,11 @@ struct Model {
     read_errors_answered: u64,
     clock_jumped: bool,
     crashes: u64,
+    /// The group `GATED_GROUP` was created with consumeEnable=false and the create was
+    /// acknowledged: from then on (crashes included) its pulls must be refused.
+    gated_acked: bool,
+    /// SQL92 pulls answered (served or refused as the plan says).
+    sql92_pulls: u64,
 }
 
 struct World {
@@ -313,7 +325,12 @@ fn send_cmd(topic: &str, queue_id: i32, queues: u32, body: &[u8], tag: &str, bat
     }
 }
 
-fn pull_cmd(group: &str, topic: &str, queue_id: i32, offset: i64, suspend_ms: i64, filter: Option<&str>) -> RemotingCommand {
+/// A consumer group an admin creates with consumeEnable=false.
+const GATED_GROUP: &str = "GATED";
+
+/// A pull; `sql92` sends the TAG filter `f` as the SQL92 `TAGS = 'f'` (which selects
+/// the same messages).
+fn pull_cmd(group: &str, topic: &str, queue_id: i32, offset: i64, suspend_ms: i64, filter: Option<&str>, sql92: bool) -> RemotingCommand {
     let h = PullMessageRequestHeader {
         consumer_group: group.into(),
         topic: topic.into(),
@@ -323,9 +340,9 @@ fn pull_cmd(group: &str, topic: &str, queue_id: i32, offset: i64, suspend_ms: i6
         sys_flag: if suspend_ms > 0 { 0x2 } else { 0 } | if filter.is_some() { 0x4 } else { 0 },
         commit_offset: 0,
         suspend_timeout_millis: suspend_ms,
-        subscription: filter.map(str::to_string),
+        subscription: filter.map(|f| if sql92 { format!("TAGS = '{f}'") } else { f.to_string() }),
         sub_version: 1,
-        expression_type: filter.map(|_| "TAG".to_string()),
+        expression_type: filter.map(|_| if sql92 { "SQL92" } else { "TAG" }.to_string()),
         max_msg_bytes: None,
     };
     RemotingCommand::request(rq::PULL_MESSAGE).with_header(&h)
@@ -584,16 +601,37 @@ async fn consumer(w: Rc<World>, actor: usize) {
                 let offset = *offsets.get(&(topic.clone(), queue_id)).unwrap_or(&0);
                 let suspend_ms = if w.ex.chance(600_000) { w.ex.random(1..1500) as i64 } else { 0 };
                 let filter = if w.ex.chance(300_000) { Some(TAGS[w.ex.random(0..3) as usize]) } else { None };
+                let sql92 = filter.is_some() && w.ex.chance(400_000);
+                let gated = w.ex.chance(50_000);
                 if suspend_ms > 0 {
                     w.model.borrow_mut().pulls_suspended += 1;
                 }
                 let started_us = w.ex.now_us();
                 let epoch = w.epoch.get();
-                let r = w.call(&client, pull_cmd(&group, &topic, queue_id, offset, suspend_ms, filter), suspend_ms as u64).await;
+                let pull_group = if gated { GATED_GROUP } else { group.as_str() };
+                let r = w.call(&client, pull_cmd(pull_group, &topic, queue_id, offset, suspend_ms, filter, sql92), suspend_ms as u64).await;
                 let took_ms = (w.ex.now_us() - started_us) / 1000;
                 if let Ok(r) = r {
                     if took_ms > suspend_ms as u64 + PULL_SLACK_MS && w.epoch.get() == epoch {
                         w.violation(format!("pull suspended {suspend_ms} ms answered after {took_ms} ms"));
+                    }
+                    if gated {
+                        // Refused once the create was acknowledged; before it the group
+                        // may still be auto-created with consumeEnable on.
+                        if w.model.borrow().gated_acked && r.code != rs::NO_PERMISSION {
+                            w.violation(format!("pull by {GATED_GROUP} (consumeEnable=false, acknowledged) answered {} {:?}", r.code, r.remark));
+                        }
+                        continue;
+                    }
+                    if sql92 {
+                        w.model.borrow_mut().sql92_pulls += 1;
+                        if !w.plan.property_filter {
+                            let refused = r.code == rs::SYSTEM_ERROR && r.remark.as_deref().is_some_and(|m| m.contains("does not support consumer to filter message by SQL92"));
+                            if !refused {
+                                w.violation(format!("SQL92 pull without enablePropertyFilter answered {} {:?}", r.code, r.remark));
+                            }
+                            continue;
+                        }
                     }
                     match r.code {
                         rs::SUCCESS => {
@@ -682,6 +720,14 @@ async fn admin(w: Rc<World>) {
         if client.is_closed() {
             client = w.connect().await;
         }
+        if round == 0 {
+            let gated = RemotingCommand::request(rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP).with_body(format!("{{\"groupName\":\"{GATED_GROUP}\",\"consumeEnable\":false}}").into_bytes());
+            match w.call(&client, gated, 0).await {
+                Ok(r) if r.code == rs::SUCCESS => w.model.borrow_mut().gated_acked = true,
+                Ok(r) => w.violation(format!("group create refused: {} {:?}", r.code, r.remark)),
+                Err(_) => {}
+            }
+        }
         // A burst of parallel creates on several connections.
         let burst = if round == 0 { topic_count } else { w.ex.random(0..4) };
         let mut tasks = Vec::new();
@@ -748,7 +794,7 @@ async fn idle_flood(w: Rc<World>) {
             w.ex.spawn_in(None, async move {
                 let started_us = w2.ex.now_us();
                 let epoch = w2.epoch.get();
-                let r = w2.call(&c, pull_cmd("IDLEG", "IDLE", 0, 0, 400, None), 400).await;
+                let r = w2.call(&c, pull_cmd("IDLEG", "IDLE", 0, 0, 400, None, false), 400).await;
                 let took_ms = (w2.ex.now_us() - started_us) / 1000;
                 match r {
                     Ok(r) if r.code == rs::PULL_NOT_FOUND => {
@@ -834,7 +880,7 @@ async fn verify_after_crash(w: &World, final_check: bool) {
             let mut offset = min;
             let mut found = BTreeSet::new();
             loop {
-                let Ok(r) = w.call(&client, pull_cmd("VERIFY", topic, q, offset, 0, None), 0).await else { return };
+                let Ok(r) = w.call(&client, pull_cmd("VERIFY", topic, q, offset, 0, None, false), 0).await else { return };
                 if r.code != rs::SUCCESS {
                     break;
                 }
@@ -937,6 +983,7 @@ fn config(plan: &SimPlan) -> BrokerConfig {
     config.store.flush_interval_ms = 20;
     config.message_delay_level = "1s 2s 5s".into();
     config.timer_max_delay_sec = SIM_TIMER_MAX_DELAY_SEC;
+    config.enable_property_filter = plan.property_filter;
     config
 }
 
@@ -1012,12 +1059,13 @@ fn run_seed(seed: u64) -> (Vec<String>, u64, String) {
     let m = w.model.borrow();
     let digest = m.trace.iter().fold(0xcbf29ce484222325u64, |h, line| line.bytes().fold(h, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3)));
     let summary = format!(
-        "{plan:?}: {} requests, {} acked, {} delayed, {} sent back, {} suspended pulls, {} read errors answered, {} crashes, {} sim steps, t={} ms",
+        "{plan:?}: {} requests, {} acked, {} delayed, {} sent back, {} suspended pulls, {} SQL92 pulls, {} read errors answered, {} crashes, {} sim steps, t={} ms",
         m.requests,
         m.acked.len(),
         m.delayed.len(),
         m.sent_back.len(),
         m.pulls_suspended,
+        m.sql92_pulls,
         m.read_errors_answered,
         m.crashes + 1,
         ex.steps(),
