@@ -55,6 +55,8 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "slaveReadEnable",
     "enablePropertyFilter",
     "traceOn",
+    "traceTopicEnable",
+    "msgTraceTopicName",
     "brokerPermission",
     "brokerTopicEnable",
     "clusterTopicEnable",
@@ -145,6 +147,8 @@ impl BrokerConfig {
             ("slaveReadEnable", self.slave_read_enable.to_string()),
             ("enablePropertyFilter", self.enable_property_filter.to_string()),
             ("traceOn", self.trace_on.to_string()),
+            ("traceTopicEnable", self.trace_topic_enable.to_string()),
+            ("msgTraceTopicName", self.msg_trace_topic_name.clone()),
             ("brokerPermission", self.broker_permission.to_string()),
             ("brokerTopicEnable", self.broker_topic_enable.to_string()),
             ("clusterTopicEnable", self.cluster_topic_enable.to_string()),
@@ -225,6 +229,8 @@ pub(super) fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) 
         "slaveReadEnable" => config.slave_read_enable = parse_bool(value)?,
         "enablePropertyFilter" => config.enable_property_filter = parse_bool(value)?,
         "traceOn" => config.trace_on = parse_bool(value)?,
+        "traceTopicEnable" => config.trace_topic_enable = parse_bool(value)?,
+        "msgTraceTopicName" => config.msg_trace_topic_name = value.to_string(),
         "brokerPermission" => config.broker_permission = parse_permission(value)?,
         "brokerTopicEnable" => config.broker_topic_enable = parse_bool(value)?,
         "clusterTopicEnable" => config.cluster_topic_enable = parse_bool(value)?,
@@ -386,6 +392,8 @@ mod tests {
         slaveReadEnable=true
         enablePropertyFilter=true
         traceOn=false
+        traceTopicEnable=true
+        msgTraceTopicName=MyTraces
         metricsExporterType=PROM
         metricsPromExporterHost=127.0.0.1
         metricsPromExporterPort=15557
@@ -427,6 +435,8 @@ mod tests {
             c.slave_read_enable = true;
             c.enable_property_filter = true;
             c.trace_on = false;
+            c.trace_topic_enable = true;
+            c.msg_trace_topic_name = "MyTraces".into();
             c.metrics_exporter_type = MetricsExporter::Prom;
             c.metrics_prom_exporter_host = "127.0.0.1".into();
             c.metrics_prom_exporter_port = 15557;

@@ -197,6 +197,13 @@ pub struct BrokerConfig {
     /// RocketMQ's `traceOn`: what every send answer's `TRACE_ON` field says (a client
     /// with message tracing on sends its traces only when it is true).
     pub trace_on: bool,
+    /// RocketMQ's `traceTopicEnable` (off by default, as in Apache): the broker creates
+    /// `msg_trace_topic_name` at start (1 read and 1 write queue, read-write, Java's
+    /// `TopicConfigManager`), so traces clients send there are stored and indexed by
+    /// their keys (the traced messages' ids).
+    pub trace_topic_enable: bool,
+    /// RocketMQ's `msgTraceTopicName`: the trace topic `trace_topic_enable` creates.
+    pub msg_trace_topic_name: String,
     /// RocketMQ's `brokerPermission`: 6 read+write, 4 read only (drain: producers go
     /// elsewhere), 2 write only. Sends and pulls the permission lacks are refused and
     /// the routes the NameServers hand out carry it.
@@ -257,6 +264,8 @@ impl Default for BrokerConfig {
             slave_read_enable: false,
             enable_property_filter: false,
             trace_on: true,
+            trace_topic_enable: false,
+            msg_trace_topic_name: crate::meta::topics::TRACE_TOPIC.to_string(),
             broker_permission: PERM_READ_WRITE,
             broker_topic_enable: true,
             cluster_topic_enable: true,
