@@ -164,7 +164,7 @@ impl TraceDispatcher {
             self.inner.send_batch(batch).await;
         }
         // The worker may hold a batch it took before: its permit ends with its send.
-        let _idle = self.inner.sending.acquire(1).await;
+        let _idle = self.inner.sending.acquire_permit(1).await;
     }
 
     /// Flushes, stops the worker and the inner producer (Java's `shutdown`).
@@ -189,7 +189,7 @@ impl Inner {
     /// Java's `sendTraceData` + `flushData`: records grouped by traced topic, each group
     /// cut into bodies of about `TRACE_MESSAGE_BYTES_MAX`, one message per body.
     async fn send_batch(&self, batch: Vec<TraceContext>) {
-        let Ok(_permit) = self.sending.acquire(1).await else { return };
+        let Ok(_permit) = self.sending.acquire_permit(1).await else { return };
         for transfers in group_by_topic(batch).into_values() {
             for (keys, body) in bodies(transfers) {
                 self.send_one(keys, body).await;

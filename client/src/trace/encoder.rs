@@ -140,74 +140,55 @@ pub struct TraceDecodeError {
     pub reason: String,
 }
 
+/// One record: `fields` joined by `CONTENT_SPLITOR`, then `FIELD_SPLITOR`.
+fn push_record(s: &mut String, fields: &[&dyn std::fmt::Display]) {
+    use std::fmt::Write;
+    for (i, field) in fields.iter().enumerate() {
+        if i > 0 {
+            s.push(CONTENT_SPLITOR);
+        }
+        let _ = write!(s, "{field}"); // writing into a String cannot fail
+    }
+    s.push(FIELD_SPLITOR);
+}
+
+/// The message fields Pub and EndTransaction records write after their head.
+fn message_fields(b: &TraceBean) -> [&dyn std::fmt::Display; 5] {
+    [&b.topic, &b.msg_id, &b.tags, &b.keys, &b.store_host]
+}
+
 /// Java's `encoderFromContextBean`. A context without beans encodes to no text (Java
 /// would throw).
 pub fn encode(ctx: &TraceContext) -> TraceTransfer {
-    use std::fmt::Write;
-    let (c, f) = (CONTENT_SPLITOR, FIELD_SPLITOR);
     let mut s = String::with_capacity(256);
     let t = ctx.trace_type.name();
-    // `write!` into a String cannot fail.
+    // What Pub, SubBefore, EndTransaction and Recall records begin with.
+    let head: [&dyn std::fmt::Display; 4] = [&t, &ctx.time_stamp, &ctx.region_id, &ctx.group_name];
     match (ctx.trace_type, ctx.beans.first()) {
         (_, None) => {}
         (TraceType::Pub, Some(b)) => {
-            let _ = write!(
-                s,
-                "{t}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{f}",
-                ctx.time_stamp,
-                ctx.region_id,
-                ctx.group_name,
-                b.topic,
-                b.msg_id,
-                b.tags,
-                b.keys,
-                b.store_host,
-                b.body_length,
-                ctx.cost_time,
-                b.msg_type.ordinal(),
-                b.offset_msg_id,
-                ctx.success
-            );
+            let tail: [&dyn std::fmt::Display; 5] = [&b.body_length, &ctx.cost_time, &b.msg_type.ordinal(), &b.offset_msg_id, &ctx.success];
+            push_record(&mut s, &[&head[..], &message_fields(b)[..], &tail[..]].concat());
         }
         (TraceType::SubBefore, Some(_)) => {
             for b in &ctx.beans {
-                let _ = write!(
-                    s,
-                    "{t}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{f}",
-                    ctx.time_stamp, ctx.region_id, ctx.group_name, ctx.request_id, b.msg_id, b.retry_times, b.keys
-                );
+                push_record(&mut s, &[&head[..], &[&ctx.request_id, &b.msg_id, &b.retry_times, &b.keys]].concat());
             }
         }
         (TraceType::SubAfter, Some(_)) => {
             for b in &ctx.beans {
-                let _ = write!(s, "{t}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{c}", ctx.request_id, b.msg_id, ctx.cost_time, ctx.success, b.keys, ctx.context_code);
-                if !ctx.cloud {
-                    let _ = write!(s, "{}{c}{}", ctx.time_stamp, ctx.group_name);
-                }
-                s.push(f);
+                let fields: [&dyn std::fmt::Display; 7] = [&t, &ctx.request_id, &b.msg_id, &ctx.cost_time, &ctx.success, &b.keys, &ctx.context_code];
+                // The cloud channel ends the record with a splitter and no time or group.
+                let last: [&dyn std::fmt::Display; 2] = [&ctx.time_stamp, &ctx.group_name];
+                let last: &[&dyn std::fmt::Display] = if ctx.cloud { &[&""] } else { &last };
+                push_record(&mut s, &[&fields[..], last].concat());
             }
         }
         (TraceType::EndTransaction, Some(b)) => {
-            let _ = write!(
-                s,
-                "{t}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{f}",
-                ctx.time_stamp,
-                ctx.region_id,
-                ctx.group_name,
-                b.topic,
-                b.msg_id,
-                b.tags,
-                b.keys,
-                b.store_host,
-                b.msg_type.ordinal(),
-                b.transaction_id,
-                b.transaction_state,
-                b.from_transaction_check
-            );
+            let tail: [&dyn std::fmt::Display; 4] = [&b.msg_type.ordinal(), &b.transaction_id, &b.transaction_state, &b.from_transaction_check];
+            push_record(&mut s, &[&head[..], &message_fields(b)[..], &tail[..]].concat());
         }
-        (TraceType::Recall, Some(b)) => {
-            let _ = write!(s, "{t}{c}{}{c}{}{c}{}{c}{}{c}{}{c}{}{f}", ctx.time_stamp, ctx.region_id, ctx.group_name, b.topic, b.msg_id, ctx.success);
-        }
+        (TraceType::Recall, Some(b)) => push_record(&mut s, &[&head[..], &[&b.topic, &b.msg_id, &ctx.success]].concat()),
     }
     let mut keys = BTreeSet::new();
     for b in &ctx.beans {
@@ -259,19 +240,15 @@ pub fn decode(data: &str) -> Result<Vec<TraceContext>, TraceDecodeError> {
             ctx.group_name = field(3)?.to_string();
             Ok(ctx)
         };
+        // Fields 4 to 8 of Pub and EndTransaction records.
+        let message = || -> Result<TraceBean, TraceDecodeError> {
+            let [topic, msg_id, tags, keys, store_host] = [4, 5, 6, 7, 8].map(|i| field(i).map(str::to_string));
+            Ok(TraceBean { topic: topic?, msg_id: msg_id?, tags: tags?, keys: keys?, store_host: store_host?, ..TraceBean::default() })
+        };
         let ctx = match line.first().copied().unwrap_or("") {
             "Pub" => {
                 let mut ctx = head(TraceType::Pub)?;
-                let mut b = TraceBean {
-                    topic: field(4)?.into(),
-                    msg_id: field(5)?.into(),
-                    tags: field(6)?.into(),
-                    keys: field(7)?.into(),
-                    store_host: field(8)?.into(),
-                    body_length: int(9)?,
-                    msg_type: msg_type(11)?,
-                    ..TraceBean::default()
-                };
+                let mut b = TraceBean { body_length: int(9)?, msg_type: msg_type(11)?, ..message()? };
                 ctx.cost_time = int(10)?;
                 match line.len() {
                     13 => ctx.success = java_bool(field(12)?),
@@ -312,16 +289,11 @@ pub fn decode(data: &str) -> Result<Vec<TraceContext>, TraceDecodeError> {
             "EndTransaction" => {
                 let mut ctx = head(TraceType::EndTransaction)?;
                 ctx.beans.push(TraceBean {
-                    topic: field(4)?.into(),
-                    msg_id: field(5)?.into(),
-                    tags: field(6)?.into(),
-                    keys: field(7)?.into(),
-                    store_host: field(8)?.into(),
                     msg_type: msg_type(9)?,
                     transaction_id: field(10)?.into(),
                     transaction_state: field(11)?.into(),
                     from_transaction_check: java_bool(field(12)?),
-                    ..TraceBean::default()
+                    ..message()?
                 });
                 ctx
             }

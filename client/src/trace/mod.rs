@@ -171,30 +171,11 @@ pub fn sub_after(before: &TraceContext, batch_len: usize, result: ConsumeReturn,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::properties::Properties;
 
     fn received(id: &str, props: &[(&str, &str)]) -> MessageExt {
-        let mut properties = Properties::new();
-        for (k, v) in props {
-            properties.set(k, v).unwrap();
-        }
-        MessageExt {
-            topic: "T".into(),
-            broker_name: "b".into(),
-            queue_id: 0,
-            queue_offset: 0,
-            commit_log_offset: 0,
-            body: bytes::Bytes::from_static(b"hello"),
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp_ms: 1,
-            born_host: "127.0.0.1:1".parse().unwrap(),
-            store_timestamp_ms: 2,
-            store_host: "127.0.0.1:2".parse().unwrap(),
-            reconsume_times: 3,
-            properties,
-            msg_id: id.into(),
-        }
+        let mut all = vec![(keys::UNIQ_KEY, id)];
+        all.extend_from_slice(props);
+        crate::consumer::retry::tests::msg("T", 0, 3, &all)
     }
 
     #[test]
