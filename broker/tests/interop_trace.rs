@@ -46,7 +46,7 @@ fn trace_messages(broker: SocketAddr, key: &str) -> Vec<(String, String)> {
     while at < r.body.len() {
         let v = StoredMessageView::parse_verified(&r.body[at..]).expect("a stored record");
         at += v.total_size();
-        assert_eq!(v.topic(), Some(trace::TRACE_TOPIC_DEFAULT));
+        assert_eq!(v.topic().ok(), Some(trace::TRACE_TOPIC_DEFAULT));
         let body = std::str::from_utf8(v.body()).expect("trace text is UTF-8").to_string();
         out.push((body, v.born_host().ip().to_string()));
     }
