@@ -12,6 +12,7 @@ use ringmq_client::remoting::headers::CreateTopicRequestHeader;
 use ringmq_client::remoting::route::TopicRouteData;
 use serde_json::{json, Value};
 use crate::query::{self, MessageDetail};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
 
@@ -171,6 +172,24 @@ pub enum Command {
         #[arg(short = 'm', long = "maxNum", default_value_t = 64)]
         max_num: i32,
     },
+    /// A message's trace (its Pub and Sub records) from the trace topic, by message id.
+    queryMsgTraceById {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 'i', long = "msgId")]
+        msg_id: String,
+        #[arg(short = 't', long = "traceTopic", default_value = ringmq_client::trace::TRACE_TOPIC_DEFAULT)]
+        trace_topic: String,
+        /// Trace messages stored from (ms since the epoch).
+        #[arg(short = 'b', long = "beginTimestamp", default_value_t = 0)]
+        begin: i64,
+        /// Trace messages stored until (ms since the epoch).
+        #[arg(short = 'e', long = "endTimestamp", default_value_t = i64::MAX)]
+        end: i64,
+        /// At most this many trace messages per broker.
+        #[arg(short = 'c', long = "maxNum", default_value_t = 64)]
+        max_num: i32,
+    },
     /// Print a broker's configuration (broker.conf keys), one broker (-b) or a cluster (-c).
     getBrokerConfig {
         #[command(flatten)]
@@ -293,6 +312,7 @@ pub async fn run(command: Command) -> Outcome {
         | Command::consumerConnection { common, .. }
         | Command::deleteSubGroup { common, .. }
         | Command::queryMsgByKey { common, .. }
+        | Command::queryMsgTraceById { common, .. }
         | Command::queryMsgByOffset { common, .. }
         | Command::printMsg { common, .. }
         | Command::getBrokerConfig { common, .. }
@@ -385,6 +405,13 @@ async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs:
         // Messages.
         Command::sendMessage { topic, body, key, tags, .. } => send_message(client, json, topic, body, key, tags).await,
         Command::queryMsgByKey { topic, key, max_num, .. } => query_msg_by_key(instance, json, topic, key, max_num).await,
+        Command::queryMsgTraceById { msg_id, trace_topic, begin, end, max_num, .. } => {
+            let found = query::query_traces(instance, &trace_topic, &msg_id, max_num, (begin, end)).await?;
+            for skipped in &found.undecodable {
+                eprintln!("not a trace message, skipped: {skipped}");
+            }
+            render(json, json!(found.views), trace_table(&found.views))
+        }
         Command::queryMsgByOffset { topic, broker_name, queue_id, offset, .. } => query_msg_by_offset(instance, json, topic, broker_name, queue_id, offset).await,
         Command::printMsg { topic, print_body, limit, .. } => print_msg(instance, json, topic, print_body, limit).await,
         Command::queryMsgById { msg_id, group: Some(group), client_id: Some(client_id), .. } => crate::ops::consume_directly(instance, json, &msg_id, &group, &client_id).await,
@@ -637,6 +664,37 @@ async fn query_msg_by_key(instance: &Rc<ClientInstance>, json: bool, topic: Stri
     let rows: Vec<Vec<String>> = found.iter().map(|m| vec![m.offset_msg_id.clone(), m.queue_id.to_string(), m.queue_offset.to_string()]).collect();
     let docs: Vec<Value> = found.iter().map(|m| json!({"offsetMsgId": m.offset_msg_id, "queueId": m.queue_id, "queueOffset": m.queue_offset, "body": m.body})).collect();
     render(json, json!(docs), table(&["#Message ID", "#QID", "#Offset"], &rows))
+}
+
+/// mqadmin's `printMessageTrace`: each Pub record under its own header, then the
+/// SubAfter records grouped by consumer group (groups in name order; Java's map order
+/// is a hash's), with Java's column widths.
+pub fn trace_table(views: &[query::TraceView]) -> String {
+    let line = |cells: [&str; 6]| format!("{:<10} {:<20} {:<20} {:<20} {:<10} {:<10}\n", cells[0], cells[1], cells[2], cells[3], cells[4], cells[5]);
+    let row = |kind: &str, v: &query::TraceView| {
+        line([kind, &v.group_name, &v.client_host, &ringmq_client::msgid::utc_date_time(v.time_stamp), &format!("{}ms", v.cost_time), &v.status])
+    };
+    let mut out = String::new();
+    let mut subs: BTreeMap<&str, Vec<&query::TraceView>> = BTreeMap::new();
+    for v in views {
+        match v.msg_type.as_str() {
+            "Pub" => {
+                out += &line(["#Type", "#ProducerGroup", "#ClientHost", "#SendTime", "#CostTimes", "#Status"]);
+                out += &row("Pub", v);
+                out.push('\n');
+            }
+            "SubAfter" => subs.entry(v.group_name.as_str()).or_default().push(v),
+            _ => {}
+        }
+    }
+    for group in subs.values() {
+        out += &line(["#Type", "#ConsumerGroup", "#ClientHost", "#ConsumerTime", "#CostTimes", "#Status"]);
+        for v in group {
+            out += &row("Sub", v);
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// `queryMsgByOffset`: one pull at the offset on the named broker's master, described like

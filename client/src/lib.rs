@@ -5,8 +5,8 @@
 //! (`message::properties`), Java-compatible hashing (`hash`), the remoting codec
 //! (`remoting`), and the client runtime: connections (`net`), the per-thread client
 //! instance with routes and heartbeats (`instance`), message ids (`msgid`), the
-//! producer (`producer`), the transactional producer (`transaction`) and the pull and
-//! push consumers (`consumer`).
+//! producer (`producer`), the transactional producer (`transaction`), the pull and
+//! push consumers (`consumer`) and their message traces (`trace`).
 //!
 //! The runtime is thread-per-core like the broker: a client lives on one glommio
 //! executor (`Rc`, `!Send`); run one per core for more throughput.
@@ -23,6 +23,7 @@ pub mod msgid;
 pub mod net;
 pub mod producer;
 pub mod remoting;
+pub mod trace;
 pub mod transaction;
 
 pub use error::ClientError;

@@ -63,6 +63,14 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
+/// `ms` since the epoch as `yyyy-MM-dd HH:mm:ss` in UTC (mqadmin prints the host's
+/// zone; RingMQ's tools read and print UTC so two hosts agree).
+pub fn utc_date_time(ms: i64) -> String {
+    let (days, in_day_s) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000) / 1000);
+    let (y, m, d) = civil_from_days(days);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", in_day_s / 3600, in_day_s / 60 % 60, in_day_s % 60)
+}
+
 pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
@@ -179,6 +187,16 @@ mod tests {
 
     fn check(now_ms: i64, expected_month_start_ms: i64) {
         assert_eq!(month_bounds_ms(now_ms).0, expected_month_start_ms, "now {now_ms}");
+    }
+
+    #[test]
+    fn utc_date_times() {
+        // check(ms, expected)
+        let check = |ms: i64, expected: &str| assert_eq!(utc_date_time(ms), expected, "{ms}");
+        check(0, "1970-01-01 00:00:00");
+        check(1_625_883_640_000, "2021-07-10 02:20:40");
+        check(1_709_251_199_999, "2024-02-29 23:59:59");
+        check(-1, "1969-12-31 23:59:59");
     }
 
     #[test]

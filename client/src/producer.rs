@@ -19,6 +19,8 @@
 //!   compressed once, before the first attempt and after the queue selector saw the
 //!   original, and travels with `COMPRESSED_FLAG` and its type in sysFlag (Java's
 //!   `tryToCompressMessage`); batch bodies are never compressed (nor are they in Java).
+//! - with tracing on (`ProducerConfig::trace`), each successful single send attempt
+//!   appends one Pub record to the trace dispatcher (no IO, never an error of the send).
 
 use crate::error::ClientError;
 use crate::hash::java_string_hash;
@@ -33,6 +35,7 @@ use crate::remoting::bodies::MessageQueue;
 use crate::remoting::codes::{request_code as rq, response_code as rs};
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::headers::{SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader};
+use crate::trace::{self, SendTraceAnswer, SentMessage, TraceConfig, TraceDispatcher, TraceRole};
 use crate::transaction::{is_transactional, send_sys_flag};
 use bytes::{Bytes, BytesMut};
 use std::cell::{Cell, RefCell};
@@ -62,6 +65,8 @@ pub struct ProducerConfig {
     pub compress_type: CompressionType,
     /// Java's `compressLevel` (5): zlib 0..=9, zstd's range; LZ4 ignores it.
     pub compress_level: i32,
+    /// Message traces (Java's `enableMsgTrace`, `customizedTraceTopic`); off by default.
+    pub trace: TraceConfig,
 }
 
 impl ProducerConfig {
@@ -76,6 +81,7 @@ impl ProducerConfig {
             compress_msg_body_over_howmuch: COMPRESS_BODY_BYTES_MIN_DEFAULT,
             compress_type: CompressionType::default(),
             compress_level: COMPRESS_LEVEL_DEFAULT,
+            trace: TraceConfig::default(),
         }
     }
 }
@@ -93,6 +99,10 @@ pub struct SendResult {
     pub queue_offset: i64,
     /// The broker's `transactionId` response field (half messages; None when absent).
     pub transaction_id: Option<String>,
+    /// The broker's region (`MSG_REGION`; Java's default region when absent).
+    pub region_id: String,
+    /// The broker's `TRACE_ON`: false only when it answered `false`.
+    pub trace_on: bool,
 }
 
 struct State {
@@ -107,6 +117,7 @@ pub struct Producer {
     instance: Rc<ClientInstance>,
     config: Rc<ProducerConfig>,
     state: Rc<State>,
+    tracer: Option<TraceDispatcher>,
 }
 
 /// Java's `SelectMessageQueueByHash`: `abs(key.hashCode() % n)`.
@@ -130,6 +141,17 @@ pub fn pick_queue<'a>(queues: &'a [MessageQueue], counter: usize, avoid: &dyn Fn
 impl Producer {
     /// Starts a producer on the current glommio executor.
     pub async fn start(config: ProducerConfig) -> Result<Self, ClientError> {
+        let mut producer = Self::start_untraced(config)?;
+        let c = &producer.config;
+        if c.trace.enabled {
+            producer.tracer = Some(TraceDispatcher::start(&c.client, &c.group, TraceRole::Produce, c.trace.topic())?);
+        }
+        Ok(producer)
+    }
+
+    /// A producer that records no traces whatever its config says: the trace
+    /// dispatcher's own (a trace of a trace would never end).
+    pub(crate) fn start_untraced(config: ProducerConfig) -> Result<Self, ClientError> {
         if config.group.is_empty() {
             return Err(ClientError::Config("producer group is empty".into()));
         }
@@ -141,6 +163,7 @@ impl Producer {
             instance,
             config: Rc::new(config),
             state: Rc::new(State { next_queue: Cell::new(random_u32() as usize), isolated: RefCell::new(HashMap::new()), ids }),
+            tracer: None,
         })
     }
 
@@ -148,7 +171,11 @@ impl Producer {
         &self.instance
     }
 
+    /// Sends the queued traces (tracing on), then stops the client instance.
     pub async fn shutdown(&self) {
+        if let Some(t) = &self.tracer {
+            t.shutdown().await;
+        }
         self.instance.shutdown().await;
     }
 
@@ -389,23 +416,49 @@ impl Producer {
 
     async fn send_once(&self, route: &TopicRoute, queue: &MessageQueue, request: &Outgoing, timeout: Duration) -> Result<SendResult, ClientError> {
         let (addr, cmd) = self.build_request(route, queue, request)?;
+        let began_ms = now_ms();
         let r = self.instance.invoke_with_timeout(&addr, cmd, timeout).await?;
         let msg_id = request.msg_id();
         match r.code {
             rs::SUCCESS => {
                 let h: SendMessageResponseHeader = r.header()?;
-                Ok(SendResult {
+                let answer = SendTraceAnswer::of(r.ext(trace::MSG_REGION), r.ext(trace::TRACE_ON));
+                let result = SendResult {
                     msg_id,
                     offset_msg_id: h.msg_id,
                     queue: queue.clone(),
                     queue_offset: h.queue_offset,
                     transaction_id: h.transaction_id,
-                })
+                    region_id: answer.region_id.clone(),
+                    trace_on: answer.trace_on,
+                };
+                self.trace_sent(&addr, request, &result, &answer, began_ms);
+                Ok(result)
             }
             rs::FLUSH_DISK_TIMEOUT => Err(ClientError::FlushTimeout { addr, msg_id, status: "FLUSH_DISK_TIMEOUT" }),
             rs::FLUSH_SLAVE_TIMEOUT => Err(ClientError::FlushTimeout { addr, msg_id, status: "FLUSH_SLAVE_TIMEOUT" }),
             rs::SLAVE_NOT_AVAILABLE => Err(ClientError::FlushTimeout { addr, msg_id, status: "SLAVE_NOT_AVAILABLE" }),
             code => Err(ClientError::from_response(&addr, code, r.remark.as_deref())),
+        }
+    }
+}
+
+impl Producer {
+    /// Java's `SendMessageTraceHookImpl.sendMessageAfter`: a Pub record of a single
+    /// send (batches are not traced).
+    fn trace_sent(&self, addr: &str, request: &Outgoing, result: &SendResult, answer: &SendTraceAnswer, began_ms: i64) {
+        let (Some(tracer), Outgoing::Single { msg, .. }) = (&self.tracer, request) else { return };
+        let sent = SentMessage {
+            msg,
+            group: &self.config.group,
+            broker_addr: addr,
+            msg_id: &result.msg_id,
+            offset_msg_id: &result.offset_msg_id,
+            began_ms,
+            cost_ms: now_ms() - began_ms,
+        };
+        if let Some(ctx) = trace::pub_context(&sent, answer, tracer.topic()) {
+            tracer.append(ctx);
         }
     }
 }

@@ -522,6 +522,8 @@ mod tests {
             queue: MessageQueue { broker_name: "broker-a".into(), queue_id: 2, topic: "t".into() },
             queue_offset: 17,
             transaction_id: transaction_id.map(str::to_string),
+            region_id: "DefaultRegion".into(),
+            trace_on: true,
         }
     }
 

@@ -20,6 +20,11 @@ pub struct Cluster {
 
 /// A NameServer and a 2-shard broker named `broker_name` registering every 300 ms.
 pub fn cluster(broker_name: &str) -> Cluster {
+    cluster_with(broker_name, |_| {})
+}
+
+/// `cluster` with `adjust` applied to the broker's config before it starts.
+pub fn cluster_with(broker_name: &str, adjust: impl FnOnce(&mut ringmq_broker::config::BrokerConfig)) -> Cluster {
     let ns = namesrv::server::spawn(namesrv::config::ServerConfig { listen: "127.0.0.1:0".parse().unwrap(), ..Default::default() }).expect("namesrv");
     let namesrv = ns.local_addr().to_string();
     let dir = tempfile::tempdir().unwrap();
@@ -37,6 +42,7 @@ pub fn cluster(broker_name: &str) -> Cluster {
     config.store.disk_max_used_ratio = 0.999;
     config.store.disk_force_clean_ratio = 0.999;
     config.store.disk_refuse_ratio = 0.9999;
+    adjust(&mut config);
     let broker = ringmq_broker::launch::start(config).expect("broker");
     let addr = broker.addr.to_string();
     Cluster { namesrv, broker: addr, _namesrv: ns, _broker: broker, _dir: dir }

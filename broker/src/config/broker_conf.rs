@@ -68,6 +68,8 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "maxTransferBytesOnMessageInMemory",
     "maxTransferCountOnMessageInDisk",
     "maxTransferBytesOnMessageInDisk",
+    "traceTopicEnable",
+    "msgTraceTopicName",
     "brokerPermission",
     "brokerTopicEnable",
     "clusterTopicEnable",
@@ -167,6 +169,8 @@ impl BrokerConfig {
             ("maxTransferBytesOnMessageInMemory", self.pull_hot_bytes_max.to_string()),
             ("maxTransferCountOnMessageInDisk", self.pull_cold_messages_max.to_string()),
             ("maxTransferBytesOnMessageInDisk", self.pull_cold_bytes_max.to_string()),
+            ("traceTopicEnable", self.trace_topic_enable.to_string()),
+            ("msgTraceTopicName", self.msg_trace_topic_name.clone()),
             ("brokerPermission", self.broker_permission.to_string()),
             ("brokerTopicEnable", self.broker_topic_enable.to_string()),
             ("clusterTopicEnable", self.cluster_topic_enable.to_string()),
@@ -252,6 +256,8 @@ pub(super) fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) 
         "maxTransferBytesOnMessageInMemory" => config.pull_hot_bytes_max = parse_number(value)?,
         "maxTransferCountOnMessageInDisk" => config.pull_cold_messages_max = parse_number(value)?,
         "maxTransferBytesOnMessageInDisk" => config.pull_cold_bytes_max = parse_number(value)?,
+        "traceTopicEnable" => config.trace_topic_enable = parse_bool(value)?,
+        "msgTraceTopicName" => config.msg_trace_topic_name = value.to_string(),
         "brokerPermission" => config.broker_permission = parse_permission(value)?,
         "brokerTopicEnable" => config.broker_topic_enable = parse_bool(value)?,
         "clusterTopicEnable" => config.cluster_topic_enable = parse_bool(value)?,
@@ -469,6 +475,8 @@ mod tests {
         maxTransferBytesOnMessageInMemory=262144
         maxTransferCountOnMessageInDisk=8
         maxTransferBytesOnMessageInDisk=65536
+        traceTopicEnable=true
+        msgTraceTopicName=MyTraces
         metricsExporterType=PROM
         metricsPromExporterHost=127.0.0.1
         metricsPromExporterPort=15557
@@ -515,6 +523,8 @@ mod tests {
             c.trace_on = false;
             c.auto_create_subscription_group = false;
             (c.pull_hot_messages_max, c.pull_hot_bytes_max, c.pull_cold_messages_max, c.pull_cold_bytes_max) = (32, 262_144, 8, 65_536);
+            c.trace_topic_enable = true;
+            c.msg_trace_topic_name = "MyTraces".into();
             c.metrics_exporter_type = MetricsExporter::Prom;
             c.metrics_prom_exporter_host = "127.0.0.1".into();
             c.metrics_prom_exporter_port = 15557;

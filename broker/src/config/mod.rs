@@ -212,6 +212,13 @@ pub struct BrokerConfig {
     /// the same for a pull that starts further back (a cold O_DIRECT read).
     pub pull_cold_messages_max: usize,
     pub pull_cold_bytes_max: usize,
+    /// RocketMQ's `traceTopicEnable` (off by default, as in Apache): the broker creates
+    /// `msg_trace_topic_name` at start (1 read and 1 write queue, read-write, Java's
+    /// `TopicConfigManager`), so traces clients send there are stored and indexed by
+    /// their keys (the traced messages' ids).
+    pub trace_topic_enable: bool,
+    /// RocketMQ's `msgTraceTopicName`: the trace topic `trace_topic_enable` creates.
+    pub msg_trace_topic_name: String,
     /// RocketMQ's `brokerPermission`: 6 read+write, 4 read only (drain: producers go
     /// elsewhere), 2 write only. Sends and pulls the permission lacks are refused and
     /// the routes the NameServers hand out carry it.
@@ -277,6 +284,8 @@ impl Default for BrokerConfig {
             pull_hot_bytes_max: crate::shard::PULL_BODY_BYTES_MAX,
             pull_cold_messages_max: crate::shard::PULL_MESSAGES_MAX,
             pull_cold_bytes_max: crate::shard::PULL_BODY_BYTES_MAX,
+            trace_topic_enable: false,
+            msg_trace_topic_name: crate::meta::topics::TRACE_TOPIC.to_string(),
             broker_permission: PERM_READ_WRITE,
             broker_topic_enable: true,
             cluster_topic_enable: true,

@@ -186,6 +186,8 @@ mod tests {
             metrics_exporter_type = "prom"
             metrics_prom_exporter_host = "127.0.0.1"
             metrics_prom_exporter_port = 0
+            trace_topic_enable = true
+            msg_trace_topic_name = "MyTraces"
 
             [store]
             segment_bytes = 67108864
@@ -227,6 +229,8 @@ mod tests {
             c.metrics_exporter_type = MetricsExporter::Prom;
             c.metrics_prom_exporter_host = "127.0.0.1".into();
             c.metrics_prom_exporter_port = 0;
+            c.trace_topic_enable = true;
+            c.msg_trace_topic_name = "MyTraces".into();
             let s = &mut c.store;
             s.segment_bytes = 64 << 20;
             s.flush_mode = FlushMode::Sync;

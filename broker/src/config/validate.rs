@@ -70,6 +70,10 @@ impl BrokerConfig {
                 return Err(format!("{field} {value:?} must be non-empty without whitespace"));
             }
         }
+        // Checked even when tracing is off: turning it on later must not meet a bad name.
+        if let Err(e) = crate::meta::topics::check_topic_syntax(&self.msg_trace_topic_name) {
+            return Err(format!("msg_trace_topic_name (msgTraceTopicName) {:?} is not a topic name: {e}", self.msg_trace_topic_name));
+        }
         match (self.role, self.broker_id) {
             (BrokerRole::Slave, 0) => return Err("a slave needs broker_id > 0 (0 is the master)".into()),
             (role, id) if role.is_master() && id != 0 => {
@@ -197,6 +201,9 @@ mod tests {
             (with(|c| c.namesrv_addrs = vec!["h:9876".into(), "10.0.0.1:9877".into()]), None),
             (with(|c| c.cluster_name = String::new()), Some("cluster_name")),
             (with(|c| c.broker_name = "a b".into()), Some("broker_name")),
+            (with(|c| (c.trace_topic_enable, c.msg_trace_topic_name) = (true, "MyTraces".into())), None),
+            (with(|c| c.msg_trace_topic_name = "my.traces".into()), Some("msgTraceTopicName")),
+            (with(|c| c.msg_trace_topic_name = String::new()), Some("msgTraceTopicName")),
             (with(|c| c.role = BrokerRole::Slave), Some("broker_id > 0")),
             (with(|c| c.broker_id = 1), Some("master has broker_id 0")),
             (with(|c| (c.role, c.broker_id) = (BrokerRole::Slave, 1)), Some("a slave needs its master")),

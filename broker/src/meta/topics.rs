@@ -31,13 +31,16 @@ pub const QUEUE_NUMS_MAX: u32 = 1024;
 
 /// RocketMQ's default topic, whose route clients fetch before a topic exists.
 pub const DEFAULT_TOPIC: &str = "TBW102";
+/// RocketMQ's `RMQ_SYS_TRACE_TOPIC`: where message traces go unless `msgTraceTopicName`
+/// names another topic.
+pub const TRACE_TOPIC: &str = "RMQ_SYS_TRACE_TOPIC";
 /// RocketMQ `TopicValidator.SYSTEM_TOPIC_SET`.
 pub const SYSTEM_TOPICS: &[&str] = &[
     DEFAULT_TOPIC,
     "SCHEDULE_TOPIC_XXXX",
     "BenchmarkTest",
     "RMQ_SYS_TRANS_HALF_TOPIC",
-    "RMQ_SYS_TRACE_TOPIC",
+    TRACE_TOPIC,
     "RMQ_SYS_TRANS_OP_HALF_TOPIC",
     "TRANS_CHECK_MAX_TIME_TOPIC",
     "SELF_TEST_TOPIC",
@@ -47,6 +50,8 @@ pub const SYSTEM_TOPICS: &[&str] = &[
 pub const BROKER_CREATED_SYSTEM_TOPICS: &[&str] = &["TRANS_CHECK_MAX_TIME_TOPIC"];
 /// Queues of the cluster-named topic (Java's `TopicConfig` default of 16).
 pub const NAMED_CLUSTER_TOPIC_QUEUES: u32 = 16;
+/// Queues of the trace topic (Java's `TopicConfigManager`: 1 read, 1 write).
+pub const TRACE_TOPIC_QUEUES: u32 = 1;
 /// RocketMQ `TopicValidator.SYSTEM_TOPIC_PREFIX`.
 pub const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
 
@@ -199,6 +204,18 @@ impl TopicTable {
         Ok(self.data_version != before)
     }
 
+    /// The message trace topic (`traceTopicEnable`, `msgTraceTopicName`): `name` with
+    /// [`TRACE_TOPIC_QUEUES`] read and write queues, read-write, created when absent. One
+    /// present is kept as it is: Java loads the saved table over its start-up topics, so
+    /// an operator's change survives a restart. Returns whether the table changed.
+    pub fn ensure_trace_topic(&mut self, name: &str, now_ms: i64) -> Result<bool, MetaError> {
+        if self.topics.contains_key(name) {
+            return Ok(false);
+        }
+        self.upsert(TopicConfig::new(name, TRACE_TOPIC_QUEUES), now_ms)?;
+        Ok(true)
+    }
+
     /// Removes a topic; bumps the version if it existed.
     pub fn remove(&mut self, name: &str, now_ms: i64) -> Option<TopicConfig> {
         super::remove_entry(&mut self.topics, &mut self.data_version, name, now_ms)
@@ -309,6 +326,21 @@ mod tests {
         let v = t.version();
         t.touch(5);
         assert_ne!(t.version(), v, "touch moves the version");
+    }
+
+    #[test]
+    fn trace_topic_as_java_makes_it() {
+        let mut t = TopicTable::with_defaults(8);
+        assert!(t.ensure_trace_topic(TRACE_TOPIC, 1).unwrap());
+        let c = t.get(TRACE_TOPIC).unwrap().clone();
+        assert_eq!((c.read_queue_nums, c.write_queue_nums, c.perm), (1, 1, PERM_RW));
+        assert!(!t.ensure_trace_topic(TRACE_TOPIC, 2).unwrap(), "present: unchanged");
+        let mut grown = c.clone();
+        grown.write_queue_nums = 4;
+        t.upsert(grown, 3).unwrap();
+        assert!(!t.ensure_trace_topic(TRACE_TOPIC, 4).unwrap());
+        assert_eq!(t.get(TRACE_TOPIC).unwrap().write_queue_nums, 4, "an operator's change is kept");
+        assert!(t.ensure_trace_topic("MyTraces", 5).unwrap(), "a custom name");
     }
 
     #[test]

@@ -247,7 +247,9 @@ impl<R: Runtime> Shard<R> {
             let changed = topics
                 .ensure_named_topics(&config.broker_name, config.broker_topic_enable, &config.cluster_name, config.cluster_topic_enable, now)
                 .map_err(|e| meta_fail(e.to_string()))?;
-            if changed {
+            // Java's TopicConfigManager makes the trace topic when traceTopicEnable is set.
+            let traced = config.trace_topic_enable && topics.ensure_trace_topic(&config.msg_trace_topic_name, now).map_err(|e| meta_fail(e.to_string()))?;
+            if changed || traced {
                 let encoded = topics.encode().map_err(|e| meta_fail(e.to_string()))?;
                 topics_store.save(&encoded).await.map_err(|e| meta_fail(e.to_string()))?;
             }

@@ -51,6 +51,7 @@ use crate::remoting::command::RemotingCommand;
 use crate::remoting::heartbeat::{ConsumeFromWhere, ConsumeType, ConsumerData, MessageModel};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use glommio::sync::Semaphore;
+use crate::trace::{self, ConsumeReturn, TraceConfig, TraceContext, TraceDispatcher, TraceRole};
 use glommio::task::JoinHandle;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -153,6 +154,9 @@ pub struct PushConsumerConfig {
     pub max_reconsume_times: Option<u32>,
     /// Broadcasting: offsets go to `<dir>/<group>/<instance name or DEFAULT>.json`.
     pub offset_store_dir: PathBuf,
+    /// Message traces (Java's `enableMsgTrace`, `customizedTraceTopic`): a SubBefore and
+    /// a SubAfter record around each listener call; off by default.
+    pub trace: TraceConfig,
 }
 
 impl PushConsumerConfig {
@@ -176,6 +180,7 @@ impl PushConsumerConfig {
             reconsume_delay_ms: 1_000,
             max_reconsume_times: None,
             offset_store_dir: home.join(".ringmq_offsets"),
+            trace: TraceConfig::default(),
         }
     }
 
@@ -256,6 +261,7 @@ struct Inner {
     local_offsets: RefCell<Option<LocalOffsetFile>>,
     rebalance_signal: LocalSender<()>,
     consume_permits: Rc<Semaphore>,
+    tracer: Option<TraceDispatcher>,
     stopped: Cell<bool>,
     tasks: RefCell<Vec<JoinHandle<()>>>,
     /// Topics whose offsets a broker is resetting: rebalancing leaves their queues
@@ -444,6 +450,10 @@ impl PushConsumer {
         } else {
             None
         };
+        let tracer = match self.config.trace.enabled {
+            true => Some(TraceDispatcher::start(&self.config.client, &self.config.group, TraceRole::Consume, self.config.trace.topic())?),
+            false => None,
+        };
         let (signal_tx, signal_rx) = local_channel::new_bounded(1);
         // Java's copySubscription: a clustering group also reads its retry topic.
         let retry_topic = retry::retry_topic(&self.config.group);
@@ -461,6 +471,7 @@ impl PushConsumer {
             local_offsets: RefCell::new(local_offsets),
             rebalance_signal: signal_tx,
             consume_permits: Rc::new(Semaphore::new(self.config.consume_tasks_max as u64)),
+            tracer,
             stopped: Cell::new(false),
             tasks: RefCell::new(Vec::new()),
             resetting: RefCell::new(BTreeSet::new()),
@@ -537,6 +548,9 @@ impl PushConsumer {
         let owned: Vec<Rc<ProcessQueue>> = inner.queues.borrow().values().cloned().collect();
         inner.drop_queues(owned).await;
         inner.persist_offsets().await;
+        if let Some(t) = &inner.tracer {
+            t.shutdown().await;
+        }
         inner.instance.shutdown().await;
     }
 }
@@ -925,7 +939,10 @@ impl Inner {
                         return; // not acknowledged: the next owner gets it again
                     }
                     let mut context = ConsumeConcurrentlyContext::new(pq.queue.clone());
-                    if f(&batch, &mut context) == ConsumeStatus::Success {
+                    let traced = me.trace_before(&batch);
+                    let status = f(&batch, &mut context);
+                    me.trace_after(traced, batch.len(), if status == ConsumeStatus::Success { ConsumeReturn::Success } else { ConsumeReturn::Failed });
+                    if status == ConsumeStatus::Success {
                         pq.ack(batch.iter().map(|m| m.queue_offset));
                         return;
                     }
@@ -943,6 +960,21 @@ impl Inner {
                 }
             })
             .detach();
+        }
+    }
+
+    /// Java's `consumeMessageBefore`: the batch's SubBefore record, kept for its SubAfter.
+    fn trace_before(&self, batch: &[MessageExt]) -> Option<TraceContext> {
+        let tracer = self.tracer.as_ref()?;
+        let ctx = trace::sub_before(&self.config.group, batch, tracer.next_request_id(), crate::msgid::now_ms())?;
+        tracer.append(ctx.clone());
+        Some(ctx)
+    }
+
+    /// Java's `consumeMessageAfter`: the SubAfter record of a listener call.
+    fn trace_after(&self, before: Option<TraceContext>, batch_len: usize, result: ConsumeReturn) {
+        if let (Some(tracer), Some(before)) = (&self.tracer, before) {
+            tracer.append(trace::sub_after(&before, batch_len, result, crate::msgid::now_ms()));
         }
     }
 
@@ -999,7 +1031,10 @@ impl Inner {
                 if self.needs_lock() && !pq.lock_valid() && !self.lock_queue(pq).await {
                     return false;
                 }
-                match f(&batch) {
+                let traced = self.trace_before(&batch);
+                let status = f(&batch);
+                self.trace_after(traced, batch.len(), if status == ConsumeOrderlyStatus::Success { ConsumeReturn::Success } else { ConsumeReturn::Failed });
+                match status {
                     ConsumeOrderlyStatus::Success => {
                         pq.ack(batch.iter().map(|m| m.queue_offset));
                         break;

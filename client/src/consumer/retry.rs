@@ -162,12 +162,13 @@ pub fn orderly_retry_message(group: &str, msg: &MessageExt, max_reconsume_times:
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::message::Properties;
     use crate::remoting::command::ExtFields;
 
-    fn msg(topic: &str, queue_offset: i64, reconsume_times: i32, props: &[(&str, &str)]) -> MessageExt {
+    /// A received message (also the trace tests' sample).
+    pub(crate) fn msg(topic: &str, queue_offset: i64, reconsume_times: i32, props: &[(&str, &str)]) -> MessageExt {
         let mut properties = Properties::new();
         for (n, v) in props {
             properties.set(n, v).unwrap();
