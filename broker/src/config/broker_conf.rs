@@ -656,10 +656,9 @@ mod tests {
             serverPooledByteBufAllocatorEnable=true\nuseEpollNativeSelector=true\nflushConsumerOffsetInterval=5000\naclEnable=false\n\
             traceTopicEnable=false\nslaveReadEnable=true\nsyncFlushTimeout=5000\nhaListenPort=10912\n";
         let c = BrokerConfig::from_broker_conf_str(production).unwrap_or_else(|e| panic!("production config: {e}"));
-        // A semantic RingMQ does not enforce is refused, not dropped: groups are not
-        // required to exist before use here.
-        let e = BrokerConfig::from_broker_conf_str(&format!("{production}autoCreateSubscriptionGroup=false\n")).expect_err("refused");
-        assert!(e.to_string().contains("`autoCreateSubscriptionGroup` is an Apache RocketMQ setting RingMQ does not implement"), "{e}");
+        // Apache's production switch that groups must be created before use is honoured.
+        let gated = BrokerConfig::from_broker_conf_str(&format!("{production}autoCreateSubscriptionGroup=false\n")).expect("honoured");
+        assert!(!gated.auto_create_subscription_group && c.auto_create_subscription_group);
         assert_eq!(c.role, BrokerRole::SyncMaster);
         assert!(c.slave_read_enable);
         let warning = c.ignored_keys_warning().expect("ignored keys are listed");
