@@ -5,7 +5,7 @@
 //! (`message::properties`), Java-compatible hashing (`hash`), the remoting codec
 //! (`remoting`), and the client runtime: connections (`net`), the per-thread client
 //! instance with routes and heartbeats (`instance`), message ids (`msgid`), the
-//! producer (`producer`), the transactional producer (`transaction`) and the pull and
+//! producer (`producer`), request-reply (`request`), the transactional producer (`transaction`) and the pull and
 //! push consumers (`consumer`).
 //!
 //! The runtime is thread-per-core like the broker: a client lives on one glommio
@@ -23,6 +23,7 @@ pub mod msgid;
 pub mod net;
 pub mod producer;
 pub mod remoting;
+pub mod request;
 pub mod transaction;
 
 pub use error::ClientError;
