@@ -55,6 +55,7 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "slaveReadEnable",
     "enablePropertyFilter",
     "traceOn",
+    "storeReplyMessageEnable",
     "brokerPermission",
     "brokerTopicEnable",
     "clusterTopicEnable",
@@ -145,6 +146,7 @@ impl BrokerConfig {
             ("slaveReadEnable", self.slave_read_enable.to_string()),
             ("enablePropertyFilter", self.enable_property_filter.to_string()),
             ("traceOn", self.trace_on.to_string()),
+            ("storeReplyMessageEnable", self.store_reply_message_enable.to_string()),
             ("brokerPermission", self.broker_permission.to_string()),
             ("brokerTopicEnable", self.broker_topic_enable.to_string()),
             ("clusterTopicEnable", self.cluster_topic_enable.to_string()),
@@ -225,6 +227,7 @@ pub(super) fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) 
         "slaveReadEnable" => config.slave_read_enable = parse_bool(value)?,
         "enablePropertyFilter" => config.enable_property_filter = parse_bool(value)?,
         "traceOn" => config.trace_on = parse_bool(value)?,
+        "storeReplyMessageEnable" => config.store_reply_message_enable = parse_bool(value)?,
         "brokerPermission" => config.broker_permission = parse_permission(value)?,
         "brokerTopicEnable" => config.broker_topic_enable = parse_bool(value)?,
         "clusterTopicEnable" => config.cluster_topic_enable = parse_bool(value)?,
@@ -386,6 +389,7 @@ mod tests {
         slaveReadEnable=true
         enablePropertyFilter=true
         traceOn=false
+        storeReplyMessageEnable=false
         metricsExporterType=PROM
         metricsPromExporterHost=127.0.0.1
         metricsPromExporterPort=15557
@@ -427,6 +431,7 @@ mod tests {
             c.slave_read_enable = true;
             c.enable_property_filter = true;
             c.trace_on = false;
+            c.store_reply_message_enable = false;
             c.metrics_exporter_type = MetricsExporter::Prom;
             c.metrics_prom_exporter_host = "127.0.0.1".into();
             c.metrics_prom_exporter_port = 15557;

@@ -197,6 +197,10 @@ pub struct BrokerConfig {
     /// RocketMQ's `traceOn`: what every send answer's `TRACE_ON` field says (a client
     /// with message tracing on sends its traces only when it is true).
     pub trace_on: bool,
+    /// RocketMQ's `storeReplyMessageEnable` (default true, as Apache): a reply
+    /// (SEND_REPLY_MESSAGE) is also stored in `<cluster>_REPLY_TOPIC`, besides being
+    /// pushed to its requester; false: pushed only.
+    pub store_reply_message_enable: bool,
     /// RocketMQ's `brokerPermission`: 6 read+write, 4 read only (drain: producers go
     /// elsewhere), 2 write only. Sends and pulls the permission lacks are refused and
     /// the routes the NameServers hand out carry it.
@@ -257,6 +261,7 @@ impl Default for BrokerConfig {
             slave_read_enable: false,
             enable_property_filter: false,
             trace_on: true,
+            store_reply_message_enable: true,
             broker_permission: PERM_READ_WRITE,
             broker_topic_enable: true,
             cluster_topic_enable: true,

@@ -23,6 +23,7 @@ pub const RUNTIME_CONF_KEYS: &[&str] = &[
     "transactionTimeOut",
     "transactionCheckInterval",
     "transactionCheckMax",
+    "storeReplyMessageEnable",
 ];
 
 /// Why a runtime update was refused (nothing was applied).

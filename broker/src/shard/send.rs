@@ -114,6 +114,9 @@ impl<R: crate::rt::Runtime> Shard<R> {
         }
         let queue_id = self.admit_send(cmd, &header).await?;
         let properties = header.properties.unwrap_or_default();
+        // A request (request-reply) names its cluster for the replier (`reply.rs`).
+        let stamped = self.stamp_request_cluster(properties);
+        let properties = stamped.as_deref().unwrap_or(properties);
         let kind = self.classify_send(cmd, &header, properties)?;
         // Put.
         let base = self.base_message(cmd, &header, remote);
@@ -125,7 +128,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         Ok(self.send_response(cmd, code, remark.as_deref(), queue_id, &stored, properties))
     }
 
-    fn decode_send<'c>(&self, cmd: &'c RemotingCommand) -> Result<SendMessageHeaderRef<'c>, RemotingCommand> {
+    pub(super) fn decode_send<'c>(&self, cmd: &'c RemotingCommand) -> Result<SendMessageHeaderRef<'c>, RemotingCommand> {
         if !self.config().role.is_master() {
             // A slave's log holds its master's records only (RocketMQ's answer).
             return Err(error_response(cmd, rs::SERVICE_NOT_AVAILABLE, "message store is slave mode, so putMessage is forbidden"));
@@ -149,7 +152,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
 
     /// The topic exists (or is created), may be written, the queue is one of its write
     /// queues and the body fits: the queue id.
-    async fn admit_send(self: &Rc<Self>, cmd: &RemotingCommand, header: &SendMessageHeaderRef<'_>) -> Result<i32, RemotingCommand> {
+    pub(super) async fn admit_send(self: &Rc<Self>, cmd: &RemotingCommand, header: &SendMessageHeaderRef<'_>) -> Result<i32, RemotingCommand> {
         let topic = self.topic_for_send(header.topic).await.map_err(|(code, remark)| error_response(cmd, code, remark))?;
         if !writable_perm(topic.perm) {
             return Err(error_response(cmd, rs::NO_PERMISSION, format!("the topic[{}] sending message is forbidden", header.topic)));
