@@ -73,6 +73,16 @@ fn broker_config(root: &std::path::Path, ns_addr: &str, route_mode: RouteMode) -
     config
 }
 
+/// A NameServer and a 2-shard broker "broker-a" in `route_mode`, in a fresh store (the
+/// directory lives as long as the returned guard).
+fn start(route_mode: RouteMode) -> (namesrv::server::ServerHandle, launch::BrokerHandle, tempfile::TempDir) {
+    let config = namesrv::config::ServerConfig { listen: "127.0.0.1:0".parse().expect("address"), ..Default::default() };
+    let namesrv = namesrv::server::spawn(config).expect("namesrv starts");
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("store dir");
+    let handle = launch::start(broker_config(root.path(), &namesrv.local_addr().to_string(), route_mode)).expect("broker starts");
+    (namesrv, handle, root)
+}
+
 /// Polls `cond` on the executor, so the client's tasks run in between.
 async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let started = Instant::now();
@@ -119,12 +129,8 @@ async fn start_replier(client: &ClientConfig) -> (PushConsumer, Producer, Rc<Rep
 
 #[test]
 fn ringmq_requester_and_replier() {
-    let namesrv =
-        namesrv::server::spawn(namesrv::config::ServerConfig { listen: "127.0.0.1:0".parse().expect("address"), ..Default::default() })
-            .expect("namesrv starts");
+    let (namesrv, handle, _root) = start(RouteMode::Host);
     let ns_addr = namesrv.local_addr().to_string();
-    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("store dir");
-    let handle = launch::start(broker_config(root.path(), &ns_addr, RouteMode::Host)).expect("broker starts");
     let broker = SocketAddr::from(([127, 0, 0, 1], handle.addr.port()));
     for topic in [TOPIC, UNANSWERED] {
         let r = Conn::open(broker).call(create_topic(topic, QUEUES));
@@ -261,13 +267,9 @@ fn raw_request(c: &mut Conn, queue_owner_port_queue: i32, client_id: &str, corre
 
 #[test]
 fn reply_reaches_a_requester_on_either_shard() {
-    let namesrv =
-        namesrv::server::spawn(namesrv::config::ServerConfig { listen: "127.0.0.1:0".parse().expect("address"), ..Default::default() })
-            .expect("namesrv starts");
-    let ns_addr = namesrv.local_addr().to_string();
-    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("store dir");
     // Shard route mode: a connection to shard i's port is held by shard i.
-    let handle = launch::start(broker_config(root.path(), &ns_addr, RouteMode::Shard)).expect("broker starts");
+    let (namesrv, handle, _root) = start(RouteMode::Shard);
+    let ns_addr = namesrv.local_addr().to_string();
     let shard_addrs: Vec<SocketAddr> = handle.shard_addrs.iter().map(|a| SocketAddr::from(([127, 0, 0, 1], a.port()))).collect();
     // One queue per shard-broker (a create's count is per shard-broker in shard mode).
     let r = Conn::open(shard_addrs[0]).call(create_topic(TOPIC, 1));

@@ -210,28 +210,14 @@ mod tests {
     use super::*;
     use crate::remoting::codes::request_code as rq;
 
+    /// A received message with `props`, made the way a pushed reply is decoded.
     fn request_message(props: &[(&str, &str)]) -> MessageExt {
         let mut properties = Properties::new();
         for (k, v) in props {
-            properties.set(k, v).unwrap();
+            properties.set(k, v).expect("property");
         }
-        MessageExt {
-            topic: "t".into(),
-            broker_name: "b".into(),
-            queue_id: 0,
-            queue_offset: 0,
-            commit_log_offset: 0,
-            body: bytes::Bytes::new(),
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp_ms: 0,
-            born_host: SocketAddr::from(([0, 0, 0, 0], 0)),
-            store_timestamp_ms: 0,
-            store_host: SocketAddr::from(([0, 0, 0, 0], 0)),
-            reconsume_times: 0,
-            properties,
-            msg_id: String::new(),
-        }
+        let cmd = RemotingCommand::request(rq::PUSH_REPLY_MESSAGE_TO_CLIENT).with_ext("topic", "t").with_ext("properties", properties.encode());
+        decode_pushed_reply(&cmd, 0).expect("decodes")
     }
 
     #[test]
