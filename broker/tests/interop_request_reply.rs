@@ -40,7 +40,7 @@ test_both_encodings!(rocketmq_requester_json, rocketmq_requester_binary, scenari
 
 /// RingMQ's replier on its own glommio thread until `stop`: answers each request with
 /// "re: <body>"; counts the replies its broker acknowledged.
-fn start_ringmq_replier(ns_addr: String, stop: Arc<AtomicBool>, replied: Arc<AtomicUsize>) -> std::thread::JoinHandle<()> {
+fn start_ringmq_replier(ns_addr: String, stop: Arc<AtomicBool>, replied: Arc<AtomicUsize>) -> glommio::ExecutorJoinHandle<()> {
     use ringmq_client::consumer::{ConsumeFrom, ConsumeStatus, PushConsumer, PushConsumerConfig};
     use ringmq_client::producer::{Producer, ProducerConfig};
     glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
