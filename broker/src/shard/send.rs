@@ -121,9 +121,8 @@ impl<R: crate::rt::Runtime> Shard<R> {
         // Put.
         let base = self.base_message(cmd, &header, remote);
         let stored = self.put_send(cmd, &header, base, kind)?;
-        self.waiters.notify(header.topic, queue_id);
-        // Wait for durability and replication.
-        let (code, remark) = self.wait_acknowledgeable(stored.last).await;
+        // Wait for durability (then wake long-polling pulls) and replication.
+        let (code, remark) = self.wait_acknowledgeable(stored.last, header.topic, queue_id).await;
         // Answer.
         Ok(self.send_response(cmd, code, remark.as_deref(), queue_id, &stored, properties))
     }
@@ -314,12 +313,23 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// SYNC_MASTER confirmed by a slave. The message is stored here either way; the
     /// code says whether a slave has it (RocketMQ's FLUSH_SLAVE_TIMEOUT /
     /// SLAVE_NOT_AVAILABLE statuses).
-    async fn wait_acknowledgeable(&self, last: PutResult) -> (i32, Option<String>) {
+    ///
+    /// Pulls suspended on `topic`/`queue_id` are woken once the message is durable
+    /// under sync flush (at once under async flush), never before: Apache 5 dispatches
+    /// a SYNC_FLUSH broker's CommitLog to its consume queues only up to the flushed
+    /// position (`CommitLog.getConfirmOffset`), so no consumer is handed a message
+    /// before its producer can be acknowledged. Request-reply relies on it: a replier
+    /// woken before the fsync can get its reply pushed to the requester before the
+    /// request's own SEND answer (rocketmq-client-rust 1.0 then loses the reply,
+    /// `interop_request_reply.rs`). Not before replication: Apache does not wait for a
+    /// slave either.
+    async fn wait_acknowledgeable(&self, last: PutResult, topic: &str, queue_id: i32) -> (i32, Option<String>) {
         if self.config().store.flush_mode == FlushMode::Sync {
             if let Err(e) = self.store.wait_durable(last.durable_ticket).await {
                 crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.place.id));
             }
         }
+        self.waiters.notify(topic, queue_id);
         if self.config().role != crate::config::BrokerRole::SyncMaster {
             return (rs::SUCCESS, None);
         }
