@@ -44,6 +44,12 @@ pub enum ClientError {
     InvalidMessage(#[from] crate::message::MessageError),
     #[error("the client was shut down")]
     ShutDown,
+    #[error("request to topic `{topic}` was sent, but no reply came within {timeout_ms} ms: the replier is slow, down, or not subscribed; raise the timeout or check the replier")]
+    RequestTimeout { topic: String, timeout_ms: u64 },
+    #[error("{max} requests already wait for replies on this client: wait for some to end or use another producer")]
+    RequestsFull { max: usize },
+    #[error("cannot reply: {0}")]
+    ReplyMessage(String),
     #[error("local offset store {path}: {reason}")]
     OffsetStore { path: String, reason: String },
 }

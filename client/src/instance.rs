@@ -2,7 +2,8 @@
 //! topic routes, one connection per address, heartbeats to every broker, and the
 //! dispatch of requests brokers push to us (NOTIFY_CONSUMER_IDS_CHANGED to the
 //! consumer's rebalance, CHECK_TRANSACTION_STATE to the transactional producer of the
-//! half message's group). Every producer and consumer owns one.
+//! half message's group, PUSH_REPLY_MESSAGE_TO_CLIENT to the request waiting for that
+//! reply). Every producer and consumer owns one.
 //!
 //! Invariants:
 //! - one connection per address at a time; a closed one is replaced on the next call;
@@ -202,6 +203,9 @@ pub struct ClientInstance {
     consumers: RefCell<BTreeMap<String, Weak<dyn ConsumerHook>>>,
     /// Producer group → its transactional producer's check hook.
     transaction_checkers: RefCell<BTreeMap<String, Weak<dyn TransactionCheckHook>>>,
+    /// Requests of this instance's producer waiting for replies (`request.rs`): the
+    /// broker pushes a reply to the connection of the client id named in the request.
+    pub requests: Rc<crate::request::PendingRequests>,
     stopped: Cell<bool>,
     tasks: RefCell<Vec<JoinHandle<()>>>,
     /// Addresses a connection attempt failed to, and when (ms since the instance
@@ -243,6 +247,7 @@ impl ClientInstance {
             producer_groups: RefCell::new(HashSet::new()),
             consumers: RefCell::new(BTreeMap::new()),
             transaction_checkers: RefCell::new(BTreeMap::new()),
+            requests: Rc::default(),
             stopped: Cell::new(false),
             tasks: RefCell::new(Vec::new()),
             unreachable: RefCell::new(HashMap::new()),
@@ -309,6 +314,7 @@ impl ClientInstance {
                     (!cmd.is_oneway()).then(|| cmd.create_response(rs::SUCCESS, None))
                 }
                 rq::GET_CONSUMER_RUNNING_INFO | rq::CONSUME_MESSAGE_DIRECTLY => Some(me.answer_admin_call(&cmd)),
+                rq::PUSH_REPLY_MESSAGE_TO_CLIENT => Some(crate::request::answer_pushed_reply(&me.requests, &cmd)),
                 rq::CHECK_TRANSACTION_STATE => {
                     me.dispatch_transaction_check(addr, &cmd);
                     // Brokers send checks oneway (nothing to answer); one sent as a request

@@ -5,8 +5,9 @@
 //! (`message::properties`), Java-compatible hashing (`hash`), the remoting codec
 //! (`remoting`), and the client runtime: connections (`net`), the per-thread client
 //! instance with routes and heartbeats (`instance`), message ids (`msgid`), the
-//! producer (`producer`), the transactional producer (`transaction`), the pull and
-//! push consumers (`consumer`) and their message traces (`trace`).
+//! producer (`producer`), request-reply (`request`), the transactional producer
+//! (`transaction`), the pull and push consumers (`consumer`) and their message traces
+//! (`trace`).
 //!
 //! The runtime is thread-per-core like the broker: a client lives on one glommio
 //! executor (`Rc`, `!Send`); run one per core for more throughput.
@@ -24,6 +25,7 @@ pub mod net;
 pub mod producer;
 pub mod remoting;
 pub mod trace;
+pub mod request;
 pub mod transaction;
 
 pub use error::ClientError;

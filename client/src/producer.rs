@@ -21,6 +21,9 @@
 //!   `tryToCompressMessage`); batch bodies are never compressed (nor are they in Java).
 //! - with tracing on (`ProducerConfig::trace`), each successful single send attempt
 //!   appends one Pub record to the trace dispatcher (no IO, never an error of the send).
+//! - a message whose `MSG_TYPE` is `reply` travels as SEND_REPLY_MESSAGE_V2 (Java's
+//!   `MQClientAPIImpl.sendMessage`); a request (`request`) waits at most its timeout in
+//!   all, its send included, and its pending slot is gone when it returns (`request.rs`).
 
 use crate::error::ClientError;
 use crate::hash::java_string_hash;
@@ -36,6 +39,8 @@ use crate::remoting::codes::{request_code as rq, response_code as rs};
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::headers::{SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader};
 use crate::trace::{self, SendTraceAnswer, SentMessage, TraceConfig, TraceDispatcher, TraceRole};
+use crate::message::MessageExt;
+use crate::request;
 use crate::transaction::{is_transactional, send_sys_flag};
 use bytes::{Bytes, BytesMut};
 use std::cell::{Cell, RefCell};
@@ -243,7 +248,49 @@ impl Producer {
     /// many concurrently for throughput).
     pub async fn send(&self, mut msg: Message) -> Result<SendResult, ClientError> {
         self.prepare(&mut msg)?;
-        self.send_with_retries(&self.single(msg), None).await
+        self.send_with_retries(&self.single(msg), None, self.send_timeout()).await
+    }
+
+    fn send_timeout(&self) -> Duration {
+        Duration::from_millis(self.config.send_timeout_ms)
+    }
+
+    /// Request-reply (Java's `DefaultMQProducer.request`): sends `msg` with a fresh
+    /// `CORRELATION_ID`, this instance's client id as `REPLY_TO_CLIENT` and `TTL`, then
+    /// waits for the reply a replier sends (`reply`). Everything, the send included,
+    /// happens within `timeout`: past it, `RequestTimeout` when the send succeeded, the
+    /// send's own error when it failed.
+    pub async fn request(&self, mut msg: Message, timeout: Duration) -> Result<MessageExt, ClientError> {
+        let started = Instant::now();
+        let correlation_id = request::correlation_id();
+        msg.set_property(keys::CORRELATION_ID, &correlation_id)?;
+        msg.set_property(keys::REPLY_TO_CLIENT, &self.instance.client_id)?;
+        msg.set_property(keys::TTL, &timeout.as_millis().to_string())?;
+        // Java's prepareSendRequest: the route, and with it a heartbeat naming this client
+        // to every broker of the route, before the request leaves — the broker finds the
+        // requester's connection by the producer its heartbeat registered.
+        self.instance.route(&msg.topic).await?;
+        let pending = self.instance.requests.register(&correlation_id)?;
+        self.prepare(&mut msg)?;
+        let topic = msg.topic.clone();
+        let left = timeout.saturating_sub(started.elapsed());
+        self.send_with_retries(&self.single(msg), None, left).await?;
+        let left = timeout.saturating_sub(started.elapsed());
+        pending.wait(left).await.ok_or(ClientError::RequestTimeout { topic, timeout_ms: timeout.as_millis() as u64 })
+    }
+
+    /// `request` without waiting (Java's `request(msg, RequestCallback, timeout)`):
+    /// `callback` gets the reply or the error.
+    pub fn request_with_callback(&self, msg: Message, timeout: Duration, callback: impl FnOnce(Result<MessageExt, ClientError>) + 'static) {
+        let me = self.clone();
+        glommio::spawn_local(async move { callback(me.request(msg, timeout).await) }).detach();
+    }
+
+    /// Replies to a request message a consumer received: Java's
+    /// `MessageUtil.createReplyMessage` then `send` (SEND_REPLY_MESSAGE_V2). The broker
+    /// answers SUCCESS once it pushed the reply to the requester.
+    pub async fn reply(&self, request_msg: &MessageExt, body: impl Into<Bytes>) -> Result<SendResult, ClientError> {
+        self.send(request::create_reply_message(request_msg, body)?).await
     }
 
     /// Sends without waiting (RocketMQ's async send): `callback` gets the result.
@@ -255,7 +302,7 @@ impl Producer {
     /// Sends to an explicit queue (no retry on another queue).
     pub async fn send_to_queue(&self, mut msg: Message, queue: &MessageQueue) -> Result<SendResult, ClientError> {
         self.prepare(&mut msg)?;
-        self.send_with_retries(&self.single(msg), Some(queue.clone())).await
+        self.send_with_retries(&self.single(msg), Some(queue.clone()), self.send_timeout()).await
     }
 
     /// Ordered send: the queue is `queue_index_by_hash(key)` over the writable queues,
@@ -279,7 +326,7 @@ impl Producer {
         let queue = route.write_queues.get(index).cloned().ok_or_else(|| {
             ClientError::Config(format!("queue selector returned {index} for {} queues", route.write_queues.len()))
         })?;
-        self.send_with_retries(&self.single(msg), Some(queue)).await
+        self.send_with_retries(&self.single(msg), Some(queue), self.send_timeout()).await
     }
 
     /// Fire and forget: no answer, no retry (RocketMQ's oneway).
@@ -320,12 +367,13 @@ impl Producer {
                 remark: format!("batch of {total_bytes} bytes is over max_message_bytes {}", self.config.max_message_bytes),
             });
         }
-        self.send_with_retries(&Outgoing::Batch { topic, msgs }, None).await
+        self.send_with_retries(&Outgoing::Batch { topic, msgs }, None, self.send_timeout()).await
     }
 
-    async fn send_with_retries(&self, request: &Outgoing, fixed_queue: Option<MessageQueue>) -> Result<SendResult, ClientError> {
+    /// Attempts within `budget` in all (`send_timeout_ms`, or what is left of a
+    /// request's timeout).
+    async fn send_with_retries(&self, request: &Outgoing, fixed_queue: Option<MessageQueue>, budget: Duration) -> Result<SendResult, ClientError> {
         let started = Instant::now();
-        let budget = Duration::from_millis(self.config.send_timeout_ms);
         let attempts_max = 1 + self.config.retry_times_when_send_failed;
         let topic = request.topic();
         let mut last_err: Option<ClientError> = None;
@@ -370,7 +418,7 @@ impl Producer {
                 Err(e) => return Err(e),
             }
         }
-        let last = last_err.unwrap_or(ClientError::Timeout { addr: "-".into(), code: rq::SEND_MESSAGE_V2, timeout_ms: self.config.send_timeout_ms });
+        let last = last_err.unwrap_or(ClientError::Timeout { addr: "-".into(), code: rq::SEND_MESSAGE_V2, timeout_ms: budget.as_millis() as u64 });
         Err(ClientError::RetriesExhausted { attempts, elapsed_ms: started.elapsed().as_millis() as u64, last: Box::new(last) })
     }
 
@@ -381,6 +429,11 @@ impl Producer {
             .cloned()
             .ok_or_else(|| ClientError::NoRoute { topic: queue.topic.clone() })?;
         let (code, flag, sys_flag, properties, body, is_batch) = match request {
+            // Java sends a reply (MSG_TYPE=reply) with SEND_REPLY_MESSAGE_V2: the broker
+            // pushes it to the requester instead of only storing it.
+            Outgoing::Single { msg: m, compression_flags } if request::is_reply(&m.properties) => {
+                (rq::SEND_REPLY_MESSAGE_V2, m.flag, send_sys_flag(&m.properties) | compression_flags, m.properties.encode(), m.body.clone(), false)
+            }
             Outgoing::Single { msg: m, compression_flags } => {
                 (rq::SEND_MESSAGE_V2, m.flag, send_sys_flag(&m.properties) | compression_flags, m.properties.encode(), m.body.clone(), false)
             }

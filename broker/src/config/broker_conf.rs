@@ -70,6 +70,7 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "maxTransferBytesOnMessageInDisk",
     "traceTopicEnable",
     "msgTraceTopicName",
+    "storeReplyMessageEnable",
     "brokerPermission",
     "brokerTopicEnable",
     "clusterTopicEnable",
@@ -171,6 +172,7 @@ impl BrokerConfig {
             ("maxTransferBytesOnMessageInDisk", self.pull_cold_bytes_max.to_string()),
             ("traceTopicEnable", self.trace_topic_enable.to_string()),
             ("msgTraceTopicName", self.msg_trace_topic_name.clone()),
+            ("storeReplyMessageEnable", self.store_reply_message_enable.to_string()),
             ("brokerPermission", self.broker_permission.to_string()),
             ("brokerTopicEnable", self.broker_topic_enable.to_string()),
             ("clusterTopicEnable", self.cluster_topic_enable.to_string()),
@@ -258,6 +260,7 @@ pub(super) fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) 
         "maxTransferBytesOnMessageInDisk" => config.pull_cold_bytes_max = parse_number(value)?,
         "traceTopicEnable" => config.trace_topic_enable = parse_bool(value)?,
         "msgTraceTopicName" => config.msg_trace_topic_name = value.to_string(),
+        "storeReplyMessageEnable" => config.store_reply_message_enable = parse_bool(value)?,
         "brokerPermission" => config.broker_permission = parse_permission(value)?,
         "brokerTopicEnable" => config.broker_topic_enable = parse_bool(value)?,
         "clusterTopicEnable" => config.cluster_topic_enable = parse_bool(value)?,
@@ -477,6 +480,7 @@ mod tests {
         maxTransferBytesOnMessageInDisk=65536
         traceTopicEnable=true
         msgTraceTopicName=MyTraces
+        storeReplyMessageEnable=false
         metricsExporterType=PROM
         metricsPromExporterHost=127.0.0.1
         metricsPromExporterPort=15557
@@ -525,6 +529,7 @@ mod tests {
             (c.pull_hot_messages_max, c.pull_hot_bytes_max, c.pull_cold_messages_max, c.pull_cold_bytes_max) = (32, 262_144, 8, 65_536);
             c.trace_topic_enable = true;
             c.msg_trace_topic_name = "MyTraces".into();
+            c.store_reply_message_enable = false;
             c.metrics_exporter_type = MetricsExporter::Prom;
             c.metrics_prom_exporter_host = "127.0.0.1".into();
             c.metrics_prom_exporter_port = 15557;

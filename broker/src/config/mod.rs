@@ -219,6 +219,10 @@ pub struct BrokerConfig {
     pub trace_topic_enable: bool,
     /// RocketMQ's `msgTraceTopicName`: the trace topic `trace_topic_enable` creates.
     pub msg_trace_topic_name: String,
+    /// RocketMQ's `storeReplyMessageEnable` (default true, as Apache): a reply
+    /// (SEND_REPLY_MESSAGE) is also stored in `<cluster>_REPLY_TOPIC`, besides being
+    /// pushed to its requester; false: pushed only.
+    pub store_reply_message_enable: bool,
     /// RocketMQ's `brokerPermission`: 6 read+write, 4 read only (drain: producers go
     /// elsewhere), 2 write only. Sends and pulls the permission lacks are refused and
     /// the routes the NameServers hand out carry it.
@@ -286,6 +290,7 @@ impl Default for BrokerConfig {
             pull_cold_bytes_max: crate::shard::PULL_BODY_BYTES_MAX,
             trace_topic_enable: false,
             msg_trace_topic_name: crate::meta::topics::TRACE_TOPIC.to_string(),
+            store_reply_message_enable: true,
             broker_permission: PERM_READ_WRITE,
             broker_topic_enable: true,
             cluster_topic_enable: true,

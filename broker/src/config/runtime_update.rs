@@ -28,6 +28,7 @@ pub const RUNTIME_CONF_KEYS: &[&str] = &[
     "maxTransferBytesOnMessageInMemory",
     "maxTransferCountOnMessageInDisk",
     "maxTransferBytesOnMessageInDisk",
+    "storeReplyMessageEnable",
 ];
 
 /// Why a runtime update was refused (nothing was applied).

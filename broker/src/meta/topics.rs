@@ -52,6 +52,16 @@ pub const BROKER_CREATED_SYSTEM_TOPICS: &[&str] = &["TRANS_CHECK_MAX_TIME_TOPIC"
 pub const NAMED_CLUSTER_TOPIC_QUEUES: u32 = 16;
 /// Queues of the trace topic (Java's `TopicConfigManager`: 1 read, 1 write).
 pub const TRACE_TOPIC_QUEUES: u32 = 1;
+/// `MixAll.REPLY_TOPIC_POSTFIX`: replies to requests go to `<cluster>_REPLY_TOPIC`.
+pub const REPLY_TOPIC_POSTFIX: &str = "REPLY_TOPIC";
+/// Queues of the reply topic (Java's `TopicConfigManager` makes it with 1).
+pub const REPLY_TOPIC_QUEUES: u32 = 1;
+
+/// `MixAll.getReplyTopic`: the reply topic of `cluster`.
+pub fn reply_topic(cluster: &str) -> String {
+    format!("{cluster}_{REPLY_TOPIC_POSTFIX}")
+}
+
 /// RocketMQ `TopicValidator.SYSTEM_TOPIC_PREFIX`.
 pub const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
 
@@ -185,7 +195,8 @@ impl TopicTable {
     /// RocketMQ's per-broker and per-cluster topics (`brokerTopicEnable`,
     /// `clusterTopicEnable`): the broker's name with 1 queue, the cluster's name with
     /// 16, both `PERM_INHERIT` plus read and write when enabled (Java's
-    /// `TopicConfigManager`). Returns whether the table changed.
+    /// `TopicConfigManager`), and the cluster's reply topic. Returns whether the table
+    /// changed.
     pub fn ensure_named_topics(&mut self, broker_name: &str, broker_enabled: bool, cluster_name: &str, cluster_enabled: bool, now_ms: i64) -> Result<bool, MetaError> {
         let before = self.data_version;
         for (name, queues, enabled) in [(cluster_name, NAMED_CLUSTER_TOPIC_QUEUES, cluster_enabled), (broker_name, 1, broker_enabled)] {
@@ -200,6 +211,13 @@ impl TopicTable {
                 }
                 self.upsert(c, now_ms)?;
             }
+        }
+        // The cluster's reply topic, as Java's `TopicConfigManager` makes it at start
+        // (read and write, 1 queue), whatever `storeReplyMessageEnable` says: repliers
+        // route to it. Kept as it is when present.
+        let reply = reply_topic(cluster_name);
+        if self.topics.get(&reply).is_none() {
+            self.upsert(TopicConfig::new(&reply, REPLY_TOPIC_QUEUES), now_ms)?;
         }
         Ok(self.data_version != before)
     }
@@ -314,6 +332,8 @@ mod tests {
         let b = t.get("broker-a").unwrap();
         assert_eq!((b.read_queue_nums, b.write_queue_nums, b.perm), (1, 1, PERM_INHERIT | PERM_RW));
         assert_eq!(t.get("DefaultCluster").unwrap().write_queue_nums, NAMED_CLUSTER_TOPIC_QUEUES);
+        let r = t.get("DefaultCluster_REPLY_TOPIC").unwrap();
+        assert_eq!((r.read_queue_nums, r.write_queue_nums, r.perm), (1, 1, PERM_RW));
         assert!(!t.ensure_named_topics("broker-a", true, "DefaultCluster", true, 2).unwrap(), "present: unchanged");
         // Disabled: kept, without read and write (Java: PERM_INHERIT only); queues kept.
         let mut grown = t.get("broker-a").unwrap().clone();

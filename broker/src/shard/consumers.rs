@@ -221,6 +221,13 @@ impl ConsumerManager {
         self.producers.get(group).map(|m| m.values().cloned().collect()).unwrap_or_default()
     }
 
+    /// The connection of producer client `client_id` (Java's
+    /// `ProducerManager.findChannel`, which a reply is pushed to).
+    pub fn producer_conn_of(&self, client_id: &str) -> Option<&ProducerConn> {
+        let group = self.producer_groups_of.get(client_id)?.iter().next()?;
+        self.producers.get(group)?.get(client_id)
+    }
+
     pub fn producer_group_count(&self) -> usize {
         self.producers.len()
     }
@@ -373,6 +380,10 @@ mod tests {
         m.apply_producers("p", &data, &origin);
         let c = &m.producer_conns("P")[0];
         assert_eq!((c.conn_shard, c.conn_id, c.remote, c.language.as_str(), c.version), (2, 9, origin.remote, "CPP", 7));
+        assert_eq!(m.producer_conn_of("p").map(|c| (c.conn_shard, c.conn_id)), Some((2, 9)));
+        assert!(m.producer_conn_of("q").is_none());
+        m.remove_client("p");
+        assert!(m.producer_conn_of("p").is_none(), "gone with its connection");
     }
 
     #[test]

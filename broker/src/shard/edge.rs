@@ -103,7 +103,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             return Ok(EdgeReply::Unchanged);
         }
         match cmd.code {
-            rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => {
+            rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE | rq::SEND_REPLY_MESSAGE | rq::SEND_REPLY_MESSAGE_V2 => {
                 self.queue_in(cmd, true)?;
                 Ok(EdgeReply::SendQueue)
             }

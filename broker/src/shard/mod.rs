@@ -33,6 +33,7 @@ pub mod sendback;
 pub mod ha;
 pub mod txn;
 mod registration;
+mod reply;
 
 use crate::config::BrokerConfig;
 use crate::meta::groups::GroupTable;
@@ -492,7 +493,7 @@ impl<R: Runtime> Shard<R> {
                 cmd.ext_fields.insert(admin::CALLER_EXT.into(), remote.to_string());
             }
         }
-        let send = matches!(cmd.code, rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE);
+        let send = matches!(cmd.code, rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE | rq::SEND_REPLY_MESSAGE | rq::SEND_REPLY_MESSAGE_V2);
         if send {
             cmd.ext_fields.remove(BORN_HOST_EXT);
             cmd.ext_fields.remove(sendback::SEND_BACK_EXT);
@@ -540,6 +541,7 @@ impl<R: Runtime> Shard<R> {
         };
         match cmd.code {
             rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => queue(),
+            rq::SEND_REPLY_MESSAGE | rq::SEND_REPLY_MESSAGE_V2 => self.reply_route(cmd),
             code if is_queue_read(code) => queue(),
             rq::CONSUMER_SEND_MSG_BACK => {
                 let offset: u64 = cmd.ext("offset")?.trim().parse().ok()?;
@@ -573,6 +575,7 @@ impl<R: Runtime> Shard<R> {
         }
         match cmd.code {
             rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => self.handle_send(&cmd, ctx.remote).await,
+            rq::SEND_REPLY_MESSAGE | rq::SEND_REPLY_MESSAGE_V2 => self.handle_reply(&cmd, ctx.remote).await,
             // Java serves LITE_PULL_MESSAGE with the pull processor too.
             rq::PULL_MESSAGE | rq::LITE_PULL_MESSAGE => self.handle_pull(&cmd).await,
             rq::QUERY_CONSUMER_OFFSET => self.handle_query_consumer_offset(&cmd),

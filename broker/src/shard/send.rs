@@ -114,18 +114,20 @@ impl<R: crate::rt::Runtime> Shard<R> {
         }
         let queue_id = self.admit_send(cmd, &header).await?;
         let properties = header.properties.unwrap_or_default();
+        // A request (request-reply) names its cluster for the replier (`reply.rs`).
+        let stamped = self.stamp_request_cluster(properties);
+        let properties = stamped.as_deref().unwrap_or(properties);
         let kind = self.classify_send(cmd, &header, properties)?;
         // Put.
         let base = self.base_message(cmd, &header, remote);
         let stored = self.put_send(cmd, &header, base, kind)?;
-        self.waiters.notify(header.topic, queue_id);
-        // Wait for durability and replication.
-        let (code, remark) = self.wait_acknowledgeable(stored.last).await;
+        // Wait for durability (then wake long-polling pulls) and replication.
+        let (code, remark) = self.wait_acknowledgeable(stored.last, header.topic, queue_id).await;
         // Answer.
         Ok(self.send_response(cmd, code, remark.as_deref(), queue_id, &stored, properties))
     }
 
-    fn decode_send<'c>(&self, cmd: &'c RemotingCommand) -> Result<SendMessageHeaderRef<'c>, RemotingCommand> {
+    pub(super) fn decode_send<'c>(&self, cmd: &'c RemotingCommand) -> Result<SendMessageHeaderRef<'c>, RemotingCommand> {
         if !self.config().role.is_master() {
             // A slave's log holds its master's records only (RocketMQ's answer).
             return Err(error_response(cmd, rs::SERVICE_NOT_AVAILABLE, "message store is slave mode, so putMessage is forbidden"));
@@ -149,7 +151,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
 
     /// The topic exists (or is created), may be written, the queue is one of its write
     /// queues and the body fits: the queue id.
-    async fn admit_send(self: &Rc<Self>, cmd: &RemotingCommand, header: &SendMessageHeaderRef<'_>) -> Result<i32, RemotingCommand> {
+    pub(super) async fn admit_send(self: &Rc<Self>, cmd: &RemotingCommand, header: &SendMessageHeaderRef<'_>) -> Result<i32, RemotingCommand> {
         let topic = self.topic_for_send(header.topic).await.map_err(|(code, remark)| error_response(cmd, code, remark))?;
         if !writable_perm(topic.perm) {
             return Err(error_response(cmd, rs::NO_PERMISSION, format!("the topic[{}] sending message is forbidden", header.topic)));
@@ -311,12 +313,23 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// SYNC_MASTER confirmed by a slave. The message is stored here either way; the
     /// code says whether a slave has it (RocketMQ's FLUSH_SLAVE_TIMEOUT /
     /// SLAVE_NOT_AVAILABLE statuses).
-    async fn wait_acknowledgeable(&self, last: PutResult) -> (i32, Option<String>) {
+    ///
+    /// Pulls suspended on `topic`/`queue_id` are woken once the message is durable
+    /// under sync flush (at once under async flush), never before: Apache 5 dispatches
+    /// a SYNC_FLUSH broker's CommitLog to its consume queues only up to the flushed
+    /// position (`CommitLog.getConfirmOffset`), so no consumer is handed a message
+    /// before its producer can be acknowledged. Request-reply relies on it: a replier
+    /// woken before the fsync can get its reply pushed to the requester before the
+    /// request's own SEND answer (rocketmq-client-rust 1.0 then loses the reply,
+    /// `interop_request_reply.rs`). Not before replication: Apache does not wait for a
+    /// slave either.
+    async fn wait_acknowledgeable(&self, last: PutResult, topic: &str, queue_id: i32) -> (i32, Option<String>) {
         if self.config().store.flush_mode == FlushMode::Sync {
             if let Err(e) = self.store.wait_durable(last.durable_ticket).await {
                 crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.place.id));
             }
         }
+        self.waiters.notify(topic, queue_id);
         if self.config().role != crate::config::BrokerRole::SyncMaster {
             return (rs::SUCCESS, None);
         }

@@ -40,6 +40,21 @@ pub mod keys {
     pub const WAIT: &str = "WAIT";
     pub const MAX_OFFSET: &str = "MAX_OFFSET";
     pub const MIN_OFFSET: &str = "MIN_OFFSET";
+    /// Request-reply (RocketMQ 4.6+): pairs a reply with its request (a UUID).
+    pub const CORRELATION_ID: &str = "CORRELATION_ID";
+    /// Request-reply: the client id of the requester, whose connection gets the reply.
+    pub const REPLY_TO_CLIENT: &str = "REPLY_TO_CLIENT";
+    /// Request-reply: the requester's timeout, in ms.
+    pub const TTL: &str = "TTL";
+    /// Request-reply: `reply` on a reply message (sent with SEND_REPLY_MESSAGE_V2).
+    pub const MSG_TYPE: &str = "MSG_TYPE";
+    /// The cluster of the broker that stored a message (the replier's reply topic is
+    /// `<CLUSTER>_REPLY_TOPIC`).
+    pub const CLUSTER: &str = "CLUSTER";
+    /// Request-reply: when the broker pushed the reply (ms since the epoch).
+    pub const PUSH_REPLY_TIME: &str = "PUSH_REPLY_TIME";
+    /// Request-reply: when the requester received the reply (ms since the epoch).
+    pub const REPLY_MESSAGE_ARRIVE_TIME: &str = "ARRIVE_TIME";
 }
 
 /// The value of `name` in an encoded properties string, without decoding the rest
