@@ -120,6 +120,12 @@ impl From<FlushKind> for FlushMode {
     }
 }
 
+/// Most bytes of records in one pull response (the bound `pull_*_bytes_max` settings
+/// may lower, never raise).
+pub const PULL_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Most messages one pull returns (the bound `pull_*_messages_max` may lower).
+pub const PULL_MESSAGES_MAX: usize = 1024;
+
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BrokerConfig {
@@ -284,10 +290,10 @@ impl Default for BrokerConfig {
             enable_property_filter: false,
             trace_on: true,
             auto_create_subscription_group: true,
-            pull_hot_messages_max: crate::shard::PULL_MESSAGES_MAX,
-            pull_hot_bytes_max: crate::shard::PULL_BODY_BYTES_MAX,
-            pull_cold_messages_max: crate::shard::PULL_MESSAGES_MAX,
-            pull_cold_bytes_max: crate::shard::PULL_BODY_BYTES_MAX,
+            pull_hot_messages_max: PULL_MESSAGES_MAX,
+            pull_hot_bytes_max: PULL_BODY_BYTES_MAX,
+            pull_cold_messages_max: PULL_MESSAGES_MAX,
+            pull_cold_bytes_max: PULL_BODY_BYTES_MAX,
             trace_topic_enable: false,
             msg_trace_topic_name: crate::meta::topics::TRACE_TOPIC.to_string(),
             store_reply_message_enable: true,

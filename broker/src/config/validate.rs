@@ -10,7 +10,7 @@
 
 use super::{BrokerConfig, BrokerRole, ConfigError, RouteMode, RECORD_OVERHEAD_BYTES_MAX};
 use crate::meta::topics::QUEUE_NUMS_MAX;
-use crate::shard::{PULL_BODY_BYTES_MAX, PULL_MESSAGES_MAX};
+use super::{PULL_BODY_BYTES_MAX, PULL_MESSAGES_MAX};
 use crate::store::engine::SHARD_COUNT_MAX;
 use ringmq_client::remoting::frame::FRAME_LEN_MAX_BYTES;
 use std::net::Ipv4Addr;

@@ -25,10 +25,7 @@ use crate::rt::Runtime;
 use std::rc::Rc;
 use std::time::Duration;
 
-/// Most bytes of records in one pull response.
-pub const PULL_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
-/// Most messages one pull asks for.
-pub const PULL_MESSAGES_MAX: usize = 1024;
+pub use crate::config::{PULL_BODY_BYTES_MAX, PULL_MESSAGES_MAX};
 
 const FLAG_COMMIT_OFFSET: i32 = 0x1;
 const FLAG_SUSPEND: i32 = 0x2;
