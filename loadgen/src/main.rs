@@ -513,6 +513,32 @@ fn args_summary(args: &StoreBenchArgs) -> report::BenchParams {
     }
 }
 
+/// Writes a benchmark's results as JSON at `out` and as Markdown next to it (the
+/// machine, commit and command first, then `markdown`'s table), and prints the latter.
+fn write_bench_results<T: serde::Serialize>(
+    out: &Path,
+    started: &str,
+    machine: &report::MachineInfo,
+    results: &[T],
+    title: &str,
+    note: &str,
+    markdown: fn(&[T], &str) -> String,
+) -> Result<(), String> {
+    let json = serde_json::json!({ "started_utc": started, "machine": machine, "results": results });
+    if let Some(parent) = out.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+    }
+    std::fs::write(out, serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    let header = format!(
+        "# RingMQ {title} ({started})\n\n- Machine: {} x {}, kernel {}\n- Commit: {} ({} uncommitted paths)\n- Command: `{}`\n- {note}\n",
+        machine.cpu_count, machine.cpu_model, machine.kernel, machine.git_commit, machine.git_dirty_paths, machine.command_line
+    );
+    let md = markdown(results, &header);
+    std::fs::write(out.with_extension("md"), &md).map_err(|e| e.to_string())?;
+    print!("{md}");
+    Ok(())
+}
+
 fn run_filter_bench(args: FilterBenchArgs) -> Result<(), String> {
     if !(1..=FILTER_BENCH_MESSAGES_MAX).contains(&args.messages) || !(1..=MESSAGE_BYTES_MAX).contains(&args.message_bytes) {
         return Err(format!("--messages must be 1..={FILTER_BENCH_MESSAGES_MAX} and --message-bytes 1..={MESSAGE_BYTES_MAX}"));
@@ -532,19 +558,7 @@ fn run_filter_bench(args: FilterBenchArgs) -> Result<(), String> {
     let results = filter_bench::run(&spec, &dir);
     let _ = std::fs::remove_dir_all(&dir);
     let results = results?;
-    let json = serde_json::json!({ "started_utc": started, "machine": machine, "results": results });
-    if let Some(parent) = args.out.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-    }
-    std::fs::write(&args.out, serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-    let header = format!(
-        "# RingMQ filter benchmark ({started})\n\n- Machine: {} x {}, kernel {}\n- Commit: {} ({} uncommitted paths)\n- Command: `{}`\n- One queue read end to end per filter with sequential pulls; broker and client in one process (CPU is both). Medians over the rounds.\n",
-        machine.cpu_count, machine.cpu_model, machine.kernel, machine.git_commit, machine.git_dirty_paths, machine.command_line
-    );
-    let md = filter_bench::markdown(&results, &header);
-    std::fs::write(args.out.with_extension("md"), &md).map_err(|e| e.to_string())?;
-    print!("{md}");
-    Ok(())
+    write_bench_results(&args.out, &started, &machine, &results, "filter benchmark", "One queue read end to end per filter with sequential pulls; broker and client in one process (CPU is both). Medians over the rounds.", filter_bench::markdown)
 }
 
 fn run_broker_bench(args: BrokerBenchArgs) -> Result<(), String> {
@@ -592,17 +606,5 @@ fn run_broker_bench(args: BrokerBenchArgs) -> Result<(), String> {
         results.push(r);
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let json = serde_json::json!({ "started_utc": started, "machine": machine, "results": results });
-    if let Some(parent) = args.out.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-    }
-    std::fs::write(&args.out, serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-    let header = format!(
-        "# RingMQ broker benchmark ({started})\n\n- Machine: {} x {}, kernel {}\n- Commit: {} ({} uncommitted paths)\n- Command: `{}`\n- Clients run on the same machine as the broker (2 cores shared).\n",
-        machine.cpu_count, machine.cpu_model, machine.kernel, machine.git_commit, machine.git_dirty_paths, machine.command_line
-    );
-    let md = broker_bench::markdown(&results, &header);
-    std::fs::write(args.out.with_extension("md"), &md).map_err(|e| e.to_string())?;
-    print!("{md}");
-    Ok(())
+    write_bench_results(&args.out, &started, &machine, &results, "broker benchmark", "Clients run on the same machine as the broker (2 cores shared).", broker_bench::markdown)
 }
