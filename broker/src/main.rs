@@ -13,6 +13,9 @@ const SIGNAL_POLL_MS: u64 = 20;
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        // Colour only on a terminal: a log written through a pipe or to a file (systemd,
+        // `> broker.log`) is plain text. NO_COLOR turns it off everywhere.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()) && std::env::var_os("NO_COLOR").is_none())
         .init();
     let args = BrokerArgs::parse();
     let config = match BrokerConfig::from_args(&args) {

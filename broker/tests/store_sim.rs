@@ -900,7 +900,12 @@ fn appends_refused_above_the_warning_level_resume_at_the_forcibly_ratio() {
         assert_eq!(store.refusing_writes(), refused, "at {percent} %");
         let put_result = put(&store, 0, 1 + seq as u64, 10, "");
         assert_eq!(matches!(put_result, Err(StoreError::DiskFull { .. })), refused, "at {percent} %: {put_result:?}");
+        // A condition that holds is not counted (nor logged) again at the next check.
+        block_on(store.check_disk()).unwrap();
     }
+    // Crossings, each counted once: past diskMaxUsedSpaceRatio (75 %) at 80 %, past the
+    // refuse watermark at 91 % and again at 95 % (after resuming at 85 %).
+    assert_eq!(store.stats().disk_watermark_crossings, 3);
 }
 
 #[test]

@@ -238,6 +238,9 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
+        // Colour only on a terminal: a log written through a pipe or to a file (systemd,
+        // `> broker.log`) is plain text. NO_COLOR turns it off everywhere.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none())
         .init();
     let cli = Cli::parse();
     let result = match cli.command {

@@ -557,6 +557,7 @@ fn delta(a: StoreStats, b: StoreStats) -> StoreStats {
         read_errors: b.read_errors - a.read_errors,
         scrubbed_bytes: b.scrubbed_bytes - a.scrubbed_bytes,
         scrub_corrupt_records: b.scrub_corrupt_records - a.scrub_corrupt_records,
+        disk_watermark_crossings: b.disk_watermark_crossings - a.disk_watermark_crossings,
         // Not deltas: the run's latencies and the last disk reading.
         flush_latency: b.flush_latency,
         disk_used_permille: b.disk_used_permille,

@@ -20,6 +20,10 @@ pub const TOPICS_MAX: usize = 64;
 pub const DURATION_SECS_MAX: u64 = 3600;
 pub const MESSAGE_BYTES_MAX: usize = 4 * 1024 * 1024;
 
+/// Where produce/consume/e2e write their results unless `--out` names a file: under the
+/// build directory, which git ignores.
+pub const DEFAULT_OUT_DIR: &str = "target/loadgen";
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct WorkloadArgs {
     /// NameServers (`host:port;host:port`). Without it loadgen starts an embedded
@@ -132,6 +136,8 @@ pub struct WorkloadArgs {
     #[arg(long)]
     pub dir: Option<PathBuf>,
     /// Results file (OMB JSON); the SVG plot and Markdown summary go next to it.
+    /// Default: `target/loadgen/loadgen-<role>.json`, untracked, so running the README's
+    /// job leaves a clone clean; name a file under `results/` to keep a run.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Do not print the per-interval RocketMQ-format lines.
@@ -393,7 +399,7 @@ pub fn run(role: Role, a: WorkloadArgs) -> Result<(), String> {
         runs.push(record);
         store_dir = dir;
     }
-    let out = a.out.clone().unwrap_or_else(|| PathBuf::from(format!("results/loadgen-{}.json", role.name())));
+    let out = a.out.clone().unwrap_or_else(|| PathBuf::from(format!("{DEFAULT_OUT_DIR}/loadgen-{}.json", role.name())));
     println!("\n{}{}", crate::summary::table(&runs), crate::summary::txn_sections(&runs));
     write_outputs(&out, &runs, &format!("loadgen {}", role.name()), &store_dir)?;
     eprintln!("loadgen: wrote {} (OMB JSON), {} and {}", out.display(), out.with_extension("md").display(), out.with_extension("svg").display());

@@ -38,6 +38,9 @@ fn main() -> ExitCode {
     let args = Args::parse();
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        // Colour only on a terminal: a log written through a pipe or to a file (systemd,
+        // `> broker.log`) is plain text. NO_COLOR turns it off everywhere.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()) && std::env::var_os("NO_COLOR").is_none())
         .init();
     let mut config = ServerConfig::default();
     if let Some(path) = &args.config {

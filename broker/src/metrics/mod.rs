@@ -186,6 +186,7 @@ pub struct Snapshot {
     pub checkpoint_lag_bytes: u64,
     pub scrubbed_bytes: u64,
     pub scrub_corrupt_records: u64,
+    pub disk_watermark_crossings: u64,
 }
 
 /// One slot per shard, written by that shard only, read by the exporter.
@@ -283,6 +284,7 @@ pub fn render(node: &Node, snaps: &[Arc<Snapshot>]) -> String {
     reg.register("ringmq_shard_checkpoint_lag_bytes", "CommitLog bytes past the last checkpoint (what recovery after a crash re-reads), per shard", per_shard(MetricType::Gauge, |s| s.checkpoint_lag_bytes as f64));
     reg.register("ringmq_shard_scrubbed_bytes", "CommitLog bytes the background scrub re-read and checked, per shard", per_shard(MetricType::Counter, |s| s.scrubbed_bytes as f64));
     reg.register("ringmq_shard_scrub_corrupt_records", "Corrupt records the background scrub found, per shard", per_shard(MetricType::Counter, |s| s.scrub_corrupt_records as f64));
+    reg.register("ringmq_shard_disk_watermark_crossings", "Times disk usage rose past diskMaxUsedSpaceRatio or the refuse watermark, per shard", per_shard(MetricType::Counter, |s| s.disk_watermark_crossings as f64));
     reg.register("ringmq_shard_ha_behind_bytes", "Replication bytes not yet confirmed by a slave (master) or not yet received (slave), per shard", per_shard(MetricType::Gauge, |s| s.ha_behind_bytes as f64));
     metrics_export::encode(&reg)
 }

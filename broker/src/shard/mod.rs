@@ -386,6 +386,7 @@ impl<R: Runtime> Shard<R> {
             checkpoint_lag_bytes: self.store.checkpoint_lag_bytes(),
             scrubbed_bytes: stats.scrubbed_bytes,
             scrub_corrupt_records: stats.scrub_corrupt_records,
+            disk_watermark_crossings: stats.disk_watermark_crossings,
         }
     }
 

@@ -97,6 +97,9 @@ pub struct StoreStats {
     pub scrubbed_bytes: u64,
     /// Corrupt records the scrub found (each logged with file and offset).
     pub scrub_corrupt_records: u64,
+    /// Times usage rose past `disk_max_used_ratio` or the refuse watermark (each
+    /// crossing logged once, with its end).
+    pub disk_watermark_crossings: u64,
 }
 
 type QueueKey = (String, i32);
@@ -125,6 +128,8 @@ struct Inner<D: Disk> {
     failed: Option<String>,
     /// Appends refused because the disk passed its refuse watermark or ran out.
     disk_full: Option<(u32, u32)>,
+    /// Usage is past `disk_max_used_ratio` (logged when it starts and when it ends).
+    disk_above_max_used: bool,
     waiters: BTreeMap<u64, Vec<Waker>>,
     checkpoint_sequence: u64,
     checkpoint_file: Option<Rc<D::File>>,

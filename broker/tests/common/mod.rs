@@ -457,7 +457,7 @@ impl ChildBroker {
         cmd.arg("-c")
             .arg(&config_path)
             .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
+            .env_remove("NO_COLOR")
             .env_remove("RINGMQ_FAILPOINTS")
             .stdout(std::fs::File::create(&stdout_path).expect("stdout file"))
             .stderr(std::fs::File::create(&stderr_path).expect("stderr file"));
@@ -470,6 +470,8 @@ impl ChildBroker {
                 return Started::Exited { code: status.code(), stdout: read_log(&stdout_path), stderr: read_log(&stderr_path) };
             }
             if let Some(addr) = listening_addr(&read_log(&stdout_path)) {
+                // Its log goes to a file: plain text, no terminal colour codes.
+                assert!(!read_log(&stdout_path).contains('\u{1b}'), "broker log written to a file has ANSI escapes:\n{}", read_log(&stdout_path));
                 let logs = [stdout_path.clone(), stderr_path.clone()];
                 return Started::Up(ChildBroker { child, addr, logs });
             }

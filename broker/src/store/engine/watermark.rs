@@ -22,17 +22,25 @@ impl<D: Disk, C: Clock> Store<D, C> {
         let refuse = self.config.disk_refuse_ratio;
         let mut inner = self.inner.borrow_mut();
         inner.stats.disk_used_permille = (ratio * 1000.0) as u64;
+        // Each condition is logged when it starts and when it ends, never once per
+        // check while it holds; crossings are counted for the metrics.
         if ratio > refuse {
             if inner.disk_full.is_none() {
+                inner.stats.disk_watermark_crossings += 1;
                 tracing::warn!(shard = self.shard.0, used_percent = (ratio * 100.0) as u32, "disk above the refuse watermark: refusing appends");
             }
             inner.disk_full = Some(((ratio * 100.0) as u32, (refuse * 100.0) as u32));
-        } else {
-            if ratio <= self.config.disk_force_clean_ratio && inner.disk_full.take().is_some() {
-                tracing::info!(shard = self.shard.0, used_percent = (ratio * 100.0) as u32, "disk space available again: accepting appends");
-            }
-            if ratio > self.config.disk_max_used_ratio {
+        } else if ratio <= self.config.disk_force_clean_ratio && inner.disk_full.take().is_some() {
+            tracing::info!(shard = self.shard.0, used_percent = (ratio * 100.0) as u32, "disk space available again: accepting appends");
+        }
+        let above_max_used = ratio > self.config.disk_max_used_ratio;
+        if above_max_used != inner.disk_above_max_used {
+            inner.disk_above_max_used = above_max_used;
+            if above_max_used {
+                inner.stats.disk_watermark_crossings += 1;
                 tracing::warn!(shard = self.shard.0, used_percent = (ratio * 100.0) as u32, "disk above diskMaxUsedSpaceRatio: expired segments are deleted at any hour");
+            } else {
+                tracing::info!(shard = self.shard.0, used_percent = (ratio * 100.0) as u32, "disk back below diskMaxUsedSpaceRatio: expired segments wait for deleteWhen");
             }
         }
         Ok(ratio)
