@@ -134,8 +134,9 @@ pub enum Command {
     consumerProgress {
         #[command(flatten)]
         common: Common,
+        /// Without it, every subscription group of the cluster, one line each (mqadmin).
         #[arg(short = 'g', long = "groupName")]
-        group: String,
+        group: Option<String>,
         #[arg(short = 't', long = "topicName")]
         topic: Option<String>,
     },
@@ -587,8 +588,17 @@ async fn delete_sub_group(instance: &Rc<ClientInstance>, json: bool, group: Stri
 }
 
 /// `consumerProgress`: per queue, the broker's offset, the group's and the lag; an error
-/// when no broker knows the group.
-async fn consumer_progress(instance: &Rc<ClientInstance>, json: bool, group: String, topic: Option<String>) -> Outcome {
+/// when no broker knows the group. Without a group, mqadmin's one line per group.
+async fn consumer_progress(instance: &Rc<ClientInstance>, json: bool, group: Option<String>, topic: Option<String>) -> Outcome {
+    let Some(group) = group else {
+        let groups = query::all_groups_progress(instance).await?;
+        let rows: Vec<Vec<String>> = groups
+            .iter()
+            .map(|g| vec![g.group.clone(), g.count.to_string(), g.version.clone(), g.consume_type.clone(), g.message_model.clone(), format!("{:.0}", g.consume_tps), g.diff_total.to_string()])
+            .collect();
+        let text = table(&["#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total"], &rows);
+        return render(json, json!(groups), text);
+    };
     let queues = query::consumer_progress(instance, &group, topic.as_deref()).await?;
     if queues.is_empty() {
         return Err(format!("no broker reports progress for consumer group {group}"));

@@ -222,7 +222,12 @@ pub struct QueueProgress {
 /// never saw the group answers a failure and contributes nothing; an unreachable one is
 /// an error.
 pub async fn consumer_progress(instance: &Rc<ClientInstance>, group: &str, topic: Option<&str>) -> Result<Vec<QueueProgress>> {
-    let mut out = Vec::new();
+    Ok(consume_stats(instance, group, topic).await?.0)
+}
+
+/// `consumer_progress` and the group's consume TPS summed over the masters.
+pub async fn consume_stats(instance: &Rc<ClientInstance>, group: &str, topic: Option<&str>) -> Result<(Vec<QueueProgress>, f64)> {
+    let (mut out, mut tps) = (Vec::new(), 0.0);
     for addr in all_masters(instance).await?.values() {
         let mut cmd = RemotingCommand::request(rq::GET_CONSUME_STATS).with_ext("consumerGroup", group);
         if let Some(t) = topic {
@@ -233,6 +238,7 @@ pub async fn consumer_progress(instance: &Rc<ClientInstance>, group: &str, topic
             continue;
         }
         let stats = ConsumeStats::decode(&r.body).map_err(|e| QueryError::Decode(format!("{addr}: {e}")))?;
+        tps += stats.consume_tps;
         out.extend(stats.offset_table.iter().map(|(mq, o)| QueueProgress {
             topic: mq.topic.clone(),
             broker_name: mq.broker_name.clone(),
@@ -242,6 +248,44 @@ pub async fn consumer_progress(instance: &Rc<ClientInstance>, group: &str, topic
             diff: (o.broker_offset - o.consumer_offset).max(0),
             last_timestamp: o.last_timestamp,
         }));
+    }
+    Ok((out, tps))
+}
+
+/// One row of `consumerProgress` without `-g`: a group's online clients and backlog
+/// (mqadmin's `GroupConsumeInfo`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupConsumeInfo {
+    pub group: String,
+    /// Online clients (0 when none is connected).
+    pub count: usize,
+    /// The first client's version, as mqadmin prints it ("OFFLINE" with none).
+    pub version: String,
+    pub consume_type: String,
+    pub message_model: String,
+    pub consume_tps: f64,
+    pub diff_total: i64,
+}
+
+/// Every subscription group of the cluster with its clients and backlog.
+pub async fn all_groups_progress(instance: &Rc<ClientInstance>) -> Result<Vec<GroupConsumeInfo>> {
+    let mut out = Vec::new();
+    for group in subscription_groups(instance).await? {
+        let (queues, consume_tps) = consume_stats(instance, &group, None).await?;
+        let conn = consumer_connection(instance, &group).await.ok();
+        let field = |k: &str| conn.as_ref().and_then(|c| c.get(k)).and_then(Value::as_str).unwrap_or("").to_string();
+        let clients = conn.as_ref().and_then(|c| c.get("connectionSet")).and_then(Value::as_array).cloned().unwrap_or_default();
+        let version = clients.first().and_then(|c| c.get("version")).map(|v| v.as_str().map(String::from).unwrap_or_else(|| v.to_string()));
+        out.push(GroupConsumeInfo {
+            group,
+            count: clients.len(),
+            version: version.unwrap_or_else(|| "OFFLINE".into()),
+            consume_type: field("consumeType"),
+            message_model: field("messageModel"),
+            consume_tps,
+            diff_total: queues.iter().map(|q| q.diff).sum(),
+        });
     }
     Ok(out)
 }

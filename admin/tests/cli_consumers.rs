@@ -108,6 +108,14 @@ fn consumer_operations_against_a_live_consumer() {
     eventually("every message is consumed", || (0..MESSAGES).all(|i| count(&format!("body-{i}")) >= 1));
     eventually("offsets are committed", || committed_total(n) == MESSAGES as i64);
 
+    // consumerProgress without -g: mqadmin's line per group; the live group (auto-created
+    // by its heartbeat) with its one client, clustering, nothing behind.
+    let groups = json(&["consumerProgress", "-n", n]);
+    let row = groups.as_array().unwrap().iter().find(|g| g["group"] == GROUP).unwrap_or_else(|| panic!("{GROUP} missing: {groups}"));
+    assert_eq!((&row["count"], &row["messageModel"], &row["diffTotal"]), (&serde_json::json!(1), &serde_json::json!("CLUSTERING"), &serde_json::json!(0)), "{row}");
+    let table = ok(&["consumerProgress", "-n", n]);
+    assert!(table.starts_with("#Group") && table.lines().any(|l| l.starts_with(GROUP)), "{table}");
+
     // consumerStatus: the consumer answers through the broker.
     let list = ok(&["consumerStatus", "-n", n, "-g", GROUP]);
     assert!(list.starts_with("#Index") && list.contains(&client_id), "{list}");
