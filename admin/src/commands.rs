@@ -550,7 +550,7 @@ async fn topic_status(instance: &Rc<ClientInstance>, json: bool, topic: String) 
     let queues = query::topic_status(instance, &topic).await?;
     let rows: Vec<Vec<String>> = queues
         .iter()
-        .map(|q| vec![q.broker_name.clone(), q.queue_id.to_string(), q.min_offset.to_string(), q.max_offset.to_string(), q.last_update_timestamp.to_string()])
+        .map(|q| vec![q.broker_name.clone(), q.queue_id.to_string(), q.min_offset.to_string(), q.max_offset.to_string(), human_ms(q.last_update_timestamp)])
         .collect();
     render(json, json!(queues), table(&["#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"], &rows))
 }
@@ -606,7 +606,7 @@ async fn consumer_progress(instance: &Rc<ClientInstance>, json: bool, group: Opt
     let total_lag: i64 = queues.iter().map(|q| q.diff).sum();
     let rows: Vec<Vec<String>> = queues
         .iter()
-        .map(|q| vec![q.topic.clone(), q.broker_name.clone(), q.queue_id.to_string(), q.broker_offset.to_string(), q.consumer_offset.to_string(), q.diff.to_string(), q.last_timestamp.to_string()])
+        .map(|q| vec![q.topic.clone(), q.broker_name.clone(), q.queue_id.to_string(), q.broker_offset.to_string(), q.consumer_offset.to_string(), q.diff.to_string(), human_ms(q.last_timestamp)])
         .collect();
     let mut text = table(&["#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#LastTime"], &rows);
     text += &format!("\nDiff Total: {total_lag}\n");
@@ -753,6 +753,16 @@ async fn write_perm(instance: &Rc<ClientInstance>, namesrvs: &[String], json: bo
     render(json, json!({"broker": broker_name, "wipe": wipe, "namesrvs": docs}), text)
 }
 
+/// A time in ms since the epoch as mqadmin prints one (`timeMillisToHumanString2`,
+/// `yyyy-MM-dd HH:mm:ss,SSS`), in UTC as RingMQ's tools print every time; empty for
+/// none (0 or less). JSON output keeps the number.
+fn human_ms(ms: i64) -> String {
+    if ms <= 0 {
+        return String::new();
+    }
+    format!("{},{:03}", ringmq_client::msgid::utc_date_time(ms), ms.rem_euclid(1000))
+}
+
 /// A stored message as mqadmin prints one (queryMsgById, queryMsgByOffset).
 fn describe(json: bool, m: &MessageDetail) -> Outcome {
     let fields = vec![
@@ -764,8 +774,8 @@ fn describe(json: bool, m: &MessageDetail) -> Outcome {
         ("Queue Offset", m.queue_offset.to_string()),
         ("CommitLog Offset", m.commit_log_offset.to_string()),
         ("Reconsume Times", m.reconsume_times.to_string()),
-        ("Born Timestamp", m.born_timestamp.to_string()),
-        ("Store Timestamp", m.store_timestamp.to_string()),
+        ("Born Timestamp", human_ms(m.born_timestamp)),
+        ("Store Timestamp", human_ms(m.store_timestamp)),
         ("Born Host", m.born_host.clone()),
         ("Store Host", m.store_host.clone()),
         ("System Flag", m.sys_flag.to_string()),
@@ -787,4 +797,20 @@ fn describe(json: bool, m: &MessageDetail) -> Outcome {
 /// admin reads, it never commits). Returns the records and the next offset.
 pub(crate) async fn pull(instance: &Rc<ClientInstance>, addr: &str, topic: &str, queue_id: i32, offset: i64, max: i32) -> Result<(Vec<u8>, Option<i64>), String> {
     Ok(query::pull(instance, addr, topic, queue_id, offset, max).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human_ms;
+
+    #[test]
+    fn times_print_as_mqadmin_dates() {
+        // check(ms, printed)
+        let check = |ms: i64, want: &str| assert_eq!(human_ms(ms), want, "{ms}");
+        check(0, "");
+        check(-5, "");
+        check(1, "1970-01-01 00:00:00,001");
+        check(1_764_806_400_123, "2025-12-04 00:00:00,123");
+        check(1_798_761_599_999, "2026-12-31 23:59:59,999");
+    }
 }
