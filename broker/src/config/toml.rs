@@ -316,6 +316,9 @@ mod tests {
             config.validate().unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(config.store.flush_mode, flush_mode, "{name}");
             assert_eq!(BrokerConfig::load(&path).unwrap(), config, "{name}");
+            // A shipped profile starts without warnings: the host-named broker topic is
+            // off in shard route mode (`launch.rs` warns about it otherwise).
+            assert!(!(config.route_mode == super::super::RouteMode::Shard && config.broker_topic_enable), "{name}: brokerTopicEnable in shard route mode warns at every start");
         }
         let throughput = BrokerConfig::load(&dir.join("throughput.toml")).unwrap();
         assert!(throughput.store.segment_bytes > StoreConfig::default().segment_bytes);
