@@ -367,6 +367,9 @@ fn every_page_against_a_live_cluster_in_headless_chromium() {
     let dom = browser.page(&url("/cluster"), &["broker-dash", "shard-broker-dash-0-1"]);
     assert!(dom.contains("Cluster DefaultCluster") && dom.contains(&c.broker), "{dom}");
     assert!(row(&dom, "broker-broker-dash-0").contains("answering"), "{dom}");
+    // Disk use as a percent and uptime in words, not `0.7010` and Java's `[ 0 days, ... ]`.
+    let broker_row = row(&dom, "broker-broker-dash-0");
+    assert!(broker_row.contains(" %") && !broker_row.contains("days,") && broker_row.contains(" s"), "{broker_row}");
     row(&dom, "shard-broker-dash-0-0");
     browser.screenshot(&url("/cluster"), "cluster");
 

@@ -103,7 +103,21 @@ function fmtTime(ms) {
 function fmtRate(v) { return v === null || v === undefined ? '-' : (v >= 100 ? v.toFixed(0) : v.toFixed(1)); }
 function fmtUs(v) {
   if (v === null || v === undefined) return '-';
+  if (v >= 100000) return `${(v / 1000).toFixed(0)} ms`;
   return v >= 1000 ? `${(v / 1000).toFixed(2)} ms` : `${v.toFixed(0)} µs`;
+}
+/** A used fraction (runtime info's `commitLogDiskRatio`, 0..1) as a percent. */
+function fmtPercent(r) {
+  if (r === null || r === undefined || r === '') return '-';
+  const n = Number(r);
+  return Number.isFinite(n) ? `${(n * 100).toFixed(1)} %` : String(r);
+}
+/** Java's runtime string `[ d days, h hours, m minutes, s seconds ]` as `1 d 2 h 3 min 4 s`. */
+function fmtUptime(text) {
+  const n = String(text || '').match(/\d+/g);
+  if (!n || n.length !== 4) return text || '-';
+  const [d, hr, m, sec] = n.map(Number);
+  return [[d, 'd'], [hr, 'h'], [m, 'min'], [sec, 's']].filter(([v], i, all) => v > 0 || i === all.length - 1 || all.slice(0, i).some(([w]) => w > 0)).map(([v, u]) => `${v} ${u}`).join(' ');
 }
 function badge(text, cls) { return h('span', { class: `badge ${cls || text}` }, text); }
 function kpi(k, v, id) { return h('div', { class: 'kpi' }, h('div', { class: 'v', id }, v), h('div', { class: 'k' }, k)); }
@@ -124,13 +138,13 @@ async function clusterPage() {
     out.push(h('h2', {}, `Cluster ${c}`));
     out.push(table(['Broker', '#BID', 'Role', 'Address', 'Version', '#In msg/s (10 s)', '#Out msg/s (10 s)', '#Messages stored', '#Disk used', 'Uptime', 'Status'],
       brokers.map((b) => [b.brokerName, String(b.brokerId), badge(b.role), h('span', { class: 'mono' }, b.addr), b.version, b.inTps, b.outTps,
-        b.storeMessages, b.diskRatio, b.uptime, b.error ? h('span', { class: 'badge bad' }, b.error) : h('span', { class: 'ok' }, 'answering')]),
+        b.storeMessages, fmtPercent(b.diskRatio), fmtUptime(b.uptime), b.error ? h('span', { class: 'badge bad' }, b.error) : h('span', { class: 'ok' }, 'answering')]),
       (i) => ({ id: slug('broker', brokers[i].brokerName, brokers[i].brokerId) })));
     for (const b of brokers) {
       if (!b.shards.length) continue;
       out.push(h('h2', {}, `Shards of ${b.brokerName} (${b.addr}, ${b.shardCount} shards, ${b.flushType} flush)`));
       out.push(table(['Shard', '#Messages put', '#Messages delivered', '#Messages stored', '#Bytes put', '#Flush behind (bytes)', '#Disk used', '#Suspended pulls', '#Forwarded in', '#Read errors'],
-        b.shards.map((x) => [`shard ${x.id}`, x.putTotal, x.getTotal, x.storeMessages, x.putBytes, x.flushBehindBytes, x.diskRatio, x.suspendedPulls, x.forwardedIn, x.readErrors]),
+        b.shards.map((x) => [`shard ${x.id}`, x.putTotal, x.getTotal, x.storeMessages, x.putBytes, x.flushBehindBytes, fmtPercent(x.diskRatio), x.suspendedPulls, x.forwardedIn, x.readErrors]),
         (i) => ({ id: slug('shard', b.brokerName, b.brokerId, b.shards[i].id) })));
     }
   }
@@ -210,13 +224,17 @@ async function groupPage() {
 
 /** A line chart of series {name, cls, points: [[t, v|null]]} with a y axis in `unit`. */
 function lineChart(id, title, series, format) {
-  const W = 1100, H = 250, L = 70, R = 16, T = 30, B = 34;
+  const W = 1100, H = 250, R = 16, T = 30, B = 34;
   const all = series.flatMap((x) => x.points.filter((p) => p[1] !== null && p[1] !== undefined));
   const ts = series.flatMap((x) => x.points.map((p) => p[0]));
   const t0 = Math.min(...ts), t1 = Math.max(...ts);
   let ymax = Math.max(1, ...all.map((p) => p[1]));
   const mag = Math.pow(10, Math.floor(Math.log10(ymax)));
   ymax = Math.ceil(ymax / mag * 1.1) * mag;
+  // The y axis is as wide as its widest label (about 7.5 px a character at this size),
+  // so a spike's "12345.00 ms" is not cut to "345.00 ms".
+  const widest = Math.max(...[0, 1, 2, 3, 4].map((i) => format(ymax * i / 4).length));
+  const L = Math.max(70, Math.ceil(14 + widest * 7.5));
   const x = (t) => L + (t1 > t0 ? (t - t0) / (t1 - t0) : 1) * (W - L - R);
   const y = (v) => T + (1 - v / ymax) * (H - T - B);
   const parts = [s('text', { x: L, y: 18, class: 'title' }, title)];
