@@ -770,6 +770,34 @@ fn trace_on_is_what_sends_answer() {
     }
 }
 
+/// UPDATE_BROKER_CONFIG changes what a running broker does on every shard before it
+/// answers: a send arriving on either shard at once sees auto-creation with the new
+/// queue count, and the TRACE_ON its answer carries.
+#[test]
+fn runtime_config_updates_apply_on_every_shard_before_the_answer() {
+    sim(309, config(2), move |ex, broker| async move {
+        let c0 = client(&ex, &broker, 0);
+        let c1 = client(&ex, &broker, 1);
+        let r = call(&c0, send("NEW1", 0, b"x"), "send before").await;
+        assert_eq!(r.code, rs::TOPIC_NOT_EXIST, "auto-create is off: {:?}", r.remark);
+        let update = RemotingCommand::request(rq::UPDATE_BROKER_CONFIG).with_body(b"autoCreateTopicEnable=true\ndefaultTopicQueueNums=3\ntraceOn=false\n".to_vec());
+        let r = call(&c1, update, "update").await;
+        assert_eq!(r.code, rs::SUCCESS, "{:?}", r.remark);
+        for (i, c) in [&c0, &c1].into_iter().enumerate() {
+            let topic = format!("NEW{}", i + 2);
+            let r = call(c, send(&topic, 0, b"x"), "send after").await;
+            assert_eq!((r.code, r.ext("TRACE_ON")), (rs::SUCCESS, Some("false")), "via shard {i}: {:?}", r.remark);
+            for s in broker.shards() {
+                let t = s.topic(&topic).unwrap_or_else(|| panic!("{topic} unknown on shard {}", s.id()));
+                assert_eq!(t.write_queue_nums, 3, "{topic} on shard {}", s.id());
+            }
+        }
+        let bad = RemotingCommand::request(rq::UPDATE_BROKER_CONFIG).with_body(b"defaultTopicQueueNums=0\n".to_vec());
+        let r = call(&c0, bad, "bad update").await;
+        assert_ne!(r.code, rs::SUCCESS, "an out-of-bounds value is refused");
+    });
+}
+
 #[test]
 fn sql92_filters_select_on_pull_and_are_refused_as_apache_refuses_them() {
     for (shards, arrival) in [(1, 0), (2, 1)] {

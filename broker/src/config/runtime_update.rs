@@ -29,6 +29,11 @@ pub const RUNTIME_CONF_KEYS: &[&str] = &[
     "maxTransferCountOnMessageInDisk",
     "maxTransferBytesOnMessageInDisk",
     "storeReplyMessageEnable",
+    "defaultTopicQueueNums",
+    "autoCreateTopicEnable",
+    "enablePropertyFilter",
+    "traceOn",
+    "rejectTransactionMessage",
 ];
 
 /// Why a runtime update was refused (nothing was applied).
@@ -81,12 +86,14 @@ fn refuse_start_up_keys(pairs: &[(String, String)]) -> Result<(), RuntimeUpdateE
     Ok(())
 }
 
-/// Applies every pair to a throw-away configuration: the first bad value refuses the
-/// update.
+/// Applies each pair to a throw-away configuration and validates it as a start-up
+/// configuration is validated (bounds included): the first bad value refuses the update.
 fn check_values(pairs: &[(String, String)]) -> Result<(), RuntimeUpdateError> {
-    let mut probe = BrokerConfig::default();
     for (k, v) in pairs {
-        apply_conf_key(&mut probe, k, v).map_err(|reason| RuntimeUpdateError::BadValue { key: k.clone(), value: v.clone(), reason })?;
+        let bad = |reason: String| RuntimeUpdateError::BadValue { key: k.clone(), value: v.clone(), reason };
+        let mut probe = BrokerConfig::default();
+        apply_conf_key(&mut probe, k, v).map_err(bad)?;
+        probe.validate().map_err(|e| bad(e.to_string()))?;
     }
     Ok(())
 }
@@ -135,6 +142,10 @@ mod tests {
         check("syncFlushTimeout=soon", Err("not a valid number"));
         check("fileReservedTime=48\nbrokerPermission=4", Err("cannot change `fileReservedTime` at runtime"));
         check("fileReservedTme=48", Err("`fileReservedTme` (not a RingMQ key)"));
+        check("defaultTopicQueueNums=8\nautoCreateTopicEnable=true", Ok(&[("defaultTopicQueueNums", "8"), ("autoCreateTopicEnable", "true")]));
+        // Bounds are a start-up configuration's.
+        check("defaultTopicQueueNums=0", Err("default_topic_queue_nums 0 is not in 1..="));
+        check("maxTransferCountOnMessageInMemory=5000", Err("not in 1..=1024"));
         let next = BrokerConfig::default().with_runtime_update(&[("brokerPermission".into(), "2".into()), ("transactionTimeOut".into(), "9000".into())]);
         assert_eq!((next.broker_permission, next.transaction_timeout_ms), (2, 9000));
         let conf: String = next.to_broker_conf().iter().map(|(k, v)| format!("{k}={v}\n")).collect();
