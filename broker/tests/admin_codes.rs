@@ -231,8 +231,11 @@ fn admin_codes_answer_as_apache_rocketmq() {
 
     // UPDATE_BROKER_CONFIG: refused as Java refuses a key that may not change at runtime.
     let update = RemotingCommand::request(rq::UPDATE_BROKER_CONFIG).with_opaque(25).with_body(b"brokerName=x\n".to_vec());
-    let remark = "RingMQ cannot change `brokerName` at runtime: settings are read at start-up; change the config file and restart the broker (runtime keys: brokerPermission, slaveReadEnable, syncFlushTimeout, transactionTimeOut, transactionCheckInterval, transactionCheckMax, autoCreateSubscriptionGroup, maxTransferCountOnMessageInMemory, maxTransferBytesOnMessageInMemory, maxTransferCountOnMessageInDisk, maxTransferBytesOnMessageInDisk, storeReplyMessageEnable, defaultTopicQueueNums, autoCreateTopicEnable, enablePropertyFilter, traceOn, rejectTransactionMessage)";
-    check(&mut c, update, rs::NO_PERMISSION, Some(remark));
+    let remark = format!(
+        "RingMQ cannot change `brokerName` at runtime: settings are read at start-up; change the config file and restart the broker (runtime keys: {})",
+        ringmq_broker::config::RUNTIME_CONF_KEYS.join(", ")
+    );
+    check(&mut c, update, rs::NO_PERMISSION, Some(&remark));
 
     // DELETE_TOPIC_IN_BROKER as Java's deleteTopic: gone once, then "nothing to delete"
     // is SUCCESS too; blank and system topics are refused with Java's remarks.

@@ -908,6 +908,29 @@ fn appends_refused_above_the_warning_level_resume_at_the_forcibly_ratio() {
     assert_eq!(store.stats().disk_watermark_crossings, 3);
 }
 
+/// UPDATE_BROKER_CONFIG's retention keys reach a running store: the watermarks in
+/// force change at the next disk check.
+#[test]
+fn watermarks_changed_at_runtime_apply_at_the_next_check() {
+    let disk = SimDisk::new(6);
+    let clock = ManualClock::new(0);
+    let config = StoreConfig::for_tests();
+    let (store, _) = open(&disk, &clock, &config).unwrap();
+    put(&store, 0, 0, 1000, "").unwrap();
+    block_on(store.flush_all()).unwrap();
+    let used = disk_used_bytes(&disk);
+    disk.set_faults(FaultConfig { capacity_bytes: (used * 100).div_ceil(80), ..FaultConfig::default() });
+    block_on(store.check_disk()).unwrap();
+    assert!(!store.refusing_writes(), "80 % is below the 90 % refuse watermark");
+    store.set_retention_config(&StoreConfig { disk_force_clean_ratio: 0.70, disk_refuse_ratio: 0.75, ..config.clone() });
+    block_on(store.check_disk()).unwrap();
+    assert!(store.refusing_writes(), "80 % is above the new 75 % watermark");
+    assert!(matches!(put(&store, 0, 1, 10, ""), Err(StoreError::DiskFull { .. })));
+    store.set_retention_config(&config);
+    block_on(store.check_disk()).unwrap();
+    assert!(!store.refusing_writes(), "back to 90 %: 80 % is at or below the 85 % resume mark");
+}
+
 #[test]
 fn clean_reopen_after_records_without_keys() {
     // The index's "replay from" after a clean stop is one past its last key, which is

@@ -34,6 +34,13 @@ pub const RUNTIME_CONF_KEYS: &[&str] = &[
     "enablePropertyFilter",
     "traceOn",
     "rejectTransactionMessage",
+    "fileReservedTime",
+    "deleteWhen",
+    "diskMaxUsedSpaceRatio",
+    "diskSpaceCleanForciblyRatio",
+    "diskSpaceWarningLevelRatio",
+    "cleanFileForciblyEnable",
+    "deleteFileBatchMax",
 ];
 
 /// Why a runtime update was refused (nothing was applied).
@@ -140,7 +147,8 @@ mod tests {
         check("brokerPermission", Err("not key=value"));
         check("brokerPermission=5", Err("brokerPermission=5: expected 6"));
         check("syncFlushTimeout=soon", Err("not a valid number"));
-        check("fileReservedTime=48\nbrokerPermission=4", Err("cannot change `fileReservedTime` at runtime"));
+        check("listenPort=1\nbrokerPermission=4", Err("cannot change `listenPort` at runtime"));
+        check("fileReservedTime=48\ndeleteWhen=04;16", Ok(&[("fileReservedTime", "48"), ("deleteWhen", "04;16")]));
         check("fileReservedTme=48", Err("`fileReservedTme` (not a RingMQ key)"));
         check("defaultTopicQueueNums=8\nautoCreateTopicEnable=true", Ok(&[("defaultTopicQueueNums", "8"), ("autoCreateTopicEnable", "true")]));
         // Bounds are a start-up configuration's.

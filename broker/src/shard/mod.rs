@@ -264,7 +264,10 @@ impl<R: Runtime> Shard<R> {
             if id == 0 {
                 tracing::warn!(keys = ?overrides, "runtime config changed by updateBrokerConfig applies over the config file (remove <store>/config/{RUNTIME_CONFIG_SNAPSHOT} to drop it)");
             }
-            Rc::new(config.with_runtime_update(&overrides))
+            let next = config.with_runtime_update(&overrides);
+            // The store opened with the file's settings; its runtime ones apply now.
+            store.set_retention_config(&next.store);
+            Rc::new(next)
         };
         let offsets_store = SnapshotStore::new(rt.disk(), shard_meta_dir.clone(), "consumerOffset");
         let offsets = load(&offsets_store, id, "consumer offsets", |b| ConsumerOffsetTable::decode(b).map_err(|e| e.to_string()), Default::default).await?;
@@ -668,6 +671,7 @@ impl<R: Runtime> Shard<R> {
             ShardEvent::HaMaster { addr } => self.ha.set_master_addr(addr),
             ShardEvent::RuntimeConfig { pairs } => {
                 let next = self.config().with_runtime_update(&pairs);
+                self.store.set_retention_config(&next.store);
                 *self.config.borrow_mut() = Rc::new(next);
             }
         }

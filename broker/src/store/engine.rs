@@ -130,6 +130,9 @@ struct Inner<D: Disk> {
     disk_full: Option<(u32, u32)>,
     /// Usage is past `disk_max_used_ratio` (logged when it starts and when it ends).
     disk_above_max_used: bool,
+    /// Retention and watermark settings changed at runtime (`set_retention_config`);
+    /// `None`: the store's own configuration.
+    retention_config: Option<Rc<StoreConfig>>,
     waiters: BTreeMap<u64, Vec<Waker>>,
     checkpoint_sequence: u64,
     checkpoint_file: Option<Rc<D::File>>,

@@ -410,6 +410,7 @@ fn recovering_inner<D: Disk>(commitlog: SegmentedLog<D>, queues: QueueMap<D>, in
         failed: None,
         disk_full: None,
         disk_above_max_used: false,
+        retention_config: None,
         waiters: BTreeMap::new(),
         checkpoint_sequence: checkpoint.map(|c| c.sequence).unwrap_or(0),
         checkpoint_file: None,

@@ -77,13 +77,15 @@ impl<D: Disk, C: Clock> Store<D, C> {
         let now_ms = self.clock.now_ms();
         let local_hour = local_hour_of_day(now_ms, self.clock.utc_offset_ms(now_ms));
         let mut used_ratio = self.disk.space(&self.dir).await?.used_ratio();
-        let trigger = clean_trigger(&self.config, local_hour, used_ratio);
+        // The retention settings now (UPDATE_BROKER_CONFIG may have changed them).
+        let cfg = self.retention_config();
+        let trigger = clean_trigger(&cfg, local_hour, used_ratio);
         if !trigger.runs() {
             return Ok(0);
         }
-        let cutoff_ms = now_ms - self.config.file_reserved_hours as i64 * 3_600_000;
+        let cutoff_ms = now_ms - cfg.file_reserved_hours as i64 * 3_600_000;
         let mut deleted = 0;
-        while deleted < self.config.delete_files_per_pass_max as usize {
+        while deleted < cfg.delete_files_per_pass_max as usize {
             let (start, file, path) = {
                 let inner = self.inner.borrow();
                 let log = &inner.commitlog;
@@ -108,7 +110,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
                 if deleted > 0 {
                     used_ratio = self.disk.space(&self.dir).await?.used_ratio();
                 }
-                if !(self.config.clean_file_forcibly && clean_immediately(&self.config, used_ratio)) {
+                if !(cfg.clean_file_forcibly && clean_immediately(&cfg, used_ratio)) {
                     break;
                 }
             }
@@ -138,7 +140,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
             tracing::warn!(
                 shard = self.shard.0,
                 used_percent = (used_ratio * 100.0) as u32,
-                clean_file_forcibly = self.config.clean_file_forcibly,
+                clean_file_forcibly = cfg.clean_file_forcibly,
                 "disk above its retention watermark but no segment could be deleted"
             );
         }
