@@ -99,9 +99,13 @@ fn mqadmin_commands_against_a_live_cluster() {
     let conf = ok(&["getBrokerConfig", "-n", n, "-b", &c.broker]);
     assert!(conf.lines().any(|l| l.starts_with("brokerName") && l.ends_with("=  broker-adm")), "{conf}");
     assert!(conf.lines().any(|l| l.starts_with("shardCount") && l.ends_with("=  2")), "{conf}");
-    let (code, _, err) = admin(&["updateBrokerConfig", "-n", n, "-b", &c.broker, "-k", "fileReservedTime", "-v", "48"]);
+    let (code, _, err) = admin(&["updateBrokerConfig", "-n", n, "-b", &c.broker, "-k", "listenPort", "-v", "10999"]);
     assert_eq!(code, 1);
-    assert!(err.contains("RingMQ cannot change `fileReservedTime` at runtime"), "{err}");
+    assert!(err.contains("RingMQ cannot change `listenPort` at runtime"), "{err}");
+    // Retention changes at runtime (issue 25): taken, and read back.
+    ok(&["updateBrokerConfig", "-n", n, "-b", &c.broker, "-k", "fileReservedTime", "-v", "48"]);
+    let conf = ok(&["getBrokerConfig", "-n", n, "-b", &c.broker]);
+    assert!(conf.lines().any(|l| l.starts_with("fileReservedTime") && l.ends_with("=  48")), "{conf}");
     let (code, _, err) = admin(&["updateBrokerConfig", "-n", n, "-b", &c.broker, "-k", "brokerPermission", "-v", "5"]);
     assert_eq!(code, 1);
     assert!(err.contains("brokerPermission=5"), "{err}");
