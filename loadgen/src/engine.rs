@@ -482,6 +482,10 @@ fn producer_thread(
                 let mut config = ProducerConfig::new(client_config(&spec, format!("loadgen-p{index}-{}", std::process::id())), format!("{}-producer", spec.group));
                 config.send_timeout_ms = spec.send_timeout_ms;
                 config.max_message_bytes = config.max_message_bytes.max(spec.sizes.max_bytes() * spec.workload.batch_size.max(1) + 64 * 1024);
+                // loadgen measures the broker with the bodies it was asked to send: no
+                // client-side compression (ringmq-client compresses 4 KiB and up by
+                // default, as Java), so runs with large bodies compare with earlier ones.
+                config.compress_msg_body_over_howmuch = usize::MAX;
                 let sender = match spec.transactional {
                     None => Sender::Plain(Producer::start(config).await.map_err(|e| format!("producer {index}: {e}"))?),
                     Some(_) => {

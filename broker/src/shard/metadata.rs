@@ -25,6 +25,7 @@ use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::headers::CreateTopicRequestHeader;
 use ringmq_client::remoting::route::{self, TopicConfigAndMappingSerializeWrapper, TopicConfigSerializeWrapper};
 use std::collections::BTreeMap;
+use std::cell::RefCell;
 use std::rc::Rc;
 use super::mesh::ShardEvent;
 use super::admin::*;
@@ -398,10 +399,18 @@ impl<R: crate::rt::Runtime> Shard<R> {
             }
             creating.insert(group.to_string());
         }
+        // Unmarked however this ends, also when the request is dropped mid-creation (a
+        // connection closed): a mark left behind would stop this shard creating the group.
+        struct Creating<'a>(&'a RefCell<std::collections::BTreeSet<String>>, &'a str);
+        impl Drop for Creating<'_> {
+            fn drop(&mut self) {
+                self.0.borrow_mut().remove(self.1);
+            }
+        }
+        let _creating = Creating(&self.meta.groups_creating, group);
         let mut create = RemotingCommand::request(ringmq_client::remoting::codes::request_code::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP).with_ext(CREATE_IF_ABSENT_EXT, "1");
         create.body = serde_json::json!({ "groupName": group }).to_string().into_bytes().into();
         let r = self.call_internal(create).await;
-        self.meta.groups_creating.borrow_mut().remove(group);
         match r {
             r if r.code == rs::SUCCESS => Ok(Some(self.group_config(group).unwrap_or_else(|| SubscriptionGroupConfig::new(group)))),
             r => Err((r.code, r.remark.unwrap_or_default())),

@@ -315,13 +315,14 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// SLAVE_NOT_AVAILABLE statuses).
     ///
     /// Pulls suspended on `topic`/`queue_id` are woken once the message is durable
-    /// under sync flush (at once under async flush), never before: Apache 5 dispatches
-    /// a SYNC_FLUSH broker's CommitLog to its consume queues only up to the flushed
-    /// position (`CommitLog.getConfirmOffset`), so no consumer is handed a message
-    /// before its producer can be acknowledged. Request-reply relies on it: a replier
-    /// woken before the fsync can get its reply pushed to the requester before the
-    /// request's own SEND answer (rocketmq-client-rust 1.0 then loses the reply,
-    /// `interop_request_reply.rs`). Not before replication: Apache does not wait for a
+    /// under sync flush (at once under async flush): a long-polling consumer is not
+    /// handed a message before its producer can be acknowledged, as Apache 5 dispatches
+    /// a SYNC_FLUSH CommitLog only up to the flushed position (`getConfirmOffset`).
+    /// Only the wake-up waits: a pull that arrives during the group commit still reads
+    /// the message (RingMQ's reads are not capped at the flushed offset yet), so this
+    /// narrows the window rather than closing it. It keeps a replier's reply from
+    /// overtaking the request's own SEND answer in the common case
+    /// (`interop_request_reply.rs`). Not after replication: Apache does not wait for a
     /// slave either.
     async fn wait_acknowledgeable(&self, last: PutResult, topic: &str, queue_id: i32) -> (i32, Option<String>) {
         if self.config().store.flush_mode == FlushMode::Sync {
