@@ -53,6 +53,8 @@ pub struct BrokerHandle {
     /// shard route mode).
     pub shard_addrs: Vec<SocketAddr>,
     pub shard_count: usize,
+    /// Where `GET /metrics` is served (`metricsExporterType=PROM`), as bound.
+    pub metrics_addr: Option<SocketAddr>,
     stop: Arc<AtomicBool>,
     threads: Vec<glommio::ExecutorJoinHandle<()>>,
     _lock: std::fs::File,
@@ -133,17 +135,21 @@ pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
     let ip: IpAddr = config.advertised_ip().into();
     let addr = SocketAddr::new(ip, config.listen_port);
     let stop = Arc::new(AtomicBool::new(false));
-    let published = match config.metrics_exporter_type {
-        crate::config::MetricsExporter::Disable => None,
+    let (published, metrics_addr) = match config.metrics_exporter_type {
+        crate::config::MetricsExporter::Disable => (None, None),
         crate::config::MetricsExporter::Prom => {
             let host = if config.metrics_prom_exporter_host.is_empty() { "0.0.0.0" } else { config.metrics_prom_exporter_host.as_str() };
             let want = format!("{host}:{}", config.metrics_prom_exporter_port);
             let bind: SocketAddr = want.parse().map_err(|e| StartError::Config(format!("metricsPromExporterHost/Port {want}: {e}")))?;
             let published = crate::metrics::Published::new(shard_count);
-            let node = crate::metrics::Node { cluster: config.cluster_name.clone(), node_id: format!("{}:{}", config.broker_name, config.broker_id) };
+            let shard_node_ids = match config.route_mode {
+                crate::config::RouteMode::Host => Vec::new(),
+                crate::config::RouteMode::Shard => (0..shard_count).map(|i| format!("{}:{}", crate::routing::shard_broker_name(&config.broker_name, i), config.broker_id)).collect(),
+            };
+            let node = crate::metrics::Node { cluster: config.cluster_name.clone(), node_id: format!("{}:{}", config.broker_name, config.broker_id), shard_node_ids };
             let bound = crate::metrics::exporter::spawn(bind, node, published.clone(), stop.clone()).map_err(|source| StartError::Metrics { addr: want, source })?;
             tracing::info!(metrics_addr = %bound, "Prometheus metrics at GET /metrics");
-            Some(published)
+            (Some(published), Some(bound))
         }
     };
     let mesh = MeshBuilder::<Batch, _>::full(shard_count, MESH_CHANNEL_BATCHES_MAX);
@@ -195,7 +201,7 @@ pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
     }
     tracing::info!(%addr, shards = shard_count, route_mode = ?config.route_mode, store = %config.store_root.display(), flush = ?config.store.flush_mode, role = ?config.role, ha_port = config.ha_port_base(), "broker started");
     let shard_addrs = (0..shard_count).map(|i| SocketAddr::new(ip, config.shard_listen_port(i))).collect();
-    Ok(BrokerHandle { addr, shard_addrs, shard_count, stop, threads, _lock: lock })
+    Ok(BrokerHandle { addr, shard_addrs, shard_count, metrics_addr, stop, threads, _lock: lock })
 }
 
 #[allow(clippy::too_many_arguments)] // one call site (start), each argument a distinct piece of the shard's wiring

@@ -177,7 +177,8 @@ pub struct Snapshot {
     pub forwarded_in: u64,
     pub suspended_pulls: u64,
     pub recovery_ms: u64,
-    /// Metadata owner only (0 elsewhere): topics and subscription groups.
+    /// Topics and subscription groups of the table replica: reported by the metadata
+    /// owner only in host route mode (0 elsewhere), by every shard-broker in shard mode.
     pub topic_count: u64,
     pub group_count: u64,
     pub ha_slaves: u64,
@@ -216,36 +217,58 @@ impl Published {
 #[derive(Debug, Clone)]
 pub struct Node {
     pub cluster: String,
+    /// `<brokerName>:<brokerId>`: the one broker identity in host route mode.
     pub node_id: String,
+    /// Shard route mode: shard i's own identity (`<brokerName>-s<i>:<brokerId>`), by
+    /// shard id; empty in host route mode.
+    pub shard_node_ids: Vec<String>,
 }
 
-/// The OpenMetrics text of all shards' snapshots.
+impl Node {
+    /// The identity whose figures shard `shard`'s snapshot is part of.
+    fn of_shard(&self, shard: usize) -> &str {
+        self.shard_node_ids.get(shard).map(String::as_str).unwrap_or(&self.node_id)
+    }
+}
+
+/// The OpenMetrics text of all shards' snapshots. Broker-level series are summed over
+/// the shards of one identity: the whole host in host route mode, each shard-broker
+/// alone in shard route mode (so a sum over `node_id` counts every message once, as
+/// for a cluster of brokers).
 pub fn render(node: &Node, snaps: &[Arc<Snapshot>]) -> String {
-    let base = |extra: &[(&str, String)]| -> Labels {
-        let mut l: Labels = vec![("cluster".into(), node.cluster.clone()), ("node_type".into(), "broker".into()), ("node_id".into(), node.node_id.clone())];
+    let base = |node_id: &str, extra: &[(&str, String)]| -> Labels {
+        let mut l: Labels = vec![("cluster".into(), node.cluster.clone()), ("node_type".into(), "broker".into()), ("node_id".into(), node_id.to_string())];
         l.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
         l
     };
-    let mut topics: BTreeMap<String, TopicTraffic> = BTreeMap::new();
-    let mut lag: BTreeMap<(String, String), u64> = BTreeMap::new();
-    let mut rpc: BTreeMap<i32, Buckets> = BTreeMap::new();
+    let mut topics: BTreeMap<(&str, String), TopicTraffic> = BTreeMap::new();
+    let mut lag: BTreeMap<(&str, String, String), u64> = BTreeMap::new();
+    let mut rpc: BTreeMap<(&str, i32), Buckets> = BTreeMap::new();
+    // Per identity: storage bytes, flush-behind bytes, topics, groups.
+    let mut totals: BTreeMap<&str, [u64; 4]> = BTreeMap::new();
     for s in snaps {
+        let id = node.of_shard(s.shard);
         for (t, v) in &s.topics {
-            let e = topics.entry(t.clone()).or_default();
+            let e = topics.entry((id, t.clone())).or_default();
             e.messages_in += v.messages_in;
             e.bytes_in += v.bytes_in;
             e.messages_out += v.messages_out;
             e.bytes_out += v.bytes_out;
         }
         for (g, t, n) in &s.lag {
-            *lag.entry((g.clone(), t.clone())).or_default() += n;
+            *lag.entry((id, g.clone(), t.clone())).or_default() += n;
         }
         for (code, b) in &s.rpc {
-            rpc.entry(*code).or_default().add(b);
+            rpc.entry((id, *code)).or_default().add(b);
         }
+        let t = totals.entry(id).or_default();
+        t[0] += s.storage_bytes;
+        t[1] += s.flush_behind_bytes;
+        t[2] += s.topic_count;
+        t[3] += s.group_count;
     }
     let mut reg = Registry::default();
-    let per_topic = |f: fn(&TopicTraffic) -> u64| Values { kind: MetricType::Counter, series: topics.iter().map(|(t, v)| (base(&[("topic", t.clone())]), f(v) as f64)).collect() };
+    let per_topic = |f: fn(&TopicTraffic) -> u64| Values { kind: MetricType::Counter, series: topics.iter().map(|((id, t), v)| (base(id, &[("topic", t.clone())]), f(v) as f64)).collect() };
     // Counter names carry `_total` in the exposition; the registry adds it.
     reg.register("rocketmq_messages_in", "Messages stored, per topic", per_topic(|v| v.messages_in));
     reg.register("rocketmq_messages_out", "Messages delivered to consumers, per topic", per_topic(|v| v.messages_out));
@@ -254,24 +277,23 @@ pub fn render(node: &Node, snaps: &[Arc<Snapshot>]) -> String {
     reg.register(
         "rocketmq_consumer_lag_messages",
         "Messages not yet consumed (queue max offset minus committed offset), per group and topic",
-        Values { kind: MetricType::Gauge, series: lag.iter().map(|((g, t), n)| (base(&[("consumer_group", g.clone()), ("topic", t.clone())]), *n as f64)).collect() },
+        Values { kind: MetricType::Gauge, series: lag.iter().map(|((id, g, t), n)| (base(id, &[("consumer_group", g.clone()), ("topic", t.clone())]), *n as f64)).collect() },
     );
-    let sum = |f: fn(&Snapshot) -> u64| snaps.iter().map(|s| f(s)).sum::<u64>() as f64;
-    let gauge = |v: f64| Values { kind: MetricType::Gauge, series: vec![(base(&[]), v)] };
-    reg.register("rocketmq_storage_size", "CommitLog bytes held, all shards", gauge(sum(|s| s.storage_bytes)));
-    reg.register("rocketmq_storage_flush_behind_bytes", "CommitLog bytes appended but not yet durable, all shards", gauge(sum(|s| s.flush_behind_bytes)));
-    reg.register("rocketmq_topic_number", "Topics", gauge(sum(|s| s.topic_count)));
-    reg.register("rocketmq_consumer_group_number", "Subscription groups", gauge(sum(|s| s.group_count)));
+    let gauge = |i: usize| Values { kind: MetricType::Gauge, series: totals.iter().map(|(id, t)| (base(id, &[]), t[i] as f64)).collect() };
+    reg.register("rocketmq_storage_size", "CommitLog bytes held, all shards of the broker", gauge(0));
+    reg.register("rocketmq_storage_flush_behind_bytes", "CommitLog bytes appended but not yet durable, all shards of the broker", gauge(1));
+    reg.register("rocketmq_topic_number", "Topics", gauge(2));
+    reg.register("rocketmq_consumer_group_number", "Subscription groups", gauge(3));
     reg.register(
         "rocketmq_rpc_latency",
         "Request handling latency in milliseconds, per request code",
-        Histograms { scale: 0.001, series: rpc.iter().map(|(c, b)| (base(&[("protocol_type", "remoting".into()), ("request_code", c.to_string())]), *b)).collect() },
+        Histograms { scale: 0.001, series: rpc.iter().map(|((id, c), b)| (base(id, &[("protocol_type", "remoting".into()), ("request_code", c.to_string())]), *b)).collect() },
     );
-    let per_shard = |kind: MetricType, f: fn(&Snapshot) -> f64| Values { kind, series: snaps.iter().map(|s| (base(&[("shard", s.shard.to_string())]), f(s))).collect() };
+    let per_shard = |kind: MetricType, f: fn(&Snapshot) -> f64| Values { kind, series: snaps.iter().map(|s| (base(node.of_shard(s.shard), &[("shard", s.shard.to_string())]), f(s))).collect() };
     reg.register(
         "ringmq_group_commit_latency_us",
         "CommitLog group commit (write + fdatasync) latency in microseconds, per shard",
-        Histograms { scale: 1.0, series: snaps.iter().map(|s| (base(&[("shard", s.shard.to_string())]), s.flush)).collect() },
+        Histograms { scale: 1.0, series: snaps.iter().map(|s| (base(node.of_shard(s.shard), &[("shard", s.shard.to_string())]), s.flush)).collect() },
     );
     reg.register("ringmq_shard_flush_behind_bytes", "Dirty CommitLog bytes, per shard", per_shard(MetricType::Gauge, |s| s.flush_behind_bytes as f64));
     reg.register("ringmq_shard_storage_bytes", "CommitLog bytes held, per shard", per_shard(MetricType::Gauge, |s| s.storage_bytes as f64));
@@ -295,7 +317,7 @@ mod tests {
 
     #[test]
     fn exposition_sums_shards_and_names_series_as_rocketmq_does() {
-        let node = Node { cluster: "C".into(), node_id: "broker-a:0".into() };
+        let node = Node { cluster: "C".into(), node_id: "broker-a:0".into(), shard_node_ids: Vec::new() };
         let mut a = ShardMetrics::default();
         a.on_put("T", 100);
         a.on_put("T", 50);
@@ -324,5 +346,28 @@ mod tests {
         check(format!("rocketmq_rpc_latency_bucket{{le=\"0.25\",{l},protocol_type=\"remoting\",request_code=\"10\"}} 1"));
         check(format!("ringmq_group_commit_latency_us_bucket{{le=\"1000.0\",{l},shard=\"0\"}} 1"));
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn shard_route_mode_labels_each_shard_broker_on_its_own() {
+        let node = Node { cluster: "C".into(), node_id: "broker-a:0".into(), shard_node_ids: vec!["broker-a-s0:0".into(), "broker-a-s1:0".into()] };
+        let mut a = ShardMetrics::default();
+        a.on_put("T", 100);
+        let mut b = ShardMetrics::default();
+        b.on_put("T", 10);
+        b.on_put("T", 10);
+        let snaps = vec![
+            Arc::new(Snapshot { shard: 0, topics: a.topics(), storage_bytes: 1000, topic_count: 7, ..Default::default() }),
+            Arc::new(Snapshot { shard: 1, topics: b.topics(), storage_bytes: 24, topic_count: 7, ..Default::default() }),
+        ];
+        let text = render(&node, &snaps);
+        let check = |line: &str| assert!(text.lines().any(|x| x == line), "missing `{line}` in:\n{text}");
+        let l = |id: &str| format!("cluster=\"C\",node_type=\"broker\",node_id=\"{id}\"");
+        check(&format!("rocketmq_messages_in_total{{{},topic=\"T\"}} 1", l("broker-a-s0:0")));
+        check(&format!("rocketmq_messages_in_total{{{},topic=\"T\"}} 2", l("broker-a-s1:0")));
+        check(&format!("rocketmq_storage_size{{{}}} 1000.0", l("broker-a-s0:0")));
+        check(&format!("rocketmq_topic_number{{{}}} 7.0", l("broker-a-s1:0")));
+        check(&format!("ringmq_shard_storage_bytes{{{},shard=\"1\"}} 24.0", l("broker-a-s1:0")));
+        assert!(!text.contains("node_id=\"broker-a:0\""), "no host identity in shard mode:\n{text}");
     }
 }

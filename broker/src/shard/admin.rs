@@ -2,7 +2,8 @@
 //! shards (`LOCAL_ONLY_EXT`, `TOPICS_EXT`) and to log who changed state
 //! (`CALLER_EXT`, stamped where the connection is and stripped from client requests),
 //! required-field and JSON answer helpers, and `gather`, which asks every other shard
-//! for its part of a whole-broker answer.
+//! for its part of a whole-broker answer (`gather_broker_figures` for the per-broker
+//! figures, which in shard route mode are the answering shard-broker's alone).
 //!
 //! The requests themselves live by concern: `metadata.rs` (topics, groups),
 //! `client_info.rs` (clients), `broker_info.rs` (runtime info, broker config),
@@ -10,6 +11,11 @@
 //!
 //! Invariant: a per-shard part is plain JSON private to the broker; only the merged
 //! answer has RocketMQ's form; one shard failing its part fails the whole answer.
+//! Architecture Invariant: in shard route mode a figure a tool sums over the brokers of
+//! a route or cluster (runtime info, stats windows, topic and consume stats, reset
+//! tables) is answered for the asked shard-broker only, so summing shard-brokers counts
+//! every message once; a host-wide figure appears only under a key labelled so
+//! (`host.<key>` in runtime info).
 
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
@@ -77,5 +83,17 @@ impl<R: crate::rt::Runtime> Shard<R> {
             }
         }
         Ok(parts)
+    }
+
+    /// `gather` for a per-broker figure: the other shards' parts in host route mode
+    /// (one broker identity: the answer covers every shard), none in shard route mode,
+    /// where each shard is a broker of its own and a tool asks each shard-broker in turn
+    /// (mqadmin and the dashboard sum over the brokers of a route or cluster: gathering
+    /// here counted every message once per shard-broker).
+    pub(super) async fn gather_broker_figures(self: &Rc<Self>, cmd: &RemotingCommand, part: &str) -> Result<Vec<serde_json::Value>, RemotingCommand> {
+        if self.route_mode() == crate::config::RouteMode::Shard {
+            return Ok(Vec::new());
+        }
+        self.gather(cmd, part).await
     }
 }

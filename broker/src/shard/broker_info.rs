@@ -3,7 +3,8 @@
 //!
 //! Runtime info is per shard and merged where the request arrived: counters summed,
 //! TPS texts summed component by component, histograms bucket by bucket, a few values
-//! as their maximum, and some also per shard (`shard.<id>.<key>`).
+//! as their maximum, and some also per shard (`shard.<id>.<key>`). In shard route mode
+//! a shard-broker answers its own figures and the host's merged ones as `host.<key>`.
 
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
@@ -49,6 +50,10 @@ const SUMMED_COUNTERS: [&str; 33] = [
     "checkpointLagBytes",
 ];
 
+/// Where shard route mode's runtime info puts the host's merged figures: a tool that
+/// sums shard-brokers never reads them as the shard-broker's own.
+pub const HOST_KEY_PREFIX: &str = "host.";
+
 /// Runtime info "a b c" TPS texts, summed component by component over the shards.
 const TPS_VALUES: [&str; 3] = ["putTps", "getTransferredTps", "getTransferedTps"];
 
@@ -79,48 +84,35 @@ const SEND_CODES: [i32; 3] = [rq::SEND_MESSAGE, rq::SEND_MESSAGE_V2, rq::SEND_BA
 
 impl<R: crate::rt::Runtime> Shard<R> {
     /// GET_BROKER_RUNTIME_INFO: a `{"table":{...}}` of string values, as Java's
-    /// `KVTable`. Counters are summed over every shard (asked over the mesh with a
-    /// scoped request); `shardId` names the shard that answered.
+    /// `KVTable`; `shardId` names the shard that answered. Host route mode: counters
+    /// merged over every shard (asked over the mesh with a scoped request), and some
+    /// also per shard as `shard.<id>.<key>`. Shard route mode: the shard-broker's own
+    /// figures (tools sum shard-brokers as they sum brokers), and the host's merged
+    /// counters only under `host.<key>`.
     pub(super) async fn handle_runtime_info(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
-        let mut table = self.runtime_table();
-        let mut per_shard = BTreeMap::new();
-        if cmd.ext(super::admin::LOCAL_ONLY_EXT).is_none() {
+        let local = self.runtime_table();
+        let mut table: BTreeMap<String, String> = if cmd.ext(super::admin::LOCAL_ONLY_EXT).is_some() {
+            local.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+        } else {
             let others = match self.gather(cmd, "1").await {
                 Ok(others) => others,
                 Err(r) => return r,
             };
-            for key in PER_SHARD_KEYS {
-                per_shard.insert(format!("shard.{}.{key}", self.place.id), table.get(key).cloned().unwrap_or_default());
-            }
-            for v in others {
-                let id = v["table"]["shardId"].as_str().unwrap_or("?").to_string();
-                for key in PER_SHARD_KEYS {
-                    per_shard.insert(format!("shard.{id}.{key}"), v["table"][key].as_str().unwrap_or_default().to_string());
-                }
-                for key in SUMMED_COUNTERS {
-                    let theirs = v["table"][key].as_str().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
-                    let ours = table.get(key).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
-                    table.insert(key, (ours + theirs).to_string());
-                }
-                for key in TPS_VALUES {
-                    let theirs = v["table"][key].as_str().unwrap_or_default();
-                    let ours = table.get(key).cloned().unwrap_or_default();
-                    table.insert(key, crate::metrics::stats::add_tps_text(&ours, theirs));
-                }
-                for key in MAXED_VALUES {
-                    let theirs = v["table"][key].as_str().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
-                    let ours = table.get(key).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
-                    table.insert(key, ours.max(theirs).to_string());
-                }
-                for key in BUCKET_VALUES {
-                    let theirs = v["table"][key].as_str().unwrap_or_default();
-                    let ours = table.get(key).cloned().unwrap_or_default();
-                    table.insert(key, crate::metrics::stats::add_counts_text(&ours, theirs));
+            let merged = merge_runtime_tables(self.place.id, local.clone(), &others);
+            match self.route_mode() {
+                crate::config::RouteMode::Host => merged,
+                crate::config::RouteMode::Shard => {
+                    let mut own: BTreeMap<String, String> = local.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+                    for key in SUMMED_COUNTERS.iter().chain(TPS_VALUES.iter()).chain(MAXED_VALUES.iter()).chain(BUCKET_VALUES.iter()) {
+                        if let Some(v) = merged.get(*key) {
+                            own.insert(format!("{HOST_KEY_PREFIX}{key}"), v.clone());
+                        }
+                    }
+                    own
                 }
             }
-        }
-        let mut table: BTreeMap<String, String> = table.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-        table.extend(per_shard);
+        };
+        table.insert("routeMode".to_string(), if self.route_mode() == crate::config::RouteMode::Shard { "shard" } else { "host" }.to_string());
         let body = serde_json::json!({ "table": table });
         let mut r = cmd.create_response(rs::SUCCESS, None);
         r.body = body.to_string().into_bytes().into();
@@ -296,4 +288,44 @@ impl<R: crate::rt::Runtime> Shard<R> {
         }
         cmd.create_response(rs::SUCCESS, None)
     }
+}
+
+/// Runtime info merged over the shards: this shard's `local` table and the others'
+/// parts (`{"table":{...}}` each): counters summed, TPS texts and histograms added
+/// component by component, maxima kept, and `PER_SHARD_KEYS` also as
+/// `shard.<id>.<key>`.
+fn merge_runtime_tables(own_id: usize, mut table: BTreeMap<&'static str, String>, others: &[serde_json::Value]) -> BTreeMap<String, String> {
+    let mut per_shard = BTreeMap::new();
+    for key in PER_SHARD_KEYS {
+        per_shard.insert(format!("shard.{own_id}.{key}"), table.get(key).cloned().unwrap_or_default());
+    }
+    for v in others {
+        let id = v["table"]["shardId"].as_str().unwrap_or("?").to_string();
+        for key in PER_SHARD_KEYS {
+            per_shard.insert(format!("shard.{id}.{key}"), v["table"][key].as_str().unwrap_or_default().to_string());
+        }
+        for key in SUMMED_COUNTERS {
+            let theirs = v["table"][key].as_str().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+            let ours = table.get(key).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+            table.insert(key, (ours + theirs).to_string());
+        }
+        for key in TPS_VALUES {
+            let theirs = v["table"][key].as_str().unwrap_or_default();
+            let ours = table.get(key).cloned().unwrap_or_default();
+            table.insert(key, crate::metrics::stats::add_tps_text(&ours, theirs));
+        }
+        for key in MAXED_VALUES {
+            let theirs = v["table"][key].as_str().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+            let ours = table.get(key).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+            table.insert(key, ours.max(theirs).to_string());
+        }
+        for key in BUCKET_VALUES {
+            let theirs = v["table"][key].as_str().unwrap_or_default();
+            let ours = table.get(key).cloned().unwrap_or_default();
+            table.insert(key, crate::metrics::stats::add_counts_text(&ours, theirs));
+        }
+    }
+    let mut table: BTreeMap<String, String> = table.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    table.extend(per_shard);
+    table
 }

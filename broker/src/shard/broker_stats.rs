@@ -1,7 +1,8 @@
 //! VIEW_BROKER_STATS_DATA (315, mqadmin statsAll / rocketmq-dashboard): one stats key's
 //! minute, hour and day figures (`metrics::windows`), summed over the shards — each
 //! shard counts the puts and pulls it served, so the arriving shard gathers the others'
-//! parts (`ringmqLocalOnly`) and merges them.
+//! parts (`ringmqLocalOnly`) and merges them. In shard route mode the asked
+//! shard-broker's own figures (`gather_broker_figures`).
 //!
 //! Names kept: TOPIC_PUT_NUMS / TOPIC_PUT_SIZE (key: topic) and GROUP_GET_NUMS /
 //! GROUP_GET_SIZE (key: `topic@group`). Any other name, or a key no shard has counted,
@@ -31,7 +32,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         if cmd.ext(LOCAL_ONLY_EXT).is_some() {
             return json_response(cmd, part(mine).to_string().into_bytes());
         }
-        let others = match self.gather(cmd, "1").await {
+        let others = match self.gather_broker_figures(cmd, "1").await {
             Ok(v) => v,
             Err(r) => return r,
         };

@@ -369,6 +369,8 @@ impl<R: Runtime> Shard<R> {
             let s = self.ha_slave_state();
             if s.connected { crate::store::engine::local_of(s.master_end_phys).saturating_sub(end) } else { 0 }
         };
+        // Every shard holds the whole table replica: one count per broker identity.
+        let reports_tables = self.meta.stores.is_some() || self.route_mode() == crate::config::RouteMode::Shard;
         crate::metrics::Snapshot {
             shard: self.place.id,
             topics: self.stats.topics(),
@@ -382,8 +384,8 @@ impl<R: Runtime> Shard<R> {
             forwarded_in: self.counters().forwarded_in.get(),
             suspended_pulls: self.waiters.suspended() as u64,
             recovery_ms: self.stats.recovery_ms(),
-            topic_count: if self.meta.stores.is_some() { self.meta.topics.borrow().len() as u64 } else { 0 },
-            group_count: if self.meta.stores.is_some() { self.meta.groups.borrow().len() as u64 } else { 0 },
+            topic_count: if reports_tables { self.meta.topics.borrow().len() as u64 } else { 0 },
+            group_count: if reports_tables { self.meta.groups.borrow().len() as u64 } else { 0 },
             ha_slaves: slaves.len() as u64,
             ha_behind_bytes: ha_behind,
             checkpoint_lag_bytes: self.store.checkpoint_lag_bytes(),

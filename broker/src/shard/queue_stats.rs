@@ -1,7 +1,8 @@
 //! The admin tools' per-queue figures: GET_TOPIC_STATS_INFO and GET_CONSUME_STATS,
 //! answered as Java's `AdminBrokerProcessor` answers them (codes, remarks, fastjson
-//! bodies), each gathered over the shards (`admin::Shard::gather`) since every shard
-//! owns its queues and their offsets.
+//! bodies), each gathered over the shards (`admin::Shard::gather_broker_figures`) since
+//! every shard owns its queues and their offsets; in shard route mode a shard-broker
+//! answers for the queues it owns, each named once in its own terms.
 //!
 //! What RingMQ does not have is reported as zero: `topicPutTps`, `consumeTps` (no
 //! per-topic TPS statistics); `pullOffset` is the committed offset (no separate pull
@@ -39,7 +40,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         if cmd.ext(LOCAL_ONLY_EXT).is_some() {
             return json_response(cmd, serde_json::Value::Array(rows).to_string().into_bytes());
         }
-        let others = match self.gather(cmd, "1").await {
+        let others = match self.gather_broker_figures(cmd, "1").await {
             Ok(v) => v,
             Err(r) => return r,
         };
@@ -82,7 +83,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 }
                 None => {
                     topics.extend(self.offsets.table.borrow().group_offsets(group).map(|(t, _, _)| t.to_string()));
-                    let others = match self.gather(cmd, "topics").await {
+                    let others = match self.gather_broker_figures(cmd, "topics").await {
                         Ok(v) => v,
                         Err(r) => return r,
                     };
@@ -110,7 +111,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let names: Vec<&str> = known.iter().map(String::as_str).collect();
         let mut rows = self.local_consume_rows(group, &names).await;
         let scoped = cmd.clone().with_ext(TOPICS_EXT, names.join(";"));
-        match self.gather(&scoped, "1").await {
+        match self.gather_broker_figures(&scoped, "1").await {
             Ok(others) => rows.extend(others.into_iter().filter_map(|v| v.as_array().cloned()).flatten()),
             Err(r) => return r,
         }
