@@ -1,8 +1,11 @@
-//! `ringmq-admin dashboard` in a real browser: a NameServer and a 2-shard broker in this
-//! process (fresh store, ephemeral ports), a topic with messages, a consumer group with
+//! `ringmq-admin dashboard` in a real browser: a NameServer and a 2-shard broker in
+//! shard route mode, as the shipped profiles run it (shard-brokers `broker-dash-s0` and
+//! `-s1`; fresh store, ephemeral ports), a topic with messages, a consumer group with
 //! a committed offset (so its lag is known), a message with a key, a dead letter, and
-//! a producer sending while the live page samples; then headless Chromium (Debian's
-//! `chromium`) loads every page and the test asserts on the rendered DOM. The DLQ
+//! a producer sending at a known rate while the pages are drawn; then headless Chromium
+//! (Debian's `chromium`) loads every page and the test asserts on the rendered DOM,
+//! each figure against what was sent (rates within `RATE_TOLERANCE` of the producer's
+//! own count, totals exactly). The DLQ
 //! resend is driven through the API endpoint the page's button calls, and the copy is
 //! then found on the original topic.
 //!
@@ -32,9 +35,16 @@ const CHROMIUM_RUN: Duration = Duration::from_secs(60);
 
 use common::{admin, ok};
 
-fn cluster() -> common::Cluster {
-    common::cluster("broker-dash")
+/// The shipped profiles' mode: each shard a broker of its own.
+fn shard_cluster() -> common::Cluster {
+    common::cluster_with("broker-dash", |c| c.route_mode = ringmq_broker::config::RouteMode::Shard)
 }
+
+/// Shard-brokers of `shard_cluster`.
+const SHARD_BROKERS: [&str; 2] = ["broker-dash-s0", "broker-dash-s1"];
+
+/// How far a rate on a page may be from the load's own count.
+const RATE_TOLERANCE: f64 = 0.15;
 
 fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
@@ -249,10 +259,19 @@ fn text_of(dom: &str, id: &str) -> String {
     dom[open..close].to_string()
 }
 
-/// Sends one message every few ms until stopped: the live page's traffic.
+/// Sends one message every few ms until stopped: the live page's traffic. `sent`
+/// counts what was acknowledged, from `started`.
 struct Load {
     stop: Arc<AtomicBool>,
+    sent: Arc<std::sync::atomic::AtomicU64>,
+    started: Instant,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn sent(&self) -> u64 {
+        self.sent.load(Ordering::SeqCst)
+    }
 }
 
 impl Drop for Load {
@@ -267,14 +286,17 @@ impl Drop for Load {
 fn load(namesrv: &str, topic: &str) -> Load {
     use ringmq_client::producer::{Producer, ProducerConfig};
     let stop = Arc::new(AtomicBool::new(false));
-    let (ns, topic, flag) = (namesrv.to_string(), topic.to_string(), stop.clone());
+    let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (ns, topic, flag, count) = (namesrv.to_string(), topic.to_string(), stop.clone(), sent.clone());
     let handle = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .name("dash-load")
         .spawn(move || async move {
             let producer = Producer::start(ProducerConfig::new(ringmq_client::ClientConfig::new([ns]), "dash-load")).await.expect("producer");
             let mut n = 0u64;
             while !flag.load(Ordering::SeqCst) {
-                let _ = producer.send(ringmq_client::Message::new(topic.clone(), format!("load {n}"))).await;
+                if producer.send(ringmq_client::Message::new(topic.clone(), format!("load {n}"))).await.is_ok() {
+                    count.fetch_add(1, Ordering::SeqCst);
+                }
                 n += 1;
                 glommio::timer::sleep(Duration::from_millis(10)).await;
             }
@@ -284,7 +306,7 @@ fn load(namesrv: &str, topic: &str) -> Load {
     let thread = std::thread::spawn(move || {
         let _ = handle.join();
     });
-    Load { stop, thread: Some(thread) }
+    Load { stop, sent, started: Instant::now(), thread: Some(thread) }
 }
 
 #[test]
@@ -295,9 +317,13 @@ fn every_page_against_a_live_cluster_in_headless_chromium() {
         return;
     };
     let browser = Browser { bin, profile: tempfile::tempdir().unwrap() };
-    let c = cluster();
+    let c = shard_cluster();
     let n = c.namesrv.as_str();
-    eventually("the broker registers", || admin(&["clusterList", "-n", n]).1.contains("broker-dash").then_some(()));
+    eventually("both shard-brokers register", || {
+        let list = admin(&["clusterList", "-n", n]).1;
+        SHARD_BROKERS.iter().all(|b| list.contains(b)).then_some(())
+    });
+    // 4 queues on each shard-broker: 8 in all.
     ok(&["updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "DASH_ORDERS", "-r", "4", "-w", "4"]);
     ok(&["updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "DASH_LOAD", "-r", "2", "-w", "2"]);
     eventually("the topics reach the NameServer", || {
@@ -310,13 +336,15 @@ fn every_page_against_a_live_cluster_in_headless_chromium() {
     send("second message", "order-43");
     let poison = send("poison pill", "poison-1");
     let id1 = first["offsetMsgId"].as_str().unwrap().to_string();
-    let q1 = first["queueId"].as_i64().unwrap();
+    // The first message's queue, in its shard-broker's terms, and that shard-broker's address.
+    let (b1, q1) = (first["brokerName"].as_str().unwrap().to_string(), first["queueId"].as_i64().unwrap());
+    let b1_addr = c._broker.shard_addrs[SHARD_BROKERS.iter().position(|b| *b == b1).unwrap_or_else(|| panic!("a shard-broker: {first}"))].to_string();
 
     // A group that consumed the first message: offset 1 on its queue, 0 elsewhere.
     use ringmq_client::remoting::codes::request_code as rq;
     use ringmq_client::remoting::command::RemotingCommand;
     success(&remoting(
-        &c.broker,
+        &b1_addr,
         RemotingCommand::request(rq::UPDATE_CONSUMER_OFFSET)
             .with_ext("consumerGroup", "DASH_CG")
             .with_ext("topic", "DASH_ORDERS")
@@ -330,13 +358,13 @@ fn every_page_against_a_live_cluster_in_headless_chromium() {
     let dash = dashboard(n);
     let a = dash.addr.as_str();
     let url = |target: &str| format!("http://{a}{target}");
-    let _load = load(n, "DASH_LOAD");
+    let traffic = load(n, "DASH_LOAD");
 
     // The API answers what the pages draw; bad requests are 4xx with a sentence.
     let topic = api(a, "/api/topic?t=DASH_ORDERS");
     let queues = topic["queues"].as_array().expect("queues").clone();
-    assert_eq!(queues.len(), 4, "{topic}");
-    let max_of = |qid: i64| queues.iter().find(|q| q["queueId"] == qid).and_then(|q| q["maxOffset"].as_i64()).expect("queue");
+    assert_eq!(queues.len(), 8, "each of the 2 × 4 queues once: {topic}");
+    let max_of = |qid: i64| queues.iter().find(|q| q["brokerName"] == b1.as_str() && q["queueId"] == qid).and_then(|q| q["maxOffset"].as_i64()).expect("queue");
     let stored: i64 = queues.iter().map(|q| q["maxOffset"].as_i64().unwrap()).sum();
     assert_eq!(stored, 3, "{topic}");
     let group = api(a, "/api/group?g=DASH_CG");
@@ -356,29 +384,41 @@ fn every_page_against_a_live_cluster_in_headless_chromium() {
     let (got, _) = http(a, "GET", "/api/dlq/resend?id=AB");
     assert_eq!(got, 405);
 
-    // Live numbers: wait until the sampler has seen the load (rates and latency).
+    // Live numbers: wait until the sampler has seen the load (rates and latency), and
+    // until the brokers' 10-second rates cover load only.
     eventually("the live page has traffic", || {
         let s = api(a, "/api/stats");
         let pts = s["points"].as_array()?.clone();
         (pts.len() >= 3 && pts.iter().any(|p| p["inRate"].as_f64().unwrap_or(0.0) > 0.0 && p["p99Us"].is_number())).then_some(())
     });
+    eventually("the load has run 12 s", || (traffic.started.elapsed() >= Duration::from_secs(12)).then_some(()));
+    let load_rate = || traffic.sent() as f64 / traffic.started.elapsed().as_secs_f64();
+    let within = |what: &str, got: f64, want: f64| assert!((got - want).abs() <= want * RATE_TOLERANCE, "{what}: {got:.1} msg/s on the page, {want:.1} sent");
 
-    // Cluster: the broker, its address and both shards.
-    let dom = browser.page(&url("/cluster"), &["broker-dash", "shard-broker-dash-0-1"]);
+    // Cluster: one row per shard-broker, each with its own figures (their in-rates add
+    // up to the load, not twice it), and no other shard's figures under it.
+    let wanted: Vec<String> = SHARD_BROKERS.iter().map(|b| format!("broker-{b}-0")).collect();
+    let dom = browser.page(&url("/cluster"), &wanted.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(dom.contains("Cluster DefaultCluster") && dom.contains(&c.broker), "{dom}");
-    assert!(row(&dom, "broker-broker-dash-0").contains("answering"), "{dom}");
-    // Disk use as a percent and uptime in words, not `0.7010` and Java's `[ 0 days, ... ]`.
-    let broker_row = row(&dom, "broker-broker-dash-0");
-    assert!(broker_row.contains(" %") && !broker_row.contains("days,") && broker_row.contains(" s"), "{broker_row}");
-    row(&dom, "shard-broker-dash-0-0");
+    assert!(!dom.contains("Shards of"), "a shard-broker is one shard: {dom}");
+    let mut in_rate = 0.0;
+    for id in &wanted {
+        let broker_row = row(&dom, id);
+        assert!(broker_row.contains("answering"), "{broker_row}");
+        // Disk use as a percent and uptime in words, not `0.7010` and Java's `[ 0 days, ... ]`.
+        assert!(broker_row.contains(" %") && !broker_row.contains("days,") && broker_row.contains(" s"), "{broker_row}");
+        in_rate += cell(broker_row, "in").parse::<f64>().unwrap_or_else(|e| panic!("{e}: {broker_row}"));
+    }
+    within("Cluster in msg/s (10 s), summed over the shard-brokers", in_rate, load_rate());
     browser.screenshot(&url("/cluster"), "cluster");
 
     // Topics, and one topic's per-queue offsets.
     let dom = browser.page(&url("/topics"), &["topic-DASH_ORDERS", "topic-%DLQ%DASH_CG"]);
     assert!(row(&dom, "topic-DASH_ORDERS").contains(">3<"), "3 messages: {dom}");
     browser.screenshot(&url("/topics"), "topics");
-    let dom = browser.page(&url("/topic?t=DASH_ORDERS"), &["Queue offsets", &format!("q-broker-dash-{q1}")]);
-    let r = row(&dom, &format!("q-broker-dash-{q1}"));
+    let dom = browser.page(&url("/topic?t=DASH_ORDERS"), &["Queue offsets", &format!("q-{b1}-{q1}")]);
+    assert_eq!(dom.matches(r#"<tr id="q-"#).count(), 8, "each queue once: {dom}");
+    let r = row(&dom, &format!("q-{b1}-{q1}"));
     assert_eq!((cell(r, "min"), cell(r, "max")), ("0".to_string(), max_of(q1).to_string()), "{r}");
     assert!(dom.contains(r#"href="/group?g=DASH_CG""#), "the group consumes it: {dom}");
     browser.screenshot(&url("/topic?t=DASH_ORDERS"), "topic");
@@ -389,7 +429,7 @@ fn every_page_against_a_live_cluster_in_headless_chromium() {
     browser.screenshot(&url("/groups"), "groups");
     let dom = browser.page(&url("/group?g=DASH_CG"), &["lag-total"]);
     assert_eq!(text_of(&dom, "lag-total"), lag_total.to_string(), "{dom}");
-    assert_eq!(cell(row(&dom, &format!("lag-DASH_ORDERS-broker-dash-{q1}")), "lag"), (max_of(q1) - 1).to_string(), "{dom}");
+    assert_eq!(cell(row(&dom, &format!("lag-DASH_ORDERS-{b1}-{q1}")), "lag"), (max_of(q1) - 1).to_string(), "{dom}");
     assert!(dom.contains("No client online"), "{dom}");
     browser.screenshot(&url("/group?g=DASH_CG"), "group");
 
@@ -398,6 +438,9 @@ fn every_page_against_a_live_cluster_in_headless_chromium() {
     let points: usize = text_of(&dom, "live-points").parse().unwrap_or(0);
     assert!(points >= 3, "{dom}");
     assert!(dom.contains("Throughput (messages/s, all brokers)") && dom.contains("Send latency"), "{dom}");
+    let live = api(a, "/api/stats");
+    let last: Vec<f64> = live["points"].as_array().unwrap().iter().rev().take(3).map(|p| p["inRate"].as_f64().unwrap_or(0.0)).collect();
+    within("Live in rate (last 3 points, both shard-brokers)", last.iter().sum::<f64>() / last.len() as f64, load_rate());
     browser.screenshot(&url("/live"), "live");
 
     // Messages by key (with its body), by id (detail), by time.

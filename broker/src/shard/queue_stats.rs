@@ -83,7 +83,10 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 }
                 None => {
                     topics.extend(self.offsets.table.borrow().group_offsets(group).map(|(t, _, _)| t.to_string()));
-                    let others = match self.gather_broker_figures(cmd, "topics").await {
+                    // Which topics the group consumed, on any shard (also in shard
+                    // route mode: a shard-broker then reports its own queues of them, so
+                    // a group that committed only elsewhere still shows its lag here).
+                    let others = match self.gather(cmd, "topics").await {
                         Ok(v) => v,
                         Err(r) => return r,
                     };

@@ -137,8 +137,8 @@ async function clusterPage() {
     const brokers = d.brokers.filter((b) => b.cluster === c);
     out.push(h('h2', {}, `Cluster ${c}`));
     out.push(table(['Broker', '#BID', 'Role', 'Address', 'Version', '#In msg/s (10 s)', '#Out msg/s (10 s)', '#Messages stored', '#Disk used', 'Uptime', 'Status'],
-      brokers.map((b) => [b.brokerName, String(b.brokerId), badge(b.role), h('span', { class: 'mono' }, b.addr), b.version, b.inTps, b.outTps,
-        b.storeMessages, fmtPercent(b.diskRatio), fmtUptime(b.uptime), b.error ? h('span', { class: 'badge bad' }, b.error) : h('span', { class: 'ok' }, 'answering')]),
+      brokers.map((b) => [b.brokerName, String(b.brokerId), badge(b.role), h('span', { class: 'mono' }, b.addr), b.version, td('in', b.inTps, true), td('out', b.outTps, true),
+        td('stored', b.storeMessages, true), fmtPercent(b.diskRatio), fmtUptime(b.uptime), b.error ? h('span', { class: 'badge bad' }, b.error) : h('span', { class: 'ok' }, 'answering')]),
       (i) => ({ id: slug('broker', brokers[i].brokerName, brokers[i].brokerId) })));
     for (const b of brokers) {
       if (!b.shards.length) continue;
