@@ -331,7 +331,10 @@ impl<R: Runtime> Shard<R> {
             return r;
         }
         let mut tables = vec![(self.place.id, self.delay_offsets())];
-        for shard in (0..self.place.count).filter(|&s| s != self.place.id) {
+        // Shard route mode: a shard-broker's own (a tool sums brokers; ARCHITECTURE.md
+        // "Route modes", Figures).
+        let others = if self.route_mode() == crate::config::RouteMode::Shard { 0 } else { self.place.count };
+        for shard in (0..others).filter(|&s| s != self.place.id) {
             let r = self.mesh.call(shard, cmd.clone().with_ext("ringmqLocalOnly", "1")).await;
             match DelayOffsets::decode(&r.body) {
                 Ok(t) if r.code == rs::SUCCESS => tables.push((shard, t)),
