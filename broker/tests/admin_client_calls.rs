@@ -9,7 +9,7 @@
 //!   to the admin as it was sent; a consumer that closes before answering fails the call
 //!   at once; an unknown client is "not online".
 //! - INVOKE_BROKER_TO_RESET_OFFSET: offsets by time / end, force or not, pushed to the
-//!   online consumer as RESET_CONSUMER_CLIENT_OFFSET; CONSUMER_NOT_ONLINE for a group
+//!   online consumer as RESET_CONSUMER_CLIENT_OFFSET (Java's whole header); CONSUMER_NOT_ONLINE for a group
 //!   with offsets but no client; unknown topic and group without offsets refused.
 //! - VIEW_BROKER_STATS_DATA: puts and a group's pulls counted over both shards.
 //! - DELETE_TOPIC_IN_BROKER: queues and offsets gone on both shards; created again, the
@@ -147,6 +147,9 @@ fn broker_calls_clients_and_keeps_stats() {
     assert_eq!(offsets, vec![(0, 0), (1, 0), (2, 0), (3, 0)], "time 0 is every queue's start");
     let pushed = next_request(&mut fake);
     assert_eq!((pushed.code, pushed.ext("group"), pushed.ext("topic")), (rq::RESET_CONSUMER_CLIENT_OFFSET, Some(GROUP), Some(TOPIC)));
+    // Java's whole ResetOffsetRequestHeader: a client that requires every @CFNotNull
+    // field (rocketmq-client-rust) drops a push without isForce.
+    assert_eq!((pushed.ext("timestamp"), pushed.ext("isForce"), pushed.ext("queueId")), (Some("0"), Some("true"), Some("-1")));
     assert!(pushed.is_oneway());
     assert_eq!(ResetOffsetBody::decode(&pushed.body).expect("pushed body"), body);
     // Not forced, to the end: no queue moves forward.

@@ -13,9 +13,15 @@
 //!   GET_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
 //!   DELETE_SUBSCRIPTIONGROUP (207), GET_CONSUME_STATS (208), GET_CONSUMER_CONNECTION_LIST
 //!   (203), GET_PRODUCER_CONNECTION_LIST, QUERY_TOPIC_CONSUME_BY_WHO (300),
-//!   GET_BROKER_CONFIG (26), UPDATE_BROKER_CONFIG (25, refused), GET_BROKER_RUNTIME_INFO
-//!   (28), DELETE_TOPIC_IN_BROKER, VIEW_MESSAGE_BY_ID, QUERY_MESSAGE, SEARCH_OFFSET_BY_TIMESTAMP,
-//!   GET_MAX_OFFSET, GET_MIN_OFFSET, UPDATE_CONSUMER_OFFSET (an admin's offset change).
+//!   GET_BROKER_CONFIG (26), UPDATE_BROKER_CONFIG (25: a start-up key refused; runtime
+//!   keys taken, `defaultTopicQueueNums` shaping the next auto-created topic),
+//!   GET_BROKER_RUNTIME_INFO (28, with the keys brokerStatus and exporters read:
+//!   `getTotalTps`, `earliestMessageTimeStamp`, `dispatchBehindBytes`,
+//!   `pageCacheLockTimeMills`), DELETE_TOPIC_IN_BROKER, VIEW_MESSAGE_BY_ID, QUERY_MESSAGE,
+//!   SEARCH_OFFSET_BY_TIMESTAMP, GET_MAX_OFFSET, GET_MIN_OFFSET, UPDATE_CONSUMER_OFFSET (an
+//!   admin's offset change), INVOKE_BROKER_TO_RESET_OFFSET (222) with the group offline
+//!   (CONSUMER_NOT_ONLINE) and online (the client's push consumer rewinds: every message
+//!   is received again and the committed offsets end at the queues' ends).
 //!
 //! Also checked: every request that changes state is logged with its caller's address
 //! (the broker's and NameServer's logs are captured by this binary's global subscriber).
@@ -26,6 +32,7 @@
 mod common_interop;
 
 use common_interop::{bounded, client_runtime, ignore_disk_watermarks, push_consumer, BrokerPath, Cluster, BROKER_NAME, QUEUES};
+use ringmq_broker::routing::queue_owner;
 use rocketmq_client_rust::{
     BrokerAdmin, ClientConfig, ClientError, ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumerAdmin, DefaultMQAdminExt,
     DefaultMQProducer, MQClientException, MQPushConsumer, OffsetAdmin, RouteAdmin, SendStatus, TopicAdmin,
@@ -53,6 +60,16 @@ const TOPIC_NOT_EXIST: i32 = 17;
 const NO_PERMISSION: i32 = 16;
 const SUBSCRIPTION_GROUP_NOT_EXIST: i32 = 26;
 const CONSUMER_NOT_ONLINE: i32 = 206;
+/// The online reset's messages: consumed before the reset, then more consumed too.
+const RESET_FIRST: usize = 20;
+const RESET_MORE: usize = 30;
+/// How long rocketmq-client-rust's push consumer waits, after stopping the reset queues,
+/// for the pulls in flight before it takes the new offsets (its `RESET_OFFSET_MAX_WAIT`).
+const CLIENT_RESET_SETTLE: Duration = Duration::from_secs(10);
+/// `defaultTopicQueueNums` set at runtime: more than the 4 queues the client sends an
+/// unknown topic's first message to (its own `defaultTopicQueueNums`), so that message
+/// lands on a queue the new topic has.
+const AUTO_QUEUES: u32 = 6;
 
 // ---------------------------------------------------------------------------------
 // Captured logs: the broker and NameServer run in this process, so one global
@@ -228,7 +245,8 @@ async fn admin_codes(serialize_type: SerializeType) {
     let (mut producer, first) = messages(&c).await;
     let stored = consumption(&c, &mut producer, first).await;
     producer.shutdown().await;
-    broker_info(&c, stored.len()).await;
+    let reset_put = online_reset(&c).await;
+    broker_info(&c, &stored, stored.len() + reset_put).await;
     delete_topic(&c).await;
     caller_logged(&c);
     bounded("admin shutdown", c.admin.shutdown()).await;
@@ -491,22 +509,110 @@ async fn consumption(c: &Ctx, producer: &mut DefaultMQProducer, first: Vec<Sent>
     stored
 }
 
+/// INVOKE_BROKER_TO_RESET_OFFSET (222) with the group's push consumer online: 20
+/// messages consumed and committed, then 30 more; the admin rewinds the topic to before
+/// the first. The broker answers every queue at 0 and pushes RESET_CONSUMER_CLIENT_OFFSET
+/// (220); the consumer stops its queues, commits the new offsets and pulls again: it
+/// receives all 50 again, and the broker's committed offsets end at the queues' ends
+/// (not stuck at 0, nothing skipped). Returns how many messages it put.
+async fn online_reset(c: &Ctx) -> usize {
+    let label = common_interop::label_of(c.serialize_type);
+    let (admin, topic, group) = (&c.admin, format!("AdminReset{label}"), format!("AdminResetCG{label}"));
+    let config = TopicConfig::with_perm(topic.as_str(), QUEUES as u32, QUEUES as u32, 6);
+    bounded("create topic", admin.create_and_update_topic_config(c.broker.clone().into(), config)).await.expect("topic created");
+    let mut producer = start_producer(&c.cluster, c.serialize_type, &format!("AdminResetPG{label}"), &topic).await;
+    let received: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink = received.clone();
+    let mut consumer = push_consumer(&c.cluster, c.serialize_type, "admin-reset", &group).build();
+    consumer.subscribe(topic.as_str(), "*").await.expect("subscribe");
+    consumer.register_message_listener_concurrently(move |msgs: &[&MessageExt], _: &ConsumeConcurrentlyContext| {
+        let bodies = msgs.iter().map(|m| String::from_utf8_lossy(m.body().as_deref().unwrap_or_default()).to_string());
+        sink.lock().expect("sink").extend(bodies);
+        Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
+    });
+    bounded("push consumer start", consumer.start()).await.expect("push consumer starts");
+
+    let before = now_ms();
+    let mut sent = send(&mut producer, &topic, "reset-a", RESET_FIRST).await;
+    consumed_and_committed(c, &topic, &group, &received, &sent, 0, WAIT).await;
+    sent.extend(send(&mut producer, &topic, "reset-b", RESET_MORE).await);
+    consumed_and_committed(c, &topic, &group, &received, &sent, 0, WAIT).await;
+    let delivered = received.lock().expect("sink").len();
+
+    let reset = admin.reset_offset_by_timestamp(None, topic.clone().into(), group.clone().into(), before as u64, true);
+    let offsets = bounded("reset offset", reset).await.expect("INVOKE_BROKER_TO_RESET_OFFSET with the consumer online");
+    let got: BTreeMap<(String, i32), u64> = offsets.iter().map(|(mq, o)| ((mq.broker_name().to_string(), mq.queue_id()), *o)).collect();
+    let want: BTreeMap<(String, i32), u64> = (0..QUEUES).map(|q| ((BROKER_NAME.to_string(), q), 0)).collect();
+    assert_eq!(got, want, "every queue rewound to its first message");
+    consumed_and_committed(c, &topic, &group, &received, &sent, delivered, WAIT + CLIENT_RESET_SETTLE).await;
+
+    bounded("push consumer shutdown", consumer.shutdown()).await;
+    producer.shutdown().await;
+    sent.len()
+}
+
+/// Waits (at most `bound`) until the consumer has received every body of `sent` in its
+/// deliveries from the `from`-th on, and the broker's committed offsets of `topic` for
+/// `group` are its queues' ends.
+async fn consumed_and_committed(c: &Ctx, topic: &str, group: &str, received: &Mutex<Vec<String>>, sent: &[Sent], from: usize, bound: Duration) {
+    let deadline = Instant::now() + bound;
+    let bodies_wanted: BTreeSet<String> = sent.iter().map(|s| s.body.clone()).collect();
+    let ends = per_queue(sent);
+    loop {
+        let bodies: BTreeSet<String> = received.lock().expect("sink").iter().skip(from).cloned().collect();
+        let stats = c.admin.examine_consume_stats(group.into(), Some(topic.into()), None, Some(c.broker.clone().into()), None).await;
+        let committed: Option<BTreeMap<i32, i64>> =
+            stats.as_ref().ok().map(|s| s.get_offset_table().iter().filter(|(mq, _)| mq.topic_str() == topic).map(|(mq, w)| (mq.queue_id(), w.get_consumer_offset())).collect());
+        if bodies == bodies_wanted && committed.as_ref() == Some(&ends) {
+            return;
+        }
+        let missing: Vec<&String> = bodies_wanted.difference(&bodies).collect();
+        assert!(Instant::now() < deadline, "within {bound:?}: bodies not received since delivery {from}: {missing:?}; committed {committed:?}, queue ends {ends:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// GET_BROKER_RUNTIME_INFO (28): counters exactly what was put and at least what was
-/// consumed, TPS RocketMQ's "a b c" texts. GET_BROKER_CONFIG (26): broker.conf keys with
-/// this broker's values. UPDATE_BROKER_CONFIG (25): a key read only at start-up is
-/// refused, its code and remark reach the client; a runtime key is applied.
-async fn broker_info(c: &Ctx, put: usize) {
+/// consumed, TPS RocketMQ's "a b c" texts, the earliest message's store time, no
+/// dispatch lag or put lock held. GET_BROKER_CONFIG (26): broker.conf keys with this
+/// broker's values. UPDATE_BROKER_CONFIG (25): a key read only at start-up is refused,
+/// its code and remark reach the client; runtime keys are applied, and
+/// `defaultTopicQueueNums` is the queue count of the next auto-created topic.
+/// `stored`: `c.topic`'s messages, the first the broker stored.
+async fn broker_info(c: &Ctx, stored: &[Sent], put: usize) {
     let admin = &c.admin;
     let rt = bounded("runtime stats", admin.fetch_broker_runtime_stats(c.broker.clone().into())).await.expect("GET_BROKER_RUNTIME_INFO");
     let value = |k: &str| rt.table.get(k).map(|v| v.to_string()).unwrap_or_else(|| panic!("{k} in the runtime info: {:?}", rt.table));
     assert_eq!((value("msgPutTotalTodayNow"), value("putMessageTimesTotal")), (put.to_string(), put.to_string()), "messages put");
     let got: usize = value("msgGetTotalTodayNow").parse().expect("msgGetTotalTodayNow is a number");
     assert!(got >= 12, "the consumer's 12 messages were pulled: {got}");
-    for key in ["putTps", "getTransferredTps"] {
-        let tps: Vec<f64> = value(key).split(' ').map(|v| v.parse().unwrap_or_else(|_| panic!("{key} = {:?}", value(key)))).collect();
-        assert!(tps.len() == 3 && tps.iter().all(|t| *t >= 0.0), "{key} = {tps:?}");
+    let tps = |key: &str| -> Vec<f64> { value(key).split(' ').map(|v| v.parse().unwrap_or_else(|_| panic!("{key} = {:?}", value(key)))).collect() };
+    for key in ["putTps", "getTransferredTps", "getTotalTps"] {
+        assert!(tps(key).len() == 3 && tps(key).iter().all(|t| *t >= 0.0), "{key} = {:?}", value(key));
     }
+    // Pull lookups per second (Java's found + miss): the reset's consumer long-polled
+    // every queue of both shards until just now.
+    assert!(tps("getTotalTps")[0] > 0.0, "getTotalTps over the last 10 s = {:?}", value("getTotalTps"));
     assert!(value("brokerVersionDesc").starts_with("RingMQ"));
+    // Appends dispatch to their ConsumeQueue in the same call and never wait on a lock.
+    assert_eq!((value("dispatchBehindBytes"), value("pageCacheLockTimeMills")), ("0".to_string(), "0".to_string()));
+    // The store time of the first message stored (no record came before `stored`): each
+    // shard's first is looked up by its offsetMsgId. The merged answer is the minimum
+    // over the shards; the answering shard's own is its part.
+    let shards: usize = value("shardCount").parse().expect("shardCount is a number");
+    let answering: usize = value("shardId").parse().expect("shardId is a number");
+    let mut first_on_shard: BTreeMap<usize, i64> = BTreeMap::new();
+    for s in stored {
+        let shard = queue_owner(&c.topic, s.queue_id, shards);
+        if !first_on_shard.contains_key(&shard) {
+            let m = bounded("view", admin.query_message(CLUSTER.into(), c.topic.clone().into(), s.offset_msg_id.clone().into())).await.expect("VIEW_MESSAGE_BY_ID");
+            first_on_shard.insert(shard, m.store_timestamp());
+        }
+    }
+    assert_eq!(first_on_shard.len(), shards, "every shard holds some of {}", c.topic);
+    let earliest: i64 = value("earliestMessageTimeStamp").parse().expect("earliestMessageTimeStamp is a number");
+    let overall = first_on_shard.values().copied().min().unwrap_or(-1);
+    assert!(earliest == overall || earliest == first_on_shard[&answering], "earliestMessageTimeStamp {earliest}, first store times per shard {first_on_shard:?}");
 
     let conf = bounded("broker config", admin.get_broker_config(c.broker.clone().into())).await.expect("GET_BROKER_CONFIG");
     let conf: BTreeMap<String, String> = conf.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
@@ -521,6 +627,33 @@ async fn broker_info(c: &Ctx, put: usize) {
     update.expect("UPDATE_BROKER_CONFIG of a runtime key");
     let conf = bounded("broker config", admin.get_broker_config(c.broker.clone().into())).await.expect("GET_BROKER_CONFIG");
     assert_eq!(conf.iter().find(|(k, _)| k.as_str() == "transactionCheckMax").map(|(_, v)| v.to_string()), Some("9".to_string()));
+    auto_created_topic(c).await;
+}
+
+/// UPDATE_BROKER_CONFIG of `defaultTopicQueueNums` (with `autoCreateTopicEnable`): taken,
+/// read back by GET_BROKER_CONFIG, and a topic a producer creates by sending to it now
+/// has that many queues.
+async fn auto_created_topic(c: &Ctx) {
+    let admin = &c.admin;
+    let update = HashMap::from([("autoCreateTopicEnable".into(), "true".into()), ("defaultTopicQueueNums".into(), AUTO_QUEUES.to_string().into())]);
+    bounded("update broker config", admin.update_broker_config(c.broker.clone().into(), update)).await.expect("UPDATE_BROKER_CONFIG of runtime keys");
+    let conf = bounded("broker config", admin.get_broker_config(c.broker.clone().into())).await.expect("GET_BROKER_CONFIG");
+    let conf: BTreeMap<String, String> = conf.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let read_back = (conf.get("autoCreateTopicEnable").map(String::as_str), conf.get("defaultTopicQueueNums").map(String::as_str));
+    assert_eq!(read_back, (Some("true"), Some(AUTO_QUEUES.to_string().as_str())), "runtime keys read back");
+    let label = common_interop::label_of(c.serialize_type);
+    let topic = format!("AdminAuto{label}");
+    // A producer that never saw the topic: it sends by the default topic's route.
+    let mut producer = DefaultMQProducer::builder(client_runtime("auto-producer", c.serialize_type))
+        .producer_group(format!("AdminAutoPG{label}"))
+        .name_server_addr(c.cluster.namesrv_addr())
+        .send_msg_timeout(5_000)
+        .build();
+    bounded("producer start", producer.start()).await.expect("producer starts");
+    send(&mut producer, &topic, "auto", 1).await;
+    producer.shutdown().await;
+    let created = bounded("topic config", admin.examine_topic_config(c.broker.clone().into(), topic.clone().into())).await.expect("the auto-created topic");
+    assert_eq!((created.read_queue_nums, created.write_queue_nums), (AUTO_QUEUES, AUTO_QUEUES), "{topic}: {created:?}");
 }
 
 /// deleteTopic = DELETE_TOPIC_IN_BROKER on every broker of the cluster, then

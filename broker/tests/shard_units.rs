@@ -1993,3 +1993,57 @@ fn a_configured_group_sets_its_retry_queues_and_its_retry_limit() {
         });
     }
 }
+
+/// INVOKE_BROKER_TO_RESET_OFFSET in shard route mode: mqadmin asks every shard-broker
+/// of the route, so each one resets, answers and pushes to the online client its own
+/// queues only (named as clients know them: `<broker>-s<i>` and its queue ids), never
+/// another shard's. The push carries Java's whole header (`isForce`, `queueId` -1).
+#[test]
+fn shard_mode_reset_offset_covers_only_the_shard_brokers_own_queues() {
+    use ringmq_client::remoting::admin::ResetOffsetBody;
+    use ringmq_client::remoting::bodies::MessageQueue;
+    let mut cfg = config(2);
+    cfg.route_mode = ringmq_broker::config::RouteMode::Shard;
+    let broker_name = cfg.broker_name.clone();
+    sim(311, cfg, move |ex, broker| async move {
+        let clients = [client(&ex, &broker, 0), client(&ex, &broker, 1)];
+        // Two queues on each shard-broker, three messages and a committed 3 in each.
+        setup_topics(&clients[0], &broker, &[("RST", 2, 6)]).await;
+        for (i, c) in clients.iter().enumerate() {
+            for q in 0..2 {
+                for _ in 0..3 {
+                    assert_eq!(call(c, send("RST", q, b"x"), "send").await.code, rs::SUCCESS, "send to shard-broker {i} queue {q}");
+                }
+                assert_eq!(call(c, update_offset("RG", "RST", q, 3), "commit").await.code, rs::SUCCESS, "commit on shard-broker {i} queue {q}");
+            }
+        }
+        // The consumer's connection is to shard-broker 0: every push comes there.
+        assert_eq!(call(&clients[0], heartbeat("10.0.0.9@reset", "RG", "RST"), "heartbeat").await.code, rs::SUCCESS);
+        for (i, c) in clients.iter().enumerate() {
+            let reset = RemotingCommand::request(rq::INVOKE_BROKER_TO_RESET_OFFSET)
+                .with_ext("topic", "RST")
+                .with_ext("group", "RG")
+                .with_ext("timestamp", "0")
+                .with_ext("isForce", "true");
+            let r = call(c, reset, "reset").await;
+            assert_eq!(r.code, rs::SUCCESS, "reset on shard-broker {i}: {:?}", r.remark);
+            let own = ringmq_broker::routing::shard_broker_name(&broker_name, i);
+            let want: std::collections::BTreeMap<MessageQueue, i64> =
+                (0..2).map(|q| (MessageQueue { broker_name: own.clone(), queue_id: q, topic: "RST".into() }, 0)).collect();
+            assert_eq!(ResetOffsetBody::decode(&r.body).expect("answer body").offset_table, want, "answered by shard-broker {i}");
+            let mut pushes = Vec::new();
+            for _ in 0..1000 {
+                pushes = clients[0].take_pushes();
+                if !pushes.is_empty() {
+                    break;
+                }
+                broker.ex.sleep(Duration::from_micros(100)).await;
+            }
+            assert_eq!(pushes.len(), 1, "one push per reset on shard-broker {i}");
+            let p = &pushes[0];
+            let header = (p.code, p.ext("topic"), p.ext("group"), p.ext("queueId"), p.ext("timestamp"), p.ext("isForce"));
+            assert_eq!(header, (rq::RESET_CONSUMER_CLIENT_OFFSET, Some("RST"), Some("RG"), Some("-1"), Some("0"), Some("true")), "push of shard-broker {i}");
+            assert_eq!(ResetOffsetBody::decode(&p.body).expect("pushed body").offset_table, want, "pushed by shard-broker {i}");
+        }
+    });
+}

@@ -620,6 +620,7 @@ fn retention_deletes_expired_segments_at_the_delete_hour_only() {
         let clock = ManualClock::new(0);
         let config = StoreConfig { file_reserved_hours: 72, delete_when_hours: vec![4], ..StoreConfig::for_tests() };
         let (store, _) = open(&disk, &clock, &config).unwrap();
+        assert_eq!(store.earliest_message_time(), None, "an empty log has no earliest message");
         // ~60 records per 64 KiB segment; one hour passes per 30 records.
         for seq in 0..400u64 {
             if put(&store, (seq % 2) as i32, seq, 1000, &format!("KEYS\u{1}k{seq}\u{2}")).is_err() {
@@ -632,6 +633,9 @@ fn retention_deletes_expired_segments_at_the_delete_hour_only() {
         }
         block_on(store.flush_all()).unwrap();
         block_on(store.flush_logics()).unwrap();
+        // Record `seq` was stored at hour seq / 30 (a store time is never 0).
+        let stored_at = |seq: u64| ((seq / 30) as i64 * hour_ms).max(1);
+        assert_eq!(store.earliest_message_time(), Some(stored_at(0)));
         let segments = |d: &SimDisk| d.paths().iter().filter(|p| p.starts_with(root().join("commitlog"))).count();
         let before = segments(&disk);
         // 14 h written; at 03:00 on day 3 nothing is old enough and it is not the hour.
@@ -651,7 +655,10 @@ fn retention_deletes_expired_segments_at_the_delete_hour_only() {
             assert_eq!(old.next_offset, min);
         }
         let left = read_all(&store);
-        assert_eq!(left.len() as u64, 400 - left.iter().map(|r| r.2).min().unwrap());
+        let first_left = left.iter().map(|r| r.2).min().unwrap();
+        assert_eq!(left.len() as u64, 400 - first_left);
+        // The earliest message is now the first record retention kept.
+        assert_eq!(store.earliest_message_time(), Some(stored_at(first_left)));
         // Keys of deleted records are gone; kept ones are found.
         assert!(block_on(store.query_by_key(TOPIC, "k0", 4, 0, i64::MAX)).unwrap().is_empty());
         assert_eq!(block_on(store.query_by_key(TOPIC, "k399", 4, 0, i64::MAX)).unwrap().len(), 1);
@@ -660,6 +667,7 @@ fn retention_deletes_expired_segments_at_the_delete_hour_only() {
         disk.crash();
         let (store, _) = open(&disk, &clock, &config).unwrap();
         assert_eq!(read_all(&store), left);
+        assert_eq!(store.earliest_message_time(), Some(stored_at(first_left)), "read again at open");
     }
 }
 
@@ -1332,6 +1340,10 @@ fn an_empty_replica_is_reseeded_where_the_masters_retained_log_begins() {
         catch_up(&master, &replica, [4096, 65_536, 1 << 20][rng.gen_range(0..3)]);
         block_on(replica.flush_logics()).unwrap();
         assert_same_from_log_start(&master, &replica);
+        // Both know their (same) first record's store time: the master from retention's
+        // look at it, the replica from appending it.
+        assert!(master.earliest_message_time().is_some_and(|ms| ms > 0));
+        assert_eq!(replica.earliest_message_time(), master.earliest_message_time(), "earliest message of a re-seeded replica");
         assert_eq!(replica.min_offset(TOPIC, 3), 0, "a queue born in the retained part starts at 0");
         assert!((0..3).all(|q| replica.min_offset(TOPIC, q) > 0), "queues older than the log start begin mid-queue");
         let last_key = format!("k{}", seq - 1);

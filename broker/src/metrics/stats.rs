@@ -1,5 +1,5 @@
 //! RocketMQ's `StoreStatsService` figures for GET_BROKER_RUNTIME_INFO: TPS over the last
-//! 10 s, 1 min and 10 min (`putTps`, `getTransferredTps`: "a b c") from a ring of
+//! 10 s, 1 min and 10 min (`putTps`, `getTransferredTps`, `getTotalTps`: "a b c") from a ring of
 //! per-second samples of a shard's counters, and the day boundaries of the totals
 //! (`msgPutTotalTodayMorning`, `...YesterdayMorning`), as mqadmin's brokerStatus and
 //! clusterList read them.
@@ -17,8 +17,13 @@ const DAY_MS: i64 = 86_400_000;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Sample {
     pub at_ms: i64,
+    /// Messages put.
     pub put: u64,
+    /// Messages transferred to pullers.
     pub got: u64,
+    /// Store lookups of pulls, found or not (Java's `getMessage` calls: its
+    /// `getMessageTimesTotalFound` + `getMessageTimesTotalMiss`).
+    pub lookups: u64,
 }
 
 #[derive(Debug, Default)]
@@ -49,13 +54,19 @@ impl CallStats {
     /// Messages per second put and transferred over the last `window` samples; `None`
     /// until that many samples exist (Java answers "" then).
     pub fn tps(&self, window: usize) -> Option<(f64, f64)> {
-        let last = *self.samples.back()?;
-        let before = *self.samples.get(self.samples.len().checked_sub(window + 1)?)?;
+        Some((self.rate(window, |s| s.put)?, self.rate(window, |s| s.got)?))
+    }
+
+    /// Per second of one counter over the last `window` samples; `None` until that many
+    /// samples exist.
+    fn rate(&self, window: usize, counter: impl Fn(&Sample) -> u64) -> Option<f64> {
+        let last = self.samples.back()?;
+        let before = self.samples.get(self.samples.len().checked_sub(window + 1)?)?;
         let secs = (last.at_ms - before.at_ms) as f64 / 1000.0;
         if secs <= 0.0 {
             return None;
         }
-        Some(((last.put - before.put) as f64 / secs, (last.got - before.got) as f64 / secs))
+        Some(counter(last).saturating_sub(counter(before)) as f64 / secs)
     }
 
     /// "a b c" for the three windows, put (`true`) or transferred; a window without
@@ -67,6 +78,15 @@ impl CallStats {
             .map(|v| format!("{v:.2}"))
             .collect::<Vec<_>>()
             .join(" ")
+    }
+
+    /// Java's `getTotalTps`: pull lookups per second, found plus missed (each pass of a
+    /// suspended pull counts, as each of Java's `getMessage` calls does), "a b c" for
+    /// the three windows, a window without enough samples yet 0 (Java's too). Written
+    /// with two decimals like `putTps` (Java's `Double.toString`: a reader parses a
+    /// double either way, and a merged text is written so too).
+    pub fn lookups_tps_text(&self) -> String {
+        TPS_WINDOWS.iter().map(|&w| format!("{:.2}", self.rate(w, |s| s.lookups).unwrap_or(0.0))).collect::<Vec<_>>().join(" ")
     }
 
     /// (put, got) totals at the start of today and of yesterday (0 before this run saw
@@ -101,10 +121,11 @@ mod tests {
     fn tps_over_windows_and_day_boundaries() {
         let mut c = CallStats::default();
         assert_eq!(c.tps_text(true), "0.00 0.00 0.00");
+        assert_eq!(c.lookups_tps_text(), "0.00 0.00 0.00");
         // 100 puts and 50 transfers per second, for 61 seconds, starting just before midnight.
         let start = DAY_MS * 3 - 30_000;
         for i in 0..=61u64 {
-            c.sample(Sample { at_ms: start + i as i64 * 1000, put: i * 100, got: i * 50 });
+            c.sample(Sample { at_ms: start + i as i64 * 1000, put: i * 100, got: i * 50, lookups: i * 20 });
         }
         // check(window, expected (put, got) tps)
         let check = |w: usize, want: Option<(f64, f64)>| assert_eq!(c.tps(w), want, "window {w}");
@@ -113,11 +134,12 @@ mod tests {
         check(600, None);
         assert_eq!(c.tps_text(true), "100.00 100.00 0.00");
         assert_eq!(c.tps_text(false), "50.00 50.00 0.00");
+        assert_eq!(c.lookups_tps_text(), "20.00 20.00 0.00");
         // Midnight fell at sample 30: today's morning is that total, yesterday's this run's start.
         assert_eq!(c.mornings(), ((3000, 1500), (0, 0)));
         // The ring is bounded.
         for i in 62..2000u64 {
-            c.sample(Sample { at_ms: start + i as i64 * 1000, put: i * 100, got: i * 50 });
+            c.sample(Sample { at_ms: start + i as i64 * 1000, put: i * 100, got: i * 50, lookups: i * 20 });
         }
         assert_eq!(c.samples.len(), SAMPLES_MAX);
         assert_eq!(c.tps(600), Some((100.0, 50.0)));

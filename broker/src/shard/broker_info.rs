@@ -138,6 +138,8 @@ impl<R: crate::rt::Runtime> Shard<R> {
             table.insert("getTransferredTps", got.clone());
             // Older mqadmin (clusterList) reads this spelling.
             table.insert("getTransferedTps", got);
+            // Java's getFoundTps + getMissTps: pull lookups of the store per second.
+            table.insert("getTotalTps", stats.lookups_tps_text());
             let ((put_today, got_today), (put_yesterday, got_yesterday)) = stats.mornings();
             table.insert("msgPutTotalTodayMorning", put_today.to_string());
             table.insert("msgPutTotalYesterdayMorning", put_yesterday.to_string());
@@ -201,6 +203,21 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let behind_ms = if behind > 0 && s.newest_store_ms > 0 { (self.now_ms() - s.newest_store_ms).max(0) } else { 0 };
         table.insert("haBehindMs", behind_ms.to_string());
         table.insert("storeMessagesTotal", self.store.messages_total().to_string());
+        // Java's getEarliestMessageTime: store time of the CommitLog's first record, -1
+        // when there is none (or it could not be read).
+        table.insert("earliestMessageTimeStamp", self.store.earliest_message_time().unwrap_or(-1).to_string());
+        // Java's reput lag (CommitLog bytes not yet in a ConsumeQueue): `Store::put` and
+        // `append_replicated` write the ConsumeQueue entry (and the index's, or its
+        // pending hand-off) in the same call that appends the record, so no byte of
+        // this log is ever undispatched.
+        table.insert("dispatchBehindBytes", "0".to_string());
+        // Java's lockTimeMills: how long the put in progress has held the CommitLog's
+        // put lock, 0 when none (its SYSTEM_BUSY "[PC_SYNCHRONIZED]" gate). An append
+        // here is one call on this shard's thread that never awaits (`Store::put`), so
+        // none is in progress while this table is built; and a group commit in flight
+        // holds no appends back (they go on into the tail), so its age is not this
+        // lock's. A stalled flush shows as `remainHowManyDataToFlush` instead.
+        table.insert("pageCacheLockTimeMills", "0".to_string());
         table.insert("haMasterConnected", s.connected.to_string());
         table
     }

@@ -4,7 +4,9 @@
 //! INVOKE_BROKER_TO_RESET_OFFSET (222), which picks new offsets and pushes
 //! RESET_CONSUMER_CLIENT_OFFSET (220) to every online client of the group
 //! (`Broker2Client.resetOffset`), or answers CONSUMER_NOT_ONLINE so that mqadmin falls
-//! back to committing the offsets itself.
+//! back to committing the offsets itself. In shard route mode every shard-broker is a
+//! broker of its own to mqadmin, which asks each of them: each resets and reports only
+//! its own queues; in host mode the shard asked gathers every shard's queues.
 //!
 //! A client's connection lives on one shard (`ClientInfo::conn_shard`, replicated on
 //! every shard by the heartbeats); a call for it is forwarded there whole, once. That
@@ -38,6 +40,23 @@ pub const CLIENT_CALL_TIMEOUT_MS: u64 = 10_000;
 pub const VERSION_V3_1_8_SNAPSHOT: i32 = 62;
 /// `MQVersion.Version.V3_0_7_SNAPSHOT.ordinal()`: the first that takes an offset reset.
 pub const VERSION_V3_0_7_SNAPSHOT: i32 = 28;
+
+/// RESET_CONSUMER_CLIENT_OFFSET as Java's `Broker2Client` sends it: a whole
+/// `ResetOffsetRequestHeader` (`queueId` -1, `isForce` present) and the offsets as the
+/// body. rocketmq-client-rust 1.0 requires every `@CFNotNull` field of that header: a
+/// push without `isForce` was dropped as malformed, so an online consumer never
+/// rewound. (Java's broker sends `isForce` as its default, false; clients do not act
+/// on it, and this one says what the operator asked.)
+pub fn reset_push(topic: &str, group: &str, timestamp: i64, force: bool, body: &ResetOffsetBody) -> RemotingCommand {
+    RemotingCommand::request(rq::RESET_CONSUMER_CLIENT_OFFSET)
+        .with_ext("topic", topic.to_string())
+        .with_ext("group", group.to_string())
+        .with_ext("queueId", "-1")
+        .with_ext("timestamp", timestamp.to_string())
+        .with_ext("isForce", force.to_string())
+        .with_body(body.encode())
+        .oneway()
+}
 
 /// The calls one shard has sent to its connections and not yet seen answered.
 #[derive(Default)]
@@ -201,7 +220,8 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// INVOKE_BROKER_TO_RESET_OFFSET (`Broker2Client.resetOffset`): for every write queue
     /// the offset at `timestamp` (-1: the queue's end), taken when `isForce` or when it
     /// is before the group's offset; pushed to every online client of the group, which
-    /// commits it. No client online: CONSUMER_NOT_ONLINE, and nothing changes.
+    /// commits it. No client online: CONSUMER_NOT_ONLINE, and nothing changes. Host
+    /// mode: every shard's queues (gathered); shard route mode: this shard-broker's only.
     pub(super) async fn handle_reset_offset(self: &Rc<Self>, cmd: &RemotingCommand, ctx: ConnCtx) -> RemotingCommand {
         let (Some(topic), Some(group)) = (cmd.ext("topic").map(str::trim), cmd.ext("group").map(str::trim)) else {
             return error_response(cmd, rs::INVALID_PARAMETER, "missing header field topic or group");
@@ -233,9 +253,13 @@ impl<R: crate::rt::Runtime> Shard<R> {
             Ok(rows) => rows,
             Err(e) => return error_response(cmd, rs::SYSTEM_ERROR, e),
         };
-        match self.gather(cmd, "1").await {
-            Ok(others) => rows.extend(others.into_iter().filter_map(|v| v.as_array().cloned()).flatten()),
-            Err(r) => return r,
+        // Shard route mode: mqadmin sends this to every shard-broker of the route, and
+        // each answers for (and tells the clients about) its own queues only.
+        if self.route_mode() != crate::config::RouteMode::Shard {
+            match self.gather(cmd, "1").await {
+                Ok(others) => rows.extend(others.into_iter().filter_map(|v| v.as_array().cloned()).flatten()),
+                Err(r) => return r,
+            }
         }
         let mut body = ResetOffsetBody::default();
         for row in &rows {
@@ -254,12 +278,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             tracing::warn!("{remark}");
             return error_response(cmd, rs::CONSUMER_NOT_ONLINE, remark);
         }
-        let push = RemotingCommand::request(rq::RESET_CONSUMER_CLIENT_OFFSET)
-            .with_ext("topic", topic.to_string())
-            .with_ext("group", group.to_string())
-            .with_ext("timestamp", timestamp.to_string())
-            .with_body(body.encode())
-            .oneway();
+        let push = reset_push(topic, group, timestamp, force, &body);
         for (client_id, info) in &clients {
             if info.version < VERSION_V3_0_7_SNAPSHOT {
                 return error_response(cmd, rs::SYSTEM_ERROR, format!("the client does not support this feature. version={}", info.version));

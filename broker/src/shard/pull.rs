@@ -217,6 +217,7 @@ impl<R: Runtime> Shard<R> {
                 Ok(r) => r,
                 Err(e) => return error_response(cmd, rs::SYSTEM_ERROR, e.to_string()),
             };
+            self.stats.on_pull_lookup();
             if let PropertySelector::Sql92(filter) = &subscription.properties {
                 keep_matching(&mut result, filter);
             }

@@ -24,6 +24,9 @@ pub struct ShardCounters {
     pub forwarded_in: Cell<u64>,
     pub messages_put: Cell<u64>,
     pub messages_pulled: Cell<u64>,
+    /// Store lookups of pulls, found or not: each pass of a suspended pull counts
+    /// (`getTotalTps`).
+    pub pull_lookups: Cell<u64>,
     /// Body bytes of the messages put (`putMessageSizeTotal`).
     pub bytes_put: Cell<u64>,
 }
@@ -93,6 +96,10 @@ impl ShardStats {
     pub fn on_copy_put(&self) {
         bump(&self.counters.messages_put, 1);
     }
+    /// A pull looked in the store (whatever it found).
+    pub fn on_pull_lookup(&self) {
+        bump(&self.counters.pull_lookups, 1);
+    }
     /// A pull answered `messages` (`bytes` of records) from `topic` (for `group`).
     pub fn on_pulled(&self, topic: Option<&str>, group: Option<&str>, messages: usize, bytes: usize) {
         bump(&self.counters.messages_pulled, messages as u64);
@@ -108,7 +115,7 @@ impl ShardStats {
     /// One per-second sample for the TPS, and the windows when the minute step is due.
     pub fn sample(&self, now_ms: i64) {
         let c = &self.counters;
-        self.call_stats.borrow_mut().sample(Sample { at_ms: now_ms, put: c.messages_put.get(), got: c.messages_pulled.get() });
+        self.call_stats.borrow_mut().sample(Sample { at_ms: now_ms, put: c.messages_put.get(), got: c.messages_pulled.get(), lookups: c.pull_lookups.get() });
         if now_ms - self.windows_sampled_ms.get() < STATS_SAMPLE_INTERVAL_MS {
             return;
         }

@@ -182,6 +182,12 @@ struct Inner<D: Disk> {
     /// start may not be created yet (its bytes still only in the tail) while the next
     /// one is already pre-allocated.
     commitlog_start: u64,
+    /// (local position, store time) of the record at `commitlog_start` — runtime info's
+    /// `earliestMessageTimeStamp` without a disk read per request. Set where that record
+    /// comes to be known: an append at the log's start (put or replica), retention moving
+    /// the start (it reads the new first record anyway), open. Trusted only while its
+    /// position is `commitlog_start` (`earliest_message_time`).
+    earliest_record: Option<(u64, i64)>,
 }
 
 fn commitlog_of<D: Disk>(inner: &mut Inner<D>) -> &mut SegmentedLog<D> {
@@ -313,6 +319,15 @@ impl<D: Disk, C: Clock> Store<D, C> {
     /// retention deleted older ones, or where a re-seeded replica began.
     pub fn log_start(&self) -> u64 {
         self.commitlog_min()
+    }
+
+    /// Store time of the log's first record (Java's `getEarliestMessageTime`, a message
+    /// of any topic, system ones included); `None` when the log is empty, or when
+    /// retention could not read the record now first (Java answers -1 then too).
+    pub fn earliest_message_time(&self) -> Option<i64> {
+        let inner = self.inner.borrow();
+        let start = inner.commitlog_start;
+        inner.earliest_record.filter(|&(at, _)| at == start && inner.commitlog.write_pos > start).map(|(_, ms)| ms)
     }
 
     fn commitlog_min(&self) -> u64 {

@@ -249,9 +249,29 @@ pub async fn open_store<D: Disk, C: Clock>(
     } else {
         tracing::info!(shard = shard.0, end, scanned_from = replay.scan, phases_ms = ?report.phases_ms, "store opened after a clean stop");
     }
+    note_earliest_record(&store).await;
     // Counters describe this run, not recovery.
     store.inner.borrow_mut().stats = StoreStats::default();
     Ok((store, report))
+}
+
+/// Reads the store time of the log's first record once (`Store::earliest_message_time`).
+/// A failed read does not fail the open: the time is then unknown until an append or
+/// retention sets it.
+async fn note_earliest_record<D: Disk, C: Clock>(store: &Store<D, C>) {
+    let start = store.log_start();
+    if store.write_offset() <= start {
+        return;
+    }
+    match store.read_record(store.shard.phys(start), None).await {
+        Ok(Some(bytes)) => {
+            if let Ok(view) = StoredMessageView::parse(&bytes) {
+                store.inner.borrow_mut().earliest_record = Some((start, view.store_timestamp_ms()));
+            }
+        }
+        Ok(None) => {}
+        Err(e) => tracing::warn!(shard = store.shard.0, error = %e, "the log's first record could not be read: its store time stays unknown"),
+    }
 }
 
 /// Notes whether the last stop was unclean (an `abort` file left over; else one is
@@ -431,6 +451,7 @@ fn recovering_inner<D: Disk>(commitlog: SegmentedLog<D>, queues: QueueMap<D>, in
         queues_deleted: Vec::new(),
         checkpoint_logics_phys: 0,
         commitlog_start: first_segment,
+        earliest_record: None,
     }
 }
 

@@ -73,6 +73,9 @@ impl<D: Disk, C: Clock> Store<D, C> {
             inner.commitlog.append(record);
             let Some((topic, queue_id, queue_offset)) = queue else { continue };
             let view = StoredMessageView::parse(record).expect("checked above");
+            if local == inner.commitlog_start {
+                inner.earliest_record = Some((local, view.store_timestamp_ms()));
+            }
             let props = String::from_utf8_lossy(view.properties_bytes()).into_owned();
             let key = (topic.clone(), queue_id);
             if !inner.queues.contains_key(&key) {

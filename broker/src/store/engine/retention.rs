@@ -98,10 +98,11 @@ impl<D: Disk, C: Clock> Store<D, C> {
                 (start, file.clone(), log.path_of(start))
             };
             let next_phys = self.shard.phys(start + self.config.segment_bytes);
-            let newest_ms = match self.read_record(next_phys, None).await? {
-                Some(bytes) => StoredMessageView::parse(&bytes).map(|v| v.store_timestamp_ms()).unwrap_or(i64::MAX),
-                None => i64::MAX,
+            let next_first_ms = match self.read_record(next_phys, None).await? {
+                Some(bytes) => StoredMessageView::parse(&bytes).map(|v| v.store_timestamp_ms()).ok(),
+                None => None,
             };
+            let newest_ms = next_first_ms.unwrap_or(i64::MAX);
             let expired = newest_ms < cutoff_ms;
             if !expired {
                 // Apache deletes up to a whole batch of unexpired files once usage passed
@@ -119,6 +120,11 @@ impl<D: Disk, C: Clock> Store<D, C> {
                 let mut inner = self.inner.borrow_mut();
                 inner.commitlog.files.remove(&start);
                 inner.commitlog_start = inner.commitlog_start.max(start + self.config.segment_bytes);
+                // The record just read is the log's first now (runtime info's earliest
+                // message); unreadable, the earliest time is unknown (-1) until open.
+                if let Some(ms) = next_first_ms {
+                    inner.earliest_record = Some((start + self.config.segment_bytes, ms));
+                }
                 inner.read_ahead.clear();
                 inner.cq_pull_blocks.clear();
             }

@@ -119,6 +119,9 @@ impl<D: Disk, C: Clock> Store<D, C> {
                 None => inner.index_pending.push((k, self.shard.phys(local), store_timestamp_ms)),
             }
         }
+        if local == inner.commitlog_start {
+            inner.earliest_record = Some((local, store_timestamp_ms));
+        }
         inner.stats.records_put += 1;
         inner.records_appended += 1;
         inner.append_wakers.drain(..).for_each(Waker::wake);
