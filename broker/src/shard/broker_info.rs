@@ -14,7 +14,8 @@ use super::admin::*;
 use super::{error_response, Shard};
 
 /// Runtime-info counters that are summed over shards.
-const SUMMED_COUNTERS: [&str; 33] = [
+const SUMMED_COUNTERS: [&str; 34] = [
+    "dispatchBehindBytes",
     "putMessageTimesTotal",
     "getMessageTransferedMsgCount",
     "requestsTotal",
@@ -55,10 +56,14 @@ const SUMMED_COUNTERS: [&str; 33] = [
 pub const HOST_KEY_PREFIX: &str = "host.";
 
 /// Runtime info "a b c" TPS texts, summed component by component over the shards.
-const TPS_VALUES: [&str; 3] = ["putTps", "getTransferredTps", "getTransferedTps"];
+const TPS_VALUES: [&str; 4] = ["putTps", "getTransferredTps", "getTransferedTps", "getTotalTps"];
 
 /// Runtime info values that are the maximum over the shards.
-const MAXED_VALUES: [&str; 1] = ["haBehindMs"];
+const MAXED_VALUES: [&str; 2] = ["haBehindMs", "pageCacheLockTimeMills"];
+
+/// Runtime info values that are the minimum over the shards that have one (`-1`, none,
+/// is left out; `-1` only when no shard has a value).
+const MIN_VALUES: [&str; 1] = ["earliestMessageTimeStamp"];
 
 /// Runtime info histograms ("c0 c1 ... cN" counts per `latencyBucketBoundsUs` bucket, the
 /// last one unbounded), summed bucket by bucket over the shards.
@@ -103,7 +108,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 crate::config::RouteMode::Host => merged,
                 crate::config::RouteMode::Shard => {
                     let mut own: BTreeMap<String, String> = local.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-                    for key in SUMMED_COUNTERS.iter().chain(TPS_VALUES.iter()).chain(MAXED_VALUES.iter()).chain(BUCKET_VALUES.iter()) {
+                    for key in SUMMED_COUNTERS.iter().chain(TPS_VALUES.iter()).chain(MAXED_VALUES.iter()).chain(BUCKET_VALUES.iter()).chain(MIN_VALUES.iter()) {
                         if let Some(v) = merged.get(*key) {
                             own.insert(format!("{HOST_KEY_PREFIX}{key}"), v.clone());
                         }
@@ -309,7 +314,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
 
 /// Runtime info merged over the shards: this shard's `local` table and the others'
 /// parts (`{"table":{...}}` each): counters summed, TPS texts and histograms added
-/// component by component, maxima kept, and `PER_SHARD_KEYS` also as
+/// component by component, maxima and minima kept, and `PER_SHARD_KEYS` also as
 /// `shard.<id>.<key>`.
 fn merge_runtime_tables(own_id: usize, mut table: BTreeMap<&'static str, String>, others: &[serde_json::Value]) -> BTreeMap<String, String> {
     let mut per_shard = BTreeMap::new();
@@ -340,6 +345,12 @@ fn merge_runtime_tables(own_id: usize, mut table: BTreeMap<&'static str, String>
             let theirs = v["table"][key].as_str().unwrap_or_default();
             let ours = table.get(key).cloned().unwrap_or_default();
             table.insert(key, crate::metrics::stats::add_counts_text(&ours, theirs));
+        }
+        for key in MIN_VALUES {
+            let theirs = v["table"][key].as_str().and_then(|s| s.parse::<i64>().ok()).unwrap_or(-1);
+            let ours = table.get(key).and_then(|s| s.parse::<i64>().ok()).unwrap_or(-1);
+            let min = [ours, theirs].into_iter().filter(|&t| t >= 0).min().unwrap_or(-1);
+            table.insert(key, min.to_string());
         }
     }
     let mut table: BTreeMap<String, String> = table.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
