@@ -477,9 +477,13 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let mut topic_config_table = BTreeMap::new();
         for t in table.topics.values() {
             // Shard route mode: this shard-broker's queues; a topic it has none of is
-            // not its to announce.
+            // not its to announce, except a group's retry topic (with no queues here):
+            // admin tools find a group's brokers by its retry topic's route (mqadmin
+            // consumerProgress asks each for the group's consume stats), and every
+            // shard-broker holds some of the group's offsets.
             let (read, write) = (self.client_queue_count(&t.name, t.read_queue_nums), self.client_queue_count(&t.name, t.write_queue_nums));
-            if self.route_mode() == crate::config::RouteMode::Shard && read == 0 && write == 0 {
+            let retry = t.name.starts_with(super::sendback::RETRY_TOPIC_PREFIX);
+            if self.route_mode() == crate::config::RouteMode::Shard && read == 0 && write == 0 && !retry {
                 continue;
             }
             let mut c = route::TopicConfig::new(&t.name);
