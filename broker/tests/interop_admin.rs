@@ -32,6 +32,7 @@
 mod common_interop;
 
 use common_interop::{bounded, client_runtime, ignore_disk_watermarks, push_consumer, BrokerPath, Cluster, BROKER_NAME, QUEUES};
+use ringmq_broker::config::RouteMode;
 use ringmq_broker::routing::queue_owner;
 use rocketmq_client_rust::{
     BrokerAdmin, ClientConfig, ClientError, ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumerAdmin, DefaultMQAdminExt,
@@ -42,6 +43,7 @@ use rocketmq_model::common::message::message_queue::MessageQueue;
 use rocketmq_model::common::message::message_single::Message;
 use rocketmq_model::common::message::MessageTrait;
 use rocketmq_model::topic::TopicConfig;
+use rocketmq_protocol::protocol::admin::consume_stats::ConsumeStats;
 use rocketmq_protocol::protocol::route::topic_route_data::TopicRouteData;
 use rocketmq_protocol::protocol::subscription::subscription_group_config::SubscriptionGroupConfig;
 use rocketmq_protocol::protocol::SerializeType;
@@ -165,11 +167,12 @@ async fn start_producer(cluster: &Cluster, serialize_type: SerializeType, group:
     producer
 }
 
-/// One sent message: its queue, offset, ids and keys.
+/// One sent message: its broker and queue, offset, ids and keys.
 #[derive(Debug, Clone)]
 struct Sent {
     body: String,
     key: String,
+    broker: String,
     queue_id: i32,
     queue_offset: u64,
     offset_msg_id: String,
@@ -184,7 +187,7 @@ async fn send(producer: &mut DefaultMQProducer, topic: &str, prefix: &str, n: us
         let r = bounded("send", producer.send_with_timeout(msg, 5_000)).await.expect("send").expect("a send result");
         assert_eq!(r.send_status, SendStatus::SendOk);
         let mq = r.message_queue.clone().expect("message queue");
-        sent.push(Sent { body, key, queue_id: mq.queue_id(), queue_offset: r.queue_offset, offset_msg_id: r.offset_msg_id.clone().expect("offsetMsgId") });
+        sent.push(Sent { body, key, broker: mq.broker_name().to_string(), queue_id: mq.queue_id(), queue_offset: r.queue_offset, offset_msg_id: r.offset_msg_id.clone().expect("offsetMsgId") });
     }
     sent
 }
@@ -691,3 +694,230 @@ fn caller_logged(c: &Ctx) {
 }
 
 common_interop::test_both_encodings!(json_headers_admin_codes, binary_headers_admin_codes, admin_codes);
+
+// ---------------------------------------------------------------------------------
+// Shard route mode: the commands mqadmin users run most, against shard-brokers.
+
+/// Messages the shard-mode scenario sends (all it sends).
+const FIGURES_SENT: usize = 40;
+
+/// (brokerName, queueId) → a figure.
+type PerQueue<T> = BTreeMap<(String, i32), T>;
+
+/// Messages per (shard-broker, queue id), every queue of `brokers` listed.
+fn per_broker_queue(sent: &[Sent], brokers: &[String]) -> PerQueue<i64> {
+    let mut counts: PerQueue<i64> = brokers.iter().flat_map(|b| (0..QUEUES).map(move |q| ((b.clone(), q), 0))).collect();
+    for s in sent {
+        *counts.get_mut(&(s.broker.clone(), s.queue_id)).unwrap_or_else(|| panic!("{} queue {} is not a queue of the route", s.broker, s.queue_id)) += 1;
+    }
+    counts
+}
+
+/// Every (broker, queue) of `listed` once (a `PerQueue` would hide a repeat).
+fn once_each<T: std::fmt::Debug>(what: &str, listed: Vec<((String, i32), T)>) -> PerQueue<T> {
+    let n = listed.len();
+    let table: PerQueue<T> = listed.into_iter().collect();
+    assert_eq!(table.len(), n, "{what}: a queue listed twice: {table:?}");
+    table
+}
+
+/// consumerProgress of `group` for `topic`: (brokerOffset, consumerOffset) per queue, as
+/// mqadmin asks (no broker: every broker of the group's retry topic's route), and from
+/// each shard-broker asked directly, which must name its own queues only (the queues of
+/// both are then checked to be the same).
+async fn progress(admin: &DefaultMQAdminExt, cluster: &Cluster, group: &str, topic: &str) -> Result<(PerQueue<(i64, i64)>, i64), String> {
+    let stats = admin.examine_consume_stats(group.into(), Some(topic.into()), None, None, None).await.map_err(|e| e.to_string())?;
+    let of_topic = |s: &ConsumeStats| -> Vec<((String, i32), (i64, i64))> {
+        s.get_offset_table().iter().filter(|(mq, _)| mq.topic_str() == topic).map(|(mq, w)| ((mq.broker_name().to_string(), mq.queue_id()), (w.get_broker_offset(), w.get_consumer_offset()))).collect()
+    };
+    let merged = once_each("consumerProgress", of_topic(&stats));
+    let mut direct = Vec::new();
+    for name in cluster.broker_names() {
+        let one = admin.examine_consume_stats(group.into(), Some(topic.into()), None, Some(cluster.addr_of(&name).to_string().into()), None);
+        let one = bounded("consume stats", one).await.map_err(|e| e.to_string())?;
+        let listed = of_topic(&one);
+        let names: BTreeSet<&String> = listed.iter().map(|((b, _), _)| b).collect();
+        assert!(names.iter().all(|b| **b == name), "GET_CONSUME_STATS of {name} names only its own queues: {listed:?}");
+        direct.extend(listed);
+    }
+    let direct = once_each("GET_CONSUME_STATS per shard-broker", direct);
+    let queues = |t: &PerQueue<(i64, i64)>| t.keys().cloned().collect::<Vec<_>>();
+    if queues(&merged) != queues(&direct) {
+        return Err(format!("consumerProgress lists {:?}, the shard-brokers {:?}", queues(&merged), queues(&direct)));
+    }
+    Ok((merged, stats.compute_total_diff()))
+}
+
+/// Waits (at most `bound`) until consumerProgress shows every queue at `want`
+/// (brokerOffset, consumerOffset) and the consumer has received every body of `sent` in
+/// its deliveries from the `from`-th on.
+#[allow(clippy::too_many_arguments)]
+async fn progress_reaches(admin: &DefaultMQAdminExt, cluster: &Cluster, group: &str, topic: &str, want: &PerQueue<(i64, i64)>, received: &Mutex<Vec<String>>, sent: &[Sent], from: usize, bound: Duration) {
+    let deadline = Instant::now() + bound;
+    let bodies_wanted: BTreeSet<String> = sent.iter().map(|s| s.body.clone()).collect();
+    loop {
+        let bodies: BTreeSet<String> = received.lock().expect("sink").iter().skip(from).cloned().collect();
+        let got = progress(admin, cluster, group, topic).await;
+        if bodies == bodies_wanted && got.as_ref().is_ok_and(|(t, _)| t == want) {
+            return;
+        }
+        let missing = bodies_wanted.difference(&bodies).count();
+        assert!(Instant::now() < deadline, "within {bound:?}: {missing} bodies not received since delivery {from}; consumerProgress {got:?}, wanted {want:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Shard route mode (what the shipped profiles use): the 2-shard broker is the brokers
+/// `broker-a-s0` and `broker-a-s1`, and each answers the figures mqadmin sums over the
+/// brokers of a cluster or route for itself only. `FIGURES_SENT` messages go to a topic
+/// with 4 queues per shard-broker (8 in all) and a push consumer takes them; then, through
+/// the client's admin API as mqadmin's commands call it:
+/// - clusterList: exactly the two shard-brokers, each at its own address;
+/// - brokerStatus: each one's put and get counts are its own queues' messages (summing
+///   to what was sent), the host's under `host.<key>`, no `shard.<id>.<key>`;
+/// - topicStatus and consumerProgress: each of the 8 queues once (each shard-broker
+///   asked directly names only its own), offsets summing to what was sent;
+/// - statsAll: TOPIC_PUT_NUMS and GROUP_GET_NUMS minute/hour/day sums, per shard-broker
+///   its own, summing to what was sent (not twice it);
+/// - resetOffsetByTime, the group online: every queue once, at 0, and the consumer gets
+///   every message again; then offline (CONSUMER_NOT_ONLINE, so mqadmin's fallback
+///   resetOffsetByTimestampOld): every queue once rolled back to 0, and consumerProgress
+///   shows every consumer offset 0, the diff what was sent.
+async fn shard_mode_figures(serialize_type: SerializeType) {
+    capture_logs();
+    let started = Instant::now();
+    let label = common_interop::label_of(serialize_type);
+    let cluster = Cluster::start(BrokerPath::Direct, |c| {
+        ignore_disk_watermarks(c);
+        c.route_mode = RouteMode::Shard;
+    });
+    let mut admin = start_admin(&cluster, serialize_type).await;
+    let names = cluster.broker_names();
+    assert_eq!(names, [format!("{BROKER_NAME}-s0"), format!("{BROKER_NAME}-s1")]);
+    let addr = |name: &str| cluster.addr_of(name).to_string();
+    let (topic, group) = (format!("ShardFigT{label}"), format!("ShardFigCG{label}"));
+
+    // clusterList.
+    let info = bounded("cluster info", admin.examine_broker_cluster_info()).await.expect("GET_BROKER_CLUSTER_INFO");
+    let clusters: BTreeMap<String, BTreeSet<String>> =
+        info.cluster_addr_table.iter().flatten().map(|(cluster, names)| (cluster.to_string(), names.iter().map(|n| n.to_string()).collect())).collect();
+    assert_eq!(clusters, BTreeMap::from([(CLUSTER.to_string(), names.iter().cloned().collect())]), "clusterAddrTable");
+    let brokers: BTreeMap<String, (String, BTreeMap<u64, String>)> = info
+        .broker_addr_table
+        .iter()
+        .flatten()
+        .map(|(name, d)| (name.to_string(), (d.cluster().to_string(), d.broker_addrs().iter().map(|(id, a)| (*id, a.to_string())).collect())))
+        .collect();
+    let want: BTreeMap<String, (String, BTreeMap<u64, String>)> = names.iter().map(|n| (n.clone(), (CLUSTER.to_string(), BTreeMap::from([(0, addr(n))])))).collect();
+    assert_eq!(brokers, want, "brokerAddrTable");
+
+    // updateTopic -c: 4 queues on every broker of the cluster.
+    for name in &names {
+        let config = TopicConfig::with_perm(topic.as_str(), QUEUES as u32, QUEUES as u32, 6);
+        bounded("create topic", admin.create_and_update_topic_config(addr(name).into(), config)).await.expect("topic created");
+    }
+    for name in &names {
+        let got = bounded("topic config", admin.examine_topic_config(addr(name).into(), topic.clone().into())).await.expect("GET_TOPIC_CONFIG");
+        assert_eq!((got.read_queue_nums, got.write_queue_nums), (QUEUES as u32, QUEUES as u32), "{topic} on {name}");
+    }
+    let mut producer = common_interop::start_producer(&cluster, serialize_type, "figures-producer", format!("ShardFigPG{label}"), &topic).await;
+    let received: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink = received.clone();
+    let mut consumer = push_consumer(&cluster, serialize_type, "figures-push", &group).build();
+    consumer.subscribe(topic.as_str(), "*").await.expect("subscribe");
+    consumer.register_message_listener_concurrently(move |msgs: &[&MessageExt], _: &ConsumeConcurrentlyContext| {
+        let bodies = msgs.iter().map(|m| String::from_utf8_lossy(m.body().as_deref().unwrap_or_default()).to_string());
+        sink.lock().expect("sink").extend(bodies);
+        Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
+    });
+    bounded("push consumer start", consumer.start()).await.expect("push consumer starts");
+
+    let before = now_ms();
+    let sent = send(&mut producer, &topic, "fig", FIGURES_SENT).await;
+    producer.shutdown().await;
+    let ends = per_broker_queue(&sent, &names);
+    let on_broker = |name: &str| -> i64 { ends.iter().filter(|((b, _), _)| b == name).map(|(_, n)| n).sum() };
+    assert!(names.iter().all(|n| on_broker(n) > 0), "both shard-brokers hold some: {ends:?}");
+    let all = FIGURES_SENT as i64;
+
+    // consumerProgress: every message consumed and committed.
+    let consumed: PerQueue<(i64, i64)> = ends.iter().map(|(q, n)| (q.clone(), (*n, *n))).collect();
+    progress_reaches(&admin, &cluster, &group, &topic, &consumed, &received, &sent, 0, WAIT).await;
+    let (_, diff) = progress(&admin, &cluster, &group, &topic).await.expect("consumerProgress");
+    assert_eq!(diff, 0, "nothing left to consume");
+    assert_eq!(received.lock().expect("sink").len(), FIGURES_SENT, "each message delivered once");
+
+    // topicStatus: as mqadmin asks (the topic's route) and each shard-broker directly.
+    let stats = bounded("topic stats", admin.examine_topic_stats(topic.clone().into(), None)).await.expect("GET_TOPIC_STATS_INFO");
+    let got: PerQueue<(i64, i64)> = stats.get_offset_table().iter().map(|(mq, o)| ((mq.broker_name().to_string(), mq.queue_id()), (o.get_min_offset(), o.get_max_offset()))).collect();
+    let want: PerQueue<(i64, i64)> = ends.iter().map(|(q, n)| (q.clone(), (0, *n))).collect();
+    assert_eq!(got, want, "topicStatus: (minOffset, maxOffset) per queue");
+    assert_eq!(got.values().map(|(_, max)| max).sum::<i64>(), all);
+    for name in &names {
+        let one = bounded("topic stats", admin.examine_topic_stats(topic.clone().into(), Some(addr(name).into()))).await.expect("GET_TOPIC_STATS_INFO");
+        let listed: Vec<((String, i32), i64)> = one.get_offset_table().iter().map(|(mq, o)| ((mq.broker_name().to_string(), mq.queue_id()), o.get_max_offset())).collect();
+        let want: PerQueue<i64> = ends.iter().filter(|((b, _), _)| b == name).map(|(q, n)| (q.clone(), *n)).collect();
+        assert_eq!(once_each("GET_TOPIC_STATS_INFO", listed), want, "{name} answers its own queues only");
+    }
+
+    // brokerStatus: each shard-broker's own counts, the host's labelled.
+    for name in &names {
+        let rt = bounded("runtime stats", admin.fetch_broker_runtime_stats(addr(name).into())).await.expect("GET_BROKER_RUNTIME_INFO");
+        let table: BTreeMap<String, String> = rt.table.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let num = |k: &str| -> i64 { table.get(k).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{name}: {k} a number in {table:?}")) };
+        let shard_keys: Vec<&String> = table.keys().filter(|k| k.starts_with("shard.")).collect();
+        assert!(shard_keys.is_empty(), "{name}: no per-shard keys: {shard_keys:?}");
+        assert_eq!(table.get("routeMode").map(String::as_str), Some("shard"), "{name}");
+        let own = on_broker(name);
+        let counts = (num("putMessageTimesTotal"), num("msgPutTotalTodayNow"), num("msgGetTotalTodayNow"));
+        assert_eq!(counts, (own, own, own), "{name}: (putMessageTimesTotal, msgPutTotalTodayNow, msgGetTotalTodayNow) are its own");
+        let host = (num("host.putMessageTimesTotal"), num("host.msgPutTotalTodayNow"), num("host.msgGetTotalTodayNow"));
+        assert_eq!(host, (all, all, all), "{name}: the host's under host.<key>");
+    }
+
+    // statsAll: the topic's puts and the group's gets, per shard-broker its own.
+    for name in &names {
+        let own = on_broker(name) as u64;
+        for (stats_name, key) in [("TOPIC_PUT_NUMS", topic.clone()), ("GROUP_GET_NUMS", format!("{topic}@{group}"))] {
+            let data = admin.view_broker_stats_data(addr(name).into(), stats_name.into(), key.into());
+            let data = bounded("broker stats", data).await.expect("VIEW_BROKER_STATS_DATA");
+            let sums = (data.get_stats_minute().get_sum(), data.get_stats_hour().get_sum(), data.get_stats_day().get_sum());
+            assert_eq!(sums, (own, own, own), "{name} {stats_name}: minute, hour, day sums");
+        }
+    }
+
+    // resetOffsetByTime with the group online: every queue once, at 0; the consumer
+    // rewinds and gets every message again.
+    let delivered = received.lock().expect("sink").len();
+    let reset = admin.reset_offset_by_timestamp(None, topic.clone().into(), group.clone().into(), before as u64, true);
+    let offsets = bounded("reset offset", reset).await.expect("INVOKE_BROKER_TO_RESET_OFFSET with the consumer online");
+    let got: PerQueue<u64> = offsets.iter().map(|(mq, o)| ((mq.broker_name().to_string(), mq.queue_id()), *o)).collect();
+    let want: PerQueue<u64> = ends.keys().map(|q| (q.clone(), 0)).collect();
+    assert_eq!(got, want, "every queue rewound to its first message");
+    progress_reaches(&admin, &cluster, &group, &topic, &consumed, &received, &sent, delivered, WAIT + CLIENT_RESET_SETTLE).await;
+    bounded("push consumer shutdown", consumer.shutdown()).await;
+
+    // resetOffsetByTime with the group offline: CONSUMER_NOT_ONLINE, on which mqadmin
+    // resets through resetOffsetByTimestampOld (consume stats, a timestamp search and an
+    // offset update per queue of every broker of the route).
+    let reset = admin.reset_offset_by_timestamp(None, topic.clone().into(), group.clone().into(), before as u64, true).await;
+    check_refused("reset offset with no consumer online", reset, CONSUMER_NOT_ONLINE, None);
+    let rollback = admin.reset_offset_by_timestamp_old(None, group.clone().into(), topic.clone().into(), before as u64, true);
+    let rollback = bounded("reset offset (old)", rollback).await.expect("resetOffsetByTimestampOld");
+    let listed: Vec<((String, i32), (i64, i64, i64))> =
+        rollback.iter().map(|r| ((r.broker_name.to_string(), r.queue_id as i32), (r.broker_offset, r.consumer_offset, r.rollback_offset))).collect();
+    let want: PerQueue<(i64, i64, i64)> = ends.iter().map(|(q, n)| (q.clone(), (*n, *n, 0))).collect();
+    assert_eq!(once_each("resetOffsetByTimestampOld", listed), want, "(brokerOffset, consumerOffset, rollbackOffset) per queue");
+    let (after, diff) = progress(&admin, &cluster, &group, &topic).await.expect("consumerProgress");
+    let rewound: PerQueue<(i64, i64)> = ends.iter().map(|(q, n)| (q.clone(), (*n, 0))).collect();
+    assert_eq!(after, rewound, "consumerProgress after the reset: (brokerOffset, consumerOffset) per queue");
+    assert_eq!(diff, all, "the diff is everything sent");
+
+    bounded("admin shutdown", admin.shutdown()).await;
+    eprintln!("shard-mode admin figures ({label}) took {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_mode_binary_headers_mqadmin_figures() {
+    shard_mode_figures(SerializeType::ROCKETMQ).await;
+}
