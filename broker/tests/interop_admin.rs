@@ -23,6 +23,11 @@
 //!   (CONSUMER_NOT_ONLINE) and online (the client's push consumer rewinds: every message
 //!   is received again and the committed offsets end at the queues' ends).
 //!
+//! In shard route mode (`shard_mode_figures`): the commands mqadmin users run most
+//! (clusterList, brokerStatus, topicStatus, consumerProgress, statsAll,
+//! resetOffsetByTime) against the two shard-brokers, every queue once and every sum the
+//! messages sent, not once per shard-broker.
+//!
 //! Also checked: every request that changes state is logged with its caller's address
 //! (the broker's and NameServer's logs are captured by this binary's global subscriber).
 //!
