@@ -259,18 +259,30 @@ fn text_of(dom: &str, id: &str) -> String {
     dom[open..close].to_string()
 }
 
-/// Sends one message every few ms until stopped: the live page's traffic. `sent`
-/// counts what was acknowledged, from `started`.
+/// Sends one message every few ms until stopped: the live page's traffic. `history`
+/// holds (wall-clock ms, messages acknowledged by then) after each send, the last
+/// `LOAD_HISTORY_MAX`, so a rate on a page is compared with the load's own rate over
+/// the same window (a loaded machine does not send at one steady rate).
 struct Load {
     stop: Arc<AtomicBool>,
-    sent: Arc<std::sync::atomic::AtomicU64>,
+    history: Arc<std::sync::Mutex<std::collections::VecDeque<(i64, u64)>>>,
     started: Instant,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// Entries of `Load::history` kept: minutes of sends at one per 10 ms.
+const LOAD_HISTORY_MAX: usize = 1 << 15;
+
 impl Load {
-    fn sent(&self) -> u64 {
-        self.sent.load(Ordering::SeqCst)
+    /// Messages acknowledged by wall-clock time `at_ms`.
+    fn sent_at(&self, at_ms: i64) -> u64 {
+        let h = self.history.lock().unwrap();
+        h.iter().rev().find(|(t, _)| *t <= at_ms).map(|(_, n)| *n).unwrap_or(0)
+    }
+
+    /// Messages per second acknowledged between wall-clock times `from_ms` and `to_ms`.
+    fn rate_between(&self, from_ms: i64, to_ms: i64) -> f64 {
+        (self.sent_at(to_ms) - self.sent_at(from_ms)) as f64 * 1000.0 / (to_ms - from_ms).max(1) as f64
     }
 }
 
@@ -286,16 +298,21 @@ impl Drop for Load {
 fn load(namesrv: &str, topic: &str) -> Load {
     use ringmq_client::producer::{Producer, ProducerConfig};
     let stop = Arc::new(AtomicBool::new(false));
-    let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let (ns, topic, flag, count) = (namesrv.to_string(), topic.to_string(), stop.clone(), sent.clone());
+    let history = Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+    let (ns, topic, flag, log) = (namesrv.to_string(), topic.to_string(), stop.clone(), history.clone());
     let handle = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .name("dash-load")
         .spawn(move || async move {
             let producer = Producer::start(ProducerConfig::new(ringmq_client::ClientConfig::new([ns]), "dash-load")).await.expect("producer");
-            let mut n = 0u64;
+            let (mut n, mut acked) = (0u64, 0u64);
             while !flag.load(Ordering::SeqCst) {
                 if producer.send(ringmq_client::Message::new(topic.clone(), format!("load {n}"))).await.is_ok() {
-                    count.fetch_add(1, Ordering::SeqCst);
+                    acked += 1;
+                    let mut h = log.lock().unwrap();
+                    if h.len() == LOAD_HISTORY_MAX {
+                        h.pop_front();
+                    }
+                    h.push_back((ringmq_client::msgid::now_ms(), acked));
                 }
                 n += 1;
                 glommio::timer::sleep(Duration::from_millis(10)).await;
@@ -306,7 +323,7 @@ fn load(namesrv: &str, topic: &str) -> Load {
     let thread = std::thread::spawn(move || {
         let _ = handle.join();
     });
-    Load { stop, sent, started: Instant::now(), thread: Some(thread) }
+    Load { stop, history, started: Instant::now(), thread: Some(thread) }
 }
 
 #[test]
@@ -392,13 +409,16 @@ fn every_page_against_a_live_cluster_in_headless_chromium() {
         (pts.len() >= 3 && pts.iter().any(|p| p["inRate"].as_f64().unwrap_or(0.0) > 0.0 && p["p99Us"].is_number())).then_some(())
     });
     eventually("the load has run 12 s", || (traffic.started.elapsed() >= Duration::from_secs(12)).then_some(()));
-    let load_rate = || traffic.sent() as f64 / traffic.started.elapsed().as_secs_f64();
     let within = |what: &str, got: f64, want: f64| assert!((got - want).abs() <= want * RATE_TOLERANCE, "{what}: {got:.1} msg/s on the page, {want:.1} sent");
 
     // Cluster: one row per shard-broker, each with its own figures (their in-rates add
     // up to the load, not twice it), and no other shard's figures under it.
     let wanted: Vec<String> = SHARD_BROKERS.iter().map(|b| format!("broker-{b}-0")).collect();
+    let drawn_from_ms = ringmq_client::msgid::now_ms();
     let dom = browser.page(&url("/cluster"), &wanted.iter().map(String::as_str).collect::<Vec<_>>());
+    // The brokers' 10-s rates were read while the page loaded: the load's over the 10 s
+    // before the middle of that.
+    let drawn_ms = (drawn_from_ms + ringmq_client::msgid::now_ms()) / 2;
     assert!(dom.contains("Cluster DefaultCluster") && dom.contains(&c.broker), "{dom}");
     assert!(!dom.contains("Shards of"), "a shard-broker is one shard: {dom}");
     let mut in_rate = 0.0;
@@ -409,7 +429,7 @@ fn every_page_against_a_live_cluster_in_headless_chromium() {
         assert!(broker_row.contains(" %") && !broker_row.contains("days,") && broker_row.contains(" s"), "{broker_row}");
         in_rate += cell(broker_row, "in").parse::<f64>().unwrap_or_else(|e| panic!("{e}: {broker_row}"));
     }
-    within("Cluster in msg/s (10 s), summed over the shard-brokers", in_rate, load_rate());
+    within("Cluster in msg/s (10 s), summed over the shard-brokers", in_rate, traffic.rate_between(drawn_ms - 10_000, drawn_ms));
     browser.screenshot(&url("/cluster"), "cluster");
 
     // Topics, and one topic's per-queue offsets.
@@ -438,9 +458,16 @@ fn every_page_against_a_live_cluster_in_headless_chromium() {
     let points: usize = text_of(&dom, "live-points").parse().unwrap_or(0);
     assert!(points >= 3, "{dom}");
     assert!(dom.contains("Throughput (messages/s, all brokers)") && dom.contains("Send latency"), "{dom}");
+    // The last 4 points span 3 sampling intervals: the messages the page says arrived
+    // in them against the load's count over the same wall-clock window.
     let live = api(a, "/api/stats");
-    let last: Vec<f64> = live["points"].as_array().unwrap().iter().rev().take(3).map(|p| p["inRate"].as_f64().unwrap_or(0.0)).collect();
-    within("Live in rate (last 3 points, both shard-brokers)", last.iter().sum::<f64>() / last.len() as f64, load_rate());
+    let points = live["points"].as_array().unwrap();
+    let last = &points[points.len().saturating_sub(4)..];
+    assert_eq!(last.len(), 4, "{live}");
+    let t = |p: &serde_json::Value| p["t"].as_i64().unwrap();
+    let arrived: f64 = last.windows(2).map(|w| w[1]["inRate"].as_f64().unwrap_or(0.0) * (t(&w[1]) - t(&w[0])) as f64 / 1000.0).sum();
+    let (from_ms, to_ms) = (t(&last[0]), t(&last[3]));
+    within("Live in rate (last 3 intervals, both shard-brokers)", arrived * 1000.0 / (to_ms - from_ms) as f64, traffic.rate_between(from_ms, to_ms));
     browser.screenshot(&url("/live"), "live");
 
     // Messages by key (with its body), by id (detail), by time.
