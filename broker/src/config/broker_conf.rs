@@ -74,6 +74,9 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "brokerPermission",
     "brokerTopicEnable",
     "clusterTopicEnable",
+    "aclEnable",
+    "plainAclFile",
+    "innerClientAuthenticationCredentials",
 ];
 
 impl BrokerConfig {
@@ -186,6 +189,10 @@ impl BrokerConfig {
         if let Some(addr) = &self.ha_master_address {
             out.push(("haMasterAddress", addr.clone()));
         }
+        out.push(("aclEnable", self.acl_enable.to_string()));
+        if let Some(path) = &self.plain_acl_file {
+            out.push(("plainAclFile", path.display().to_string()));
+        }
         out
     }
 
@@ -264,6 +271,9 @@ pub(super) fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) 
         "brokerPermission" => config.broker_permission = parse_permission(value)?,
         "brokerTopicEnable" => config.broker_topic_enable = parse_bool(value)?,
         "clusterTopicEnable" => config.cluster_topic_enable = parse_bool(value)?,
+        "aclEnable" => config.acl_enable = parse_bool(value)?,
+        "plainAclFile" => config.plain_acl_file = Some(expand_home(value)),
+        "innerClientAuthenticationCredentials" => config.inner_client_authentication_credentials = Some(value.to_string()),
         "metricsExporterType" => config.metrics_exporter_type = parse_metrics_exporter(value)?,
         "metricsPromExporterHost" => config.metrics_prom_exporter_host = value.to_string(),
         "metricsPromExporterPort" => config.metrics_prom_exporter_port = parse_number(value)?,
@@ -589,13 +599,18 @@ mod tests {
         check("maxMessageSize=1024", Ok(with(|c| c.max_message_bytes = 1024)));
         // Apache keys with no meaning here are accepted (and listed); others refused.
         check("brokerNmae=a", Err(&["line 1", "did you mean `brokerName`?"]));
-        check("listenPort=1\naclEnable=true", Err(&["line 2", "`aclEnable` is an Apache RocketMQ setting RingMQ does not implement"]));
+        check("aclEnable=true", Ok(with(|c| c.acl_enable = true)));
+        check("aclEnable=true\nplainAclFile=/etc/ringmq/plain_acl.yml", Ok(with(|c| (c.acl_enable, c.plain_acl_file) = (true, Some("/etc/ringmq/plain_acl.yml".into())))));
+        check(
+            "innerClientAuthenticationCredentials={\"accessKey\":\"rocketmq2\",\"secretKey\":\"12345678\"}",
+            Ok(with(|c| c.inner_client_authentication_credentials = Some(r#"{"accessKey":"rocketmq2","secretKey":"12345678"}"#.into()))),
+        );
+        check("listenPort=1\naclEnable=maybe", Err(&["line 2", "`aclEnable=maybe`", "expected true or false"]));
         check(
             "sendMessageThreadPoolNums=16\naclEnable=false",
             Ok(with(|c| {
                 c.ignored_conf_keys = vec![
                     ("sendMessageThreadPoolNums".into(), conf_keys::IgnoredWhy::ThreadPool),
-                    ("aclEnable".into(), conf_keys::IgnoredWhy::FeatureOff),
                 ]
             })),
         );
@@ -667,7 +682,7 @@ mod tests {
         assert_eq!(c.role, BrokerRole::SyncMaster);
         assert!(c.slave_read_enable);
         let warning = c.ignored_keys_warning().expect("ignored keys are listed");
-        for key in ["sendMessageThreadPoolNums", "useReentrantLockWhenPutMessage", "serverSocketSndBufSize", "flushConsumerOffsetInterval", "aclEnable"] {
+        for key in ["sendMessageThreadPoolNums", "useReentrantLockWhenPutMessage", "serverSocketSndBufSize", "flushConsumerOffsetInterval"] {
             assert!(warning.contains(key), "{key} not in: {warning}");
         }
         assert!(warning.contains("one pinned thread per core"), "{warning}");
