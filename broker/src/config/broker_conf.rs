@@ -10,7 +10,8 @@
 //! `ignored_conf_keys`, or refused with its line number.
 //! Invariant: a key set twice is refused: Java's "last one wins" would hide a mistake.
 //! Invariant: `to_broker_conf` writes only keys `apply_conf_key` reads, and parsing
-//! what it writes gives the same settings (for every setting broker.conf can hold:
+//! what it writes gives the same settings, but for `innerClientAuthenticationCredentials`
+//! (a secret: never written back) (for every setting broker.conf can hold:
 //! TOML may put a disk watermark outside the range Apache clamps it to, which
 //! broker.conf refuses).
 //! Invariant: a disk watermark percentage is accepted only inside the range Apache
@@ -497,6 +498,9 @@ mod tests {
         brokerPermission=4
         brokerTopicEnable=false
         clusterTopicEnable=false
+        aclEnable=true
+        plainAclFile=/etc/ringmq/plain_acl.yml
+        innerClientAuthenticationCredentials={\"accessKey\":\"rocketmq2\",\"secretKey\":\"12345678\"}
     ";
 
     #[test]
@@ -547,6 +551,9 @@ mod tests {
             c.broker_topic_enable = false;
             c.cluster_topic_enable = false;
             c.route_mode = RouteMode::Shard;
+            c.acl_enable = true;
+            c.plain_acl_file = Some("/etc/ringmq/plain_acl.yml".into());
+            c.inner_client_authentication_credentials = Some(r#"{"accessKey":"rocketmq2","secretKey":"12345678"}"#.into());
         });
         expected.validate().unwrap();
         check(EVERY_CONF_KEY, Ok(expected));
@@ -621,6 +628,10 @@ mod tests {
         let original = BrokerConfig::from_broker_conf_str(EVERY_CONF_KEY).unwrap();
         let text: String = original.to_broker_conf().iter().map(|(k, v)| format!("{k}={v}\n")).collect();
         let again = BrokerConfig::from_broker_conf_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        // The broker's own secret is never written back.
+        assert!(!text.contains("12345678"), "{text}");
+        let mut original = original;
+        original.inner_client_authentication_credentials = None;
         assert_eq!(again, original, "{text}");
         // Every key it writes is one broker.conf reads.
         for (k, _) in original.to_broker_conf() {

@@ -63,7 +63,7 @@ impl BrokerConfig {
             Some(path) => {
                 let mut config = Self::load(path)?;
                 // Apache keeps plain_acl.yml in conf/ beside broker.conf: so does RingMQ.
-                if config.plain_acl_file.is_none() {
+                if config.acl_enable && config.plain_acl_file.is_none() {
                     config.plain_acl_file = Some(path.parent().unwrap_or(std::path::Path::new(".")).join(super::PLAIN_ACL_FILE_NAME));
                 }
                 config

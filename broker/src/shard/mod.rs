@@ -49,6 +49,7 @@ use crate::store::io::Clock;
 use consumers::ConsumerManager;
 use longpoll::PullWaiters;
 use mesh::{Batch, Envelope, Mesh, ShardEvent};
+pub use acl::{ACL_REFUSAL_LOG_INTERVAL_MS, ACL_RELOAD_INTERVAL_MS};
 pub use stats::ShardCounters;
 pub use pull::{PULL_BODY_BYTES_MAX, PULL_MESSAGES_MAX};
 use stats::ShardStats;
