@@ -15,6 +15,7 @@ use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
 use rocketmq_client_rust::{AclClientRPCHook, DefaultLitePullConsumer, DefaultMQProducer, SessionCredentials};
 use rocketmq_model::common::message::message_single::Message;
+use rocketmq_model::common::message::MessageTrait;
 use rocketmq_protocol::protocol::SerializeType;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -161,13 +162,12 @@ async fn rocketmq_client_with_acl(serialize_type: SerializeType) {
     // A wrong secret: the send is refused (the client does not retry NO_PERMISSION).
     let wrong = signed_producer(&cluster, serialize_type, "acl-wrong-secret", (RIGHT.0, "not-the-secret"), &topic).await;
     let msg = Message::builder().topic(topic.as_str()).body_slice(b"refused").build().expect("message");
-    let err = bounded("wrong-secret send", wrong.send(msg)).await.expect_err("a wrong secret is refused");
-    assert!(format!("{err:?}").contains("Check signature failed"), "{err:?}");
+    // (The client redacts the broker's remark; the raw requests below check it.)
+    bounded("wrong-secret send", wrong.send(msg)).await.expect_err("a wrong secret is refused");
     // Only SUB on every topic: the send is refused.
     let sub_only = signed_producer(&cluster, serialize_type, "acl-sub-only", SUB_ONLY, &topic).await;
     let msg = Message::builder().topic(topic.as_str()).body_slice(b"refused").build().expect("message");
-    let err = bounded("sub-only send", sub_only.send(msg)).await.expect_err("SUB only cannot send");
-    assert!(format!("{err:?}").contains("No default permission for topic:"), "{err:?}");
+    bounded("sub-only send", sub_only.send(msg)).await.expect_err("SUB only cannot send");
     let mut producer = producer;
     producer.shutdown().await;
 }
@@ -205,10 +205,18 @@ fn refusals_answer_no_permission_with_apache_remarks() {
     check(&cluster, signed(RemotingCommand::request(rq::DELETE_TOPIC_IN_BROKER).with_ext("topic", topic), SUB_ONLY), rs::NO_PERMISSION, "Need admin permission for request code=215");
     check(&cluster, signed(RemotingCommand::request(rq::GET_BROKER_RUNTIME_INFO), SUB_ONLY), rs::SUCCESS, "");
 
-    // 8 refusals above, counted per shard and summed here.
-    let metrics = cluster_metrics(&cluster);
-    let refusals: f64 = metrics.lines().filter(|l| l.starts_with("ringmq_acl_refusals")).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum();
-    assert_eq!(refusals, 8.0, "ringmq_acl_refusals in:\n{}", metrics.lines().filter(|l| l.contains("acl")).collect::<Vec<_>>().join("\n"));
+    // 8 refusals above, counted per shard and summed here (shards publish every second).
+    let refusals = || {
+        let metrics = cluster_metrics(&cluster);
+        let sum: f64 = metrics.lines().filter(|l| l.starts_with("ringmq_acl_refusals")).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum();
+        (sum, metrics.lines().filter(|l| l.contains("acl")).collect::<Vec<_>>().join("\n"))
+    };
+    let deadline = std::time::Instant::now() + WAIT;
+    while refusals().0 < 8.0 {
+        assert!(std::time::Instant::now() < deadline, "ringmq_acl_refusals never reached 8:\n{}", refusals().1);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(refusals().0, 8.0, "{}", refusals().1);
 }
 
 fn cluster_metrics(cluster: &Cluster) -> String {
