@@ -56,6 +56,10 @@ pub struct ClientConfig {
     pub route_refresh_interval_ms: u64,
     /// Header encoding of our requests (brokers answer in kind).
     pub serialize_type: SerializeType,
+    /// Access key / secret key (and optional security token) every request is signed
+    /// with, to brokers and NameServers alike, as Java's `AclClientRPCHook` (a broker
+    /// with `aclEnable=true` checks them); `None` sends none.
+    pub credentials: Option<crate::remoting::acl::Credentials>,
 }
 
 impl Default for ClientConfig {
@@ -69,6 +73,7 @@ impl Default for ClientConfig {
             heartbeat_interval_ms: 30_000,
             route_refresh_interval_ms: 30_000,
             serialize_type: SerializeType::Json,
+            credentials: None,
         }
     }
 }
@@ -408,6 +413,7 @@ impl ClientInstance {
         let timeout = Duration::from_millis(self.config.connect_timeout_ms);
         let conn = match Connection::connect(addr, timeout, self.config.serialize_type, Some(self.server_request_handler())).await {
             Ok(c) => {
+                c.set_credentials(self.config.credentials.clone().map(Rc::new));
                 self.unreachable.borrow_mut().remove(addr);
                 c
             }

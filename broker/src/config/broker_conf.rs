@@ -10,7 +10,8 @@
 //! `ignored_conf_keys`, or refused with its line number.
 //! Invariant: a key set twice is refused: Java's "last one wins" would hide a mistake.
 //! Invariant: `to_broker_conf` writes only keys `apply_conf_key` reads, and parsing
-//! what it writes gives the same settings (for every setting broker.conf can hold:
+//! what it writes gives the same settings, but for `innerClientAuthenticationCredentials`
+//! (a secret: never written back) (for every setting broker.conf can hold:
 //! TOML may put a disk watermark outside the range Apache clamps it to, which
 //! broker.conf refuses).
 //! Invariant: a disk watermark percentage is accepted only inside the range Apache
@@ -74,6 +75,9 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "brokerPermission",
     "brokerTopicEnable",
     "clusterTopicEnable",
+    "aclEnable",
+    "plainAclFile",
+    "innerClientAuthenticationCredentials",
 ];
 
 impl BrokerConfig {
@@ -186,6 +190,10 @@ impl BrokerConfig {
         if let Some(addr) = &self.ha_master_address {
             out.push(("haMasterAddress", addr.clone()));
         }
+        out.push(("aclEnable", self.acl_enable.to_string()));
+        if let Some(path) = &self.plain_acl_file {
+            out.push(("plainAclFile", path.display().to_string()));
+        }
         out
     }
 
@@ -264,6 +272,9 @@ pub(super) fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) 
         "brokerPermission" => config.broker_permission = parse_permission(value)?,
         "brokerTopicEnable" => config.broker_topic_enable = parse_bool(value)?,
         "clusterTopicEnable" => config.cluster_topic_enable = parse_bool(value)?,
+        "aclEnable" => config.acl_enable = parse_bool(value)?,
+        "plainAclFile" => config.plain_acl_file = Some(expand_home(value)),
+        "innerClientAuthenticationCredentials" => config.inner_client_authentication_credentials = Some(value.to_string()),
         "metricsExporterType" => config.metrics_exporter_type = parse_metrics_exporter(value)?,
         "metricsPromExporterHost" => config.metrics_prom_exporter_host = value.to_string(),
         "metricsPromExporterPort" => config.metrics_prom_exporter_port = parse_number(value)?,
@@ -487,6 +498,9 @@ mod tests {
         brokerPermission=4
         brokerTopicEnable=false
         clusterTopicEnable=false
+        aclEnable=true
+        plainAclFile=/etc/ringmq/plain_acl.yml
+        innerClientAuthenticationCredentials={\"accessKey\":\"rocketmq2\",\"secretKey\":\"12345678\"}
     ";
 
     #[test]
@@ -537,6 +551,9 @@ mod tests {
             c.broker_topic_enable = false;
             c.cluster_topic_enable = false;
             c.route_mode = RouteMode::Shard;
+            c.acl_enable = true;
+            c.plain_acl_file = Some("/etc/ringmq/plain_acl.yml".into());
+            c.inner_client_authentication_credentials = Some(r#"{"accessKey":"rocketmq2","secretKey":"12345678"}"#.into());
         });
         expected.validate().unwrap();
         check(EVERY_CONF_KEY, Ok(expected));
@@ -589,13 +606,18 @@ mod tests {
         check("maxMessageSize=1024", Ok(with(|c| c.max_message_bytes = 1024)));
         // Apache keys with no meaning here are accepted (and listed); others refused.
         check("brokerNmae=a", Err(&["line 1", "did you mean `brokerName`?"]));
-        check("listenPort=1\naclEnable=true", Err(&["line 2", "`aclEnable` is an Apache RocketMQ setting RingMQ does not implement"]));
+        check("aclEnable=true", Ok(with(|c| c.acl_enable = true)));
+        check("aclEnable=true\nplainAclFile=/etc/ringmq/plain_acl.yml", Ok(with(|c| (c.acl_enable, c.plain_acl_file) = (true, Some("/etc/ringmq/plain_acl.yml".into())))));
+        check(
+            "innerClientAuthenticationCredentials={\"accessKey\":\"rocketmq2\",\"secretKey\":\"12345678\"}",
+            Ok(with(|c| c.inner_client_authentication_credentials = Some(r#"{"accessKey":"rocketmq2","secretKey":"12345678"}"#.into()))),
+        );
+        check("listenPort=1\naclEnable=maybe", Err(&["line 2", "`aclEnable=maybe`", "expected true or false"]));
         check(
             "sendMessageThreadPoolNums=16\naclEnable=false",
             Ok(with(|c| {
                 c.ignored_conf_keys = vec![
                     ("sendMessageThreadPoolNums".into(), conf_keys::IgnoredWhy::ThreadPool),
-                    ("aclEnable".into(), conf_keys::IgnoredWhy::FeatureOff),
                 ]
             })),
         );
@@ -606,6 +628,10 @@ mod tests {
         let original = BrokerConfig::from_broker_conf_str(EVERY_CONF_KEY).unwrap();
         let text: String = original.to_broker_conf().iter().map(|(k, v)| format!("{k}={v}\n")).collect();
         let again = BrokerConfig::from_broker_conf_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        // The broker's own secret is never written back.
+        assert!(!text.contains("12345678"), "{text}");
+        let mut original = original;
+        original.inner_client_authentication_credentials = None;
         assert_eq!(again, original, "{text}");
         // Every key it writes is one broker.conf reads.
         for (k, _) in original.to_broker_conf() {
@@ -667,7 +693,7 @@ mod tests {
         assert_eq!(c.role, BrokerRole::SyncMaster);
         assert!(c.slave_read_enable);
         let warning = c.ignored_keys_warning().expect("ignored keys are listed");
-        for key in ["sendMessageThreadPoolNums", "useReentrantLockWhenPutMessage", "serverSocketSndBufSize", "flushConsumerOffsetInterval", "aclEnable"] {
+        for key in ["sendMessageThreadPoolNums", "useReentrantLockWhenPutMessage", "serverSocketSndBufSize", "flushConsumerOffsetInterval"] {
             assert!(warning.contains(key), "{key} not in: {warning}");
         }
         assert!(warning.contains("one pinned thread per core"), "{warning}");

@@ -60,7 +60,14 @@ impl BrokerConfig {
     /// Defaults ← the `--config` file ← flags, validated.
     pub fn from_args(args: &BrokerArgs) -> Result<Self, ConfigError> {
         let mut config = match &args.config {
-            Some(path) => Self::load(path)?,
+            Some(path) => {
+                let mut config = Self::load(path)?;
+                // Apache keeps plain_acl.yml in conf/ beside broker.conf: so does RingMQ.
+                if config.acl_enable && config.plain_acl_file.is_none() {
+                    config.plain_acl_file = Some(path.parent().unwrap_or(std::path::Path::new(".")).join(super::PLAIN_ACL_FILE_NAME));
+                }
+                config
+            }
             None => Self::default(),
         };
         config.apply_flags(args.clone());

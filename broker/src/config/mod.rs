@@ -46,6 +46,8 @@ pub use runtime_update::{parse_runtime_update, RuntimeUpdateError, RUNTIME_CONF_
 pub use validate::{MAX_MESSAGE_BYTES_LIMIT, SPIN_BEFORE_PARK_US_MAX};
 
 pub const DEFAULT_LISTEN_PORT: u16 = 10911;
+/// Apache's ACL file name (`conf/plain_acl.yml`).
+pub const PLAIN_ACL_FILE_NAME: &str = "plain_acl.yml";
 /// Bytes a stored record may add to its message body: the fixed fields (~100 bytes),
 /// the topic (≤ 127) and the properties (an i16 length, so < 32 KiB), rounded up.
 pub const RECORD_OVERHEAD_BYTES_MAX: u64 = 64 * KIB;
@@ -244,6 +246,20 @@ pub struct BrokerConfig {
     pub metrics_prom_exporter_host: String,
     /// Its port (`metricsPromExporterPort`, 5557; 0 picks a free one, logged).
     pub metrics_prom_exporter_port: u16,
+    /// RocketMQ's `aclEnable` (off by default, as Apache): every client request is
+    /// authenticated and authorized by the plain ACL of `plain_acl.yml` (`acl/`,
+    /// `shard/acl.rs`), as Apache 4.x's `PlainAccessValidator`.
+    pub acl_enable: bool,
+    /// Where `plain_acl.yml` is (`plainAclFile`, RingMQ's key: Apache takes
+    /// `$ROCKETMQ_HOME/conf/plain_acl.yml`, or `-Drocketmq.acl.plain.file`). Unset: next
+    /// to the `--config` file, else `<store root>/config/plain_acl.yml`
+    /// ([`BrokerConfig::plain_acl_path`]).
+    pub plain_acl_file: Option<PathBuf>,
+    /// RocketMQ 5's `innerClientAuthenticationCredentials`: `{"accessKey":"..",
+    /// "secretKey":".."}`, the credentials the broker signs its own requests with
+    /// (registration with NameServers), as Apache's `BrokerOuterAPI`. Never written
+    /// back (GET_BROKER_CONFIG): it holds a secret.
+    pub inner_client_authentication_credentials: Option<String>,
     /// Apache RocketMQ broker.conf keys accepted with no effect here, and why
     /// (`conf_keys.rs`); logged once at start-up. Never read from TOML.
     #[serde(skip)]
@@ -303,6 +319,9 @@ impl Default for BrokerConfig {
             metrics_exporter_type: MetricsExporter::Disable,
             metrics_prom_exporter_host: String::new(),
             metrics_prom_exporter_port: METRICS_PROM_PORT_DEFAULT,
+            acl_enable: false,
+            plain_acl_file: None,
+            inner_client_authentication_credentials: None,
             ignored_conf_keys: Vec::new(),
             store: StoreConfig::default(),
         };
@@ -323,6 +342,30 @@ impl BrokerConfig {
             Self::from_broker_conf_str(&text)
         };
         parsed.map_err(|e| ConfigError::File { path: path.to_path_buf(), source: Box::new(e) })
+    }
+
+    /// The `plain_acl.yml` the ACL reads: `plain_acl_file`, or `<store root>/config/`.
+    pub fn plain_acl_path(&self) -> PathBuf {
+        self.plain_acl_file.clone().unwrap_or_else(|| self.store_root.join("config").join(PLAIN_ACL_FILE_NAME))
+    }
+
+    /// The broker's own request credentials (`innerClientAuthenticationCredentials`);
+    /// `Err` says why the JSON is refused.
+    pub fn inner_credentials(&self) -> Result<Option<ringmq_client::remoting::acl::Credentials>, String> {
+        let Some(text) = self.inner_client_authentication_credentials.as_deref().filter(|t| !t.trim().is_empty()) else { return Ok(None) };
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Keys {
+            access_key: Option<String>,
+            secret_key: Option<String>,
+            security_token: Option<String>,
+        }
+        let keys: Keys = serde_json::from_str(text).map_err(|e| format!("expected {{\"accessKey\":\"..\",\"secretKey\":\"..\"}}: {e}"))?;
+        match (keys.access_key.filter(|k| !k.is_empty()), keys.secret_key.filter(|k| !k.is_empty())) {
+            (Some(access_key), Some(secret_key)) => Ok(Some(ringmq_client::remoting::acl::Credentials { access_key, secret_key, security_token: keys.security_token })),
+            // Apache's `newAclRPCHook`: a blank key means no signing.
+            _ => Ok(None),
+        }
     }
 
     fn derive_bounds(&mut self) {

@@ -31,6 +31,7 @@ impl BrokerConfig {
             .and_then(|()| self.check_placement())
             .and_then(|()| self.check_limits())
             .and_then(|()| self.check_schedule())
+            .and_then(|()| self.inner_credentials().map(|_| ()).map_err(|e| format!("innerClientAuthenticationCredentials: {e}")))
             .map_err(ConfigError::Invalid)?;
         self.store.validate()?;
         Ok(())

@@ -19,6 +19,7 @@ use ringmq_client::net::Connection;
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::frame::SerializeType;
 use std::future::Future;
+use std::path::Path;
 use std::time::Duration;
 
 /// An executor and the IO a shard runs on. Clones share one runtime.
@@ -40,6 +41,48 @@ pub trait Runtime: Clone + 'static {
     /// One request/response exchange with a server outside this process (a
     /// NameServer) on a fresh connection, all within `timeout`.
     fn call_remote(&self, addr: &str, cmd: RemotingCommand, timeout: Duration) -> impl Future<Output = Result<RemotingCommand, String>> + 'static;
+    /// The stamp of a small configuration file outside the store (`plain_acl.yml`),
+    /// `Ok(None)` when it does not exist: polled to see whether it changed.
+    fn conf_file_stamp(&self, path: &Path) -> impl Future<Output = Result<Option<ConfStamp>, String>> + 'static;
+    /// Such a file's stamp and bytes; more than `max_bytes` is an error (nothing read).
+    fn read_conf_file(&self, path: &Path, max_bytes: u64) -> impl Future<Output = Result<(ConfStamp, Vec<u8>), String>> + 'static;
+}
+
+/// What says a configuration file changed: its length and modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConfStamp {
+    pub len: u64,
+    pub modified_ns: u128,
+}
+
+fn conf_stamp(path: &Path) -> Result<Option<ConfStamp>, String> {
+    match std::fs::metadata(path) {
+        Ok(m) => {
+            let modified_ns = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
+            Ok(Some(ConfStamp { len: m.len(), modified_ns }))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// Reads a small file off the shard thread's hot path (blocking std IO on glommio's
+/// blocking pool): a configuration file may live on any filesystem, where O_DIRECT (the
+/// store's DMA files) may not be allowed.
+fn read_conf(path: &Path, max_bytes: u64) -> Result<(ConfStamp, Vec<u8>), String> {
+    use std::io::Read;
+    let stamp = conf_stamp(path)?.ok_or_else(|| format!("{}: no such file", path.display()))?;
+    if stamp.len > max_bytes {
+        return Err(format!("{}: {} bytes, more than {max_bytes}", path.display(), stamp.len));
+    }
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut bytes = Vec::with_capacity(stamp.len as usize);
+    // One byte past the bound tells a file that grew since its stamp.
+    file.take(max_bytes + 1).read_to_end(&mut bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(format!("{}: more than {max_bytes} bytes", path.display()));
+    }
+    Ok((stamp, bytes))
 }
 
 /// One shard's end of the bounded channels to every other shard.
@@ -95,6 +138,14 @@ impl Runtime for Glommio {
             conn.close();
             answer
         }
+    }
+    fn conf_file_stamp(&self, path: &Path) -> impl Future<Output = Result<Option<ConfStamp>, String>> + 'static {
+        let path = path.to_path_buf();
+        async move { glommio::executor().spawn_blocking(move || conf_stamp(&path)).await }
+    }
+    fn read_conf_file(&self, path: &Path, max_bytes: u64) -> impl Future<Output = Result<(ConfStamp, Vec<u8>), String>> + 'static {
+        let path = path.to_path_buf();
+        async move { glommio::executor().spawn_blocking(move || read_conf(&path, max_bytes)).await }
     }
 }
 

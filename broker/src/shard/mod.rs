@@ -12,6 +12,7 @@
 //! Architecture Invariant: shard state is `!Send` and touched only by its executor;
 //! `RefCell` borrows are never held across an await.
 
+mod acl;
 pub mod consumers;
 pub mod delay;
 pub mod timer;
@@ -48,6 +49,7 @@ use crate::store::io::Clock;
 use consumers::ConsumerManager;
 use longpoll::PullWaiters;
 use mesh::{Batch, Envelope, Mesh, ShardEvent};
+pub use acl::{ACL_REFUSAL_LOG_INTERVAL_MS, ACL_RELOAD_INTERVAL_MS};
 pub use stats::ShardCounters;
 pub use pull::{PULL_BODY_BYTES_MAX, PULL_MESSAGES_MAX};
 use stats::ShardStats;
@@ -139,6 +141,8 @@ struct Clients {
     conns: RefCell<HashMap<u64, chan::Sender<RemotingCommand>>>,
     /// Requests sent to this shard's clients, waiting for their answers.
     calls: RefCell<client_calls::ClientCalls>,
+    /// Who may do what (`aclEnable`): this shard's copy of the plain ACL (`acl.rs`).
+    acl: acl::ShardAcl,
 }
 
 /// One core's state: the store, the metadata replicas, connections and dispatch, plus
@@ -324,6 +328,7 @@ impl<R: Runtime> Shard<R> {
             rt.spawn(shard.clone().run_txn_checks());
             rt.spawn(shard.clone().run_txn_persist());
         }
+        shard.open_acl().await?;
         if id == META_OWNER_SHARD {
             shard.broadcast_topics();
             shard.mesh.broadcast(shard.groups_event());
@@ -392,6 +397,7 @@ impl<R: Runtime> Shard<R> {
             scrubbed_bytes: stats.scrubbed_bytes,
             scrub_corrupt_records: stats.scrub_corrupt_records,
             disk_watermark_crossings: stats.disk_watermark_crossings,
+            acl_refusals: self.clients.acl.refusals(),
         }
     }
 
@@ -485,6 +491,13 @@ impl<R: Runtime> Shard<R> {
     /// Handles a request that arrived on this shard's socket; `None` for oneway.
     pub async fn handle(self: &Rc<Self>, mut cmd: RemotingCommand, ctx: ConnCtx) -> Option<RemotingCommand> {
         self.stats.on_request_arrived();
+        // The plain ACL, on the request as the client signed it (before any field is
+        // stripped or stamped) and once: a forwarded request is not checked again.
+        if self.config.borrow().acl_enable {
+            if let Some(refusal) = self.acl_refusal(&cmd, ctx) {
+                return (!cmd.is_oneway()).then_some(refusal);
+            }
+        }
         // Private fields only the broker sets (through `call_internal`): a client's
         // values are dropped.
         cmd.ext_fields.remove(sendback::RETRY_OF_GROUP_EXT);

@@ -26,7 +26,12 @@ impl<R: Runtime> Shard<R> {
         register_request(self.topic_config_wrapper(), &self.config(), self.client_broker_name(), self.store_host())
     }
 
-    async fn call_namesrv(&self, addr: &str, cmd: RemotingCommand) -> Result<RemotingCommand, String> {
+    async fn call_namesrv(&self, addr: &str, mut cmd: RemotingCommand) -> Result<RemotingCommand, String> {
+        // Apache 5's BrokerOuterAPI signs with innerClientAuthenticationCredentials
+        // (checked valid at start-up).
+        if let Ok(Some(credentials)) = self.config().inner_credentials() {
+            ringmq_client::remoting::acl::sign(&mut cmd, &credentials);
+        }
         self.rt.call_remote(addr, cmd, Duration::from_millis(NAMESRV_CALL_TIMEOUT_MS)).await
     }
 

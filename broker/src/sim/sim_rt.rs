@@ -234,4 +234,13 @@ impl Runtime for SimRt {
         let refusal = format!("{addr}: the simulator has no servers outside the broker");
         async move { Err(refusal) }
     }
+    fn conf_file_stamp(&self, path: &std::path::Path) -> impl Future<Output = Result<Option<crate::rt::ConfStamp>, String>> + 'static {
+        // Nothing outside the SimDisk exists in a simulation: refused, not faked.
+        let refusal = format!("{}: the simulator has no configuration files", path.display());
+        async move { Err(refusal) }
+    }
+    fn read_conf_file(&self, path: &std::path::Path, _max_bytes: u64) -> impl Future<Output = Result<(crate::rt::ConfStamp, Vec<u8>), String>> + 'static {
+        let refusal = format!("{}: the simulator has no configuration files", path.display());
+        async move { Err(refusal) }
+    }
 }

@@ -401,6 +401,11 @@ impl Cluster {
         SocketAddr::from(([127, 0, 0, 1], broker.shard_addrs[i].port()))
     }
 
+    /// Where the broker serves `/metrics` (when started with the Prometheus exporter).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.broker.as_ref()?.metrics_addr
+    }
+
     /// Every client ↔ broker frame (`BrokerPath::Proxied` only).
     pub fn broker_proxy(&self) -> &RecordingProxy {
         self.broker_proxy.as_ref().expect("a cluster started with BrokerPath::Proxied")

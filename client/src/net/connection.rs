@@ -12,9 +12,12 @@
 //! - once the socket fails, the connection is closed for good: every waiter gets
 //!   `ConnectionClosed` at once and the owner opens a new connection on the next call;
 //! - `!Send`: a connection belongs to the executor that opened it.
+//! - with credentials set (`set_credentials`), every request and oneway leaving it is
+//!   signed as Java's `AclClientRPCHook` signs (`remoting::acl`).
 
 use crate::error::ClientError;
 use crate::remoting::codes::response_code as rs;
+use crate::remoting::acl::Credentials;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::frame::{FrameLimits, SerializeType, FRAME_LEN_MAX_BYTES};
 use bytes::BytesMut;
@@ -96,6 +99,8 @@ pub struct Connection {
     next_opaque: Cell<i32>,
     serialize_type: SerializeType,
     tasks: RefCell<Vec<JoinHandle<()>>>,
+    /// Every request is signed with these (Java's `AclClientRPCHook`) when set.
+    credentials: RefCell<Option<Rc<Credentials>>>,
 }
 
 impl Connection {
@@ -200,6 +205,7 @@ impl Connection {
             next_opaque: Cell::new(1),
             serialize_type,
             tasks: RefCell::new(vec![writer_task, reader_task]),
+            credentials: RefCell::new(None),
         }))
     }
 
@@ -209,6 +215,18 @@ impl Connection {
 
     pub fn is_closed(&self) -> bool {
         self.shared.closed.get()
+    }
+
+    /// Signs every later request (AccessKey, SecurityToken, Signature) with `credentials`.
+    pub fn set_credentials(&self, credentials: Option<Rc<Credentials>>) {
+        *self.credentials.borrow_mut() = credentials;
+    }
+
+    fn signed(&self, mut cmd: RemotingCommand) -> RemotingCommand {
+        if let Some(c) = self.credentials.borrow().as_deref() {
+            crate::remoting::acl::sign(&mut cmd, c);
+        }
+        cmd
     }
 
     fn opaque(&self) -> i32 {
@@ -232,7 +250,7 @@ impl Connection {
             glommio::timer::sleep(Duration::from_micros(200)).await;
         }
         let opaque = self.opaque();
-        let cmd = cmd.with_opaque(opaque).with_serialize_type(self.serialize_type);
+        let cmd = self.signed(cmd.with_opaque(opaque).with_serialize_type(self.serialize_type));
         let slot = Rc::new(Slot::default());
         self.shared.pending.borrow_mut().insert(opaque, slot.clone());
         let exchange = async {
@@ -256,7 +274,7 @@ impl Connection {
         if self.is_closed() {
             return Err(ClientError::ConnectionClosed { addr: self.shared.addr.clone() });
         }
-        let cmd = cmd.with_opaque(self.opaque()).with_serialize_type(self.serialize_type).oneway();
+        let cmd = self.signed(cmd.with_opaque(self.opaque()).with_serialize_type(self.serialize_type).oneway());
         self.tx.send(cmd).await.map_err(|_| ClientError::ConnectionClosed { addr: self.shared.addr.clone() })
     }
 

@@ -18,6 +18,7 @@
 //! (which the frame decoder has already bounded). Decoding is lenient where real clients
 //! disagree (DESIGN.md §6, "Client dialects"); encoding is strict.
 
+pub mod acl;
 pub mod admin;
 pub mod batch;
 pub mod bodies;

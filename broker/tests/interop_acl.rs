@@ -1,0 +1,277 @@
+//! The plain ACL (`aclEnable=true`, issue 26 phase 1) against independent clients: the
+//! crates.io `rocketmq-client-rust` with its `AclClientRPCHook` (Apache's signing) and
+//! the RingMQ client's `ClientConfig::credentials`, on a broker whose `plain_acl.yml`
+//! this file writes. Raw signed requests check the exact answers (NO_PERMISSION, 16,
+//! with Apache's remarks).
+//!
+//! Invariants: no fixed ports (the `common_interop` cluster binds port 0); every wait is
+//! bounded by `WAIT`; each test has its own cluster and ACL file.
+
+mod common_interop;
+
+use common_interop::{bounded, client_runtime, on_glommio, raw_call, test_both_encodings, wait_until, BrokerPath, Cluster, QUEUES};
+use ringmq_client::remoting::acl::{sign, Credentials};
+use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
+use ringmq_client::remoting::command::RemotingCommand;
+use rocketmq_client_rust::{AclClientRPCHook, DefaultLitePullConsumer, DefaultMQProducer, SessionCredentials};
+use rocketmq_model::common::message::message_single::Message;
+use rocketmq_model::common::message::MessageTrait;
+use rocketmq_protocol::protocol::SerializeType;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Bound on any single wait for the cluster or the client (`common_interop` uses it too).
+const WAIT: Duration = Duration::from_secs(20);
+
+const ADMIN: (&str, &str) = ("adminAccount", "adminSecret1");
+const RIGHT: (&str, &str) = ("rightAccount", "rightSecret1");
+const SUB_ONLY: (&str, &str) = ("subAccount1", "subSecret12");
+
+fn acl_yaml(extra: &str) -> String {
+    format!(
+        "globalWhiteRemoteAddresses: []\n\
+         accounts:\n\
+         \x20 - accessKey: {}\n    secretKey: {}\n    admin: true\n\
+         \x20 - accessKey: {}\n    secretKey: {}\n    defaultTopicPerm: DENY\n    defaultGroupPerm: SUB\n    topicPerms:\n      - AclTopicJson=PUB|SUB\n      - AclTopicBin=PUB|SUB\n      - AclRingTopic=PUB|SUB\n\
+         \x20 - accessKey: {}\n    secretKey: {}\n    defaultTopicPerm: SUB\n    defaultGroupPerm: SUB\n{extra}",
+        ADMIN.0, ADMIN.1, RIGHT.0, RIGHT.1, SUB_ONLY.0, SUB_ONLY.1
+    )
+}
+
+/// A cluster with `aclEnable` and the ACL file at `dir/plain_acl.yml`.
+fn acl_cluster(dir: &Path) -> (Cluster, PathBuf) {
+    let file = dir.join("plain_acl.yml");
+    std::fs::write(&file, acl_yaml("")).expect("write plain_acl.yml");
+    let f = file.clone();
+    let cluster = Cluster::start(BrokerPath::Direct, move |c| {
+        c.acl_enable = true;
+        c.plain_acl_file = Some(f);
+        // The broker signs its own registrations (RingMQ's NameServer does not check).
+        c.inner_client_authentication_credentials = Some(format!(r#"{{"accessKey":"{}","secretKey":"{}"}}"#, ADMIN.0, ADMIN.1));
+    });
+    (cluster, file)
+}
+
+fn signed(mut cmd: RemotingCommand, (ak, sk): (&str, &str)) -> RemotingCommand {
+    sign(&mut cmd, &Credentials::new(ak, sk));
+    cmd
+}
+
+fn create_topic_cmd(topic: &str) -> RemotingCommand {
+    RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)
+        .with_ext("topic", topic)
+        .with_ext("defaultTopic", "TBW102")
+        .with_ext("readQueueNums", QUEUES.to_string())
+        .with_ext("writeQueueNums", QUEUES.to_string())
+        .with_ext("perm", "6")
+        .with_ext("topicFilterType", "SINGLE_TAG")
+}
+
+fn send_cmd(topic: &str, body: &str) -> RemotingCommand {
+    let mut cmd = RemotingCommand::request(rq::SEND_MESSAGE_V2)
+        .with_ext("a", "PG-acl")
+        .with_ext("b", topic)
+        .with_ext("c", "TBW102")
+        .with_ext("d", QUEUES.to_string())
+        .with_ext("e", "0")
+        .with_ext("f", "0")
+        .with_ext("g", "0")
+        .with_ext("h", "0")
+        .with_ext("i", "")
+        .with_ext("j", "0")
+        .with_ext("k", "false")
+        .with_ext("m", "false");
+    cmd.body = bytes::Bytes::copy_from_slice(body.as_bytes());
+    cmd
+}
+
+/// `(code, remark piece)` of a raw request's answer.
+fn check(cluster: &Cluster, cmd: RemotingCommand, code: i32, remark: &str) {
+    let what = format!("code {} ext {:?}", cmd.code, cmd.ext_fields);
+    let r = raw_call(cluster.broker_addr(), cmd);
+    assert_eq!(r.code, code, "{what}: remark {:?}", r.remark);
+    assert!(r.remark.as_deref().unwrap_or("").contains(remark), "{what}: remark {:?} lacks {remark:?}", r.remark);
+}
+
+fn hook((ak, sk): (&str, &str)) -> Arc<AclClientRPCHook> {
+    Arc::new(AclClientRPCHook::new(SessionCredentials::with_keys(ak, sk)))
+}
+
+async fn signed_producer(cluster: &Cluster, serialize_type: SerializeType, scope: &'static str, creds: (&str, &str), topic: &str) -> DefaultMQProducer {
+    let mut producer = DefaultMQProducer::builder(client_runtime(scope, serialize_type))
+        .producer_group(format!("PG-{scope}"))
+        .name_server_addr(cluster.namesrv_addr())
+        .send_msg_timeout(5_000)
+        .retry_times_when_send_failed(0)
+        .rpc_hook(hook(creds))
+        .build();
+    bounded("producer start", producer.start()).await.expect("producer starts");
+    common_interop::await_route(&mut producer, topic).await;
+    producer
+}
+
+/// A signed RocketMQ producer sends, a signed lite-pull consumer reads every message
+/// back; the same producer with a wrong secret, or an account with only SUB, cannot send.
+async fn rocketmq_client_with_acl(serialize_type: SerializeType) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+    let (cluster, _file) = acl_cluster(dir.path());
+    let topic = format!("AclTopic{}", common_interop::label_of(serialize_type));
+    check(&cluster, signed(create_topic_cmd(&topic), ADMIN), rs::SUCCESS, "");
+
+    let producer = signed_producer(&cluster, serialize_type, "acl-producer", RIGHT, &topic).await;
+    let mut sent = HashSet::new();
+    for i in 0..8 {
+        let body = format!("acl-{i}");
+        let msg = Message::builder().topic(topic.as_str()).body_slice(body.as_bytes()).build().expect("message");
+        bounded("signed send", producer.send(msg)).await.expect("a signed send with the right account succeeds");
+        sent.insert(body);
+    }
+
+    let consumer = DefaultLitePullConsumer::builder(client_runtime("acl-lite-pull", serialize_type))
+        .consumer_group(format!("CG-acl-{}", common_interop::label_of(serialize_type)))
+        .name_server_addr(cluster.namesrv_addr())
+        .pull_batch_size(8)
+        .poll_timeout_millis(500)
+        .broker_suspend_max_time_millis(1_000)
+        .consumer_timeout_millis_when_suspend(3_000)
+        .auto_commit(false)
+        .rpc_hook(hook(RIGHT))
+        .build()
+        .expect("lite pull consumer");
+    consumer.set_sub_expression_for_assign(topic.as_str(), "*").await.expect("sub expression");
+    bounded("lite pull start", consumer.start()).await.expect("lite pull starts");
+    let queues = bounded("fetch queues", consumer.fetch_message_queues(topic.as_str())).await.expect("queues");
+    consumer.assign(queues.clone()).await.expect("assign");
+    for q in &queues {
+        consumer.seek(q, 0).await.expect("seek to 0");
+    }
+    let mut got = HashSet::new();
+    let deadline = Instant::now() + WAIT;
+    while got.len() < sent.len() {
+        assert!(Instant::now() < deadline, "signed consumer read {} of {}", got.len(), sent.len());
+        for m in consumer.poll_with_timeout(300).await {
+            got.insert(String::from_utf8(m.get_body().map(|b| b.to_vec()).unwrap_or_default()).expect("utf-8"));
+        }
+    }
+    assert_eq!(got, sent);
+    consumer.shutdown().await;
+
+    // A wrong secret: the send is refused (the client does not retry NO_PERMISSION).
+    let wrong = signed_producer(&cluster, serialize_type, "acl-wrong-secret", (RIGHT.0, "not-the-secret"), &topic).await;
+    let msg = Message::builder().topic(topic.as_str()).body_slice(b"refused").build().expect("message");
+    // (The client redacts the broker's remark; the raw requests below check it.)
+    bounded("wrong-secret send", wrong.send(msg)).await.expect_err("a wrong secret is refused");
+    // Only SUB on every topic: the send is refused.
+    let sub_only = signed_producer(&cluster, serialize_type, "acl-sub-only", SUB_ONLY, &topic).await;
+    let msg = Message::builder().topic(topic.as_str()).body_slice(b"refused").build().expect("message");
+    bounded("sub-only send", sub_only.send(msg)).await.expect_err("SUB only cannot send");
+    let mut producer = producer;
+    producer.shutdown().await;
+}
+
+test_both_encodings!(rocketmq_client_signs_and_is_checked_json, rocketmq_client_signs_and_is_checked_binary, rocketmq_client_with_acl);
+
+/// Exact answers to raw requests: each refusal kind with Apache's remark, admin codes,
+/// and the refusal counter in `/metrics`.
+#[test]
+fn refusals_answer_no_permission_with_apache_remarks() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+    let file = dir.path().join("plain_acl.yml");
+    std::fs::write(&file, acl_yaml("")).expect("write plain_acl.yml");
+    let f = file.clone();
+    let cluster = Cluster::start(BrokerPath::Direct, move |c| {
+        c.acl_enable = true;
+        c.plain_acl_file = Some(f);
+        c.metrics_exporter_type = ringmq_broker::config::MetricsExporter::Prom;
+        c.metrics_prom_exporter_host = "127.0.0.1".into();
+        c.metrics_prom_exporter_port = 0;
+    });
+    let topic = "AclRaw";
+    check(&cluster, create_topic_cmd(topic), rs::NO_PERMISSION, "No accessKey is configured");
+    check(&cluster, signed(create_topic_cmd(topic), ("nobody12", "whatever1")), rs::NO_PERMISSION, "No acl config for nobody12");
+    check(&cluster, signed(create_topic_cmd(topic), (ADMIN.0, "wrong-secret")), rs::NO_PERMISSION, "Check signature failed for accessKey=adminAccount");
+    check(&cluster, signed(create_topic_cmd(topic), RIGHT), rs::NO_PERMISSION, "Need admin permission for request code=17, but accessKey=rightAccount is not");
+    check(&cluster, signed(create_topic_cmd(topic), ADMIN), rs::SUCCESS, "");
+    check(&cluster, signed(send_cmd(topic, "x"), SUB_ONLY), rs::NO_PERMISSION, "No default permission for topic:AclRaw (needs PUB");
+    check(&cluster, signed(send_cmd(topic, "x"), RIGHT), rs::NO_PERMISSION, "No default permission for topic:AclRaw (needs PUB, accessKey=rightAccount has DENY)");
+    check(&cluster, signed(send_cmd(topic, "x"), ADMIN), rs::SUCCESS, "");
+    // A body changed after signing.
+    let mut tampered = signed(send_cmd(topic, "x"), ADMIN);
+    tampered.body = bytes::Bytes::from_static(b"y");
+    check(&cluster, tampered, rs::NO_PERMISSION, "Check signature failed");
+    check(&cluster, signed(RemotingCommand::request(rq::DELETE_TOPIC_IN_BROKER).with_ext("topic", topic), SUB_ONLY), rs::NO_PERMISSION, "Need admin permission for request code=215");
+    check(&cluster, signed(RemotingCommand::request(rq::GET_BROKER_RUNTIME_INFO), SUB_ONLY), rs::SUCCESS, "");
+
+    // 8 refusals above, counted per shard and summed here (shards publish every second).
+    let refusals = || {
+        let metrics = cluster_metrics(&cluster);
+        let sum: f64 = metrics.lines().filter(|l| l.starts_with("ringmq_acl_refusals")).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum();
+        (sum, metrics.lines().filter(|l| l.contains("acl")).collect::<Vec<_>>().join("\n"))
+    };
+    let deadline = std::time::Instant::now() + WAIT;
+    while refusals().0 < 8.0 {
+        assert!(std::time::Instant::now() < deadline, "ringmq_acl_refusals never reached 8:\n{}", refusals().1);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(refusals().0, 8.0, "{}", refusals().1);
+}
+
+fn cluster_metrics(cluster: &Cluster) -> String {
+    use std::io::{Read, Write};
+    let addr = cluster.metrics_addr().expect("metrics endpoint");
+    let mut s = std::net::TcpStream::connect(addr).expect("connect metrics");
+    s.set_read_timeout(Some(WAIT)).expect("timeout");
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").expect("request");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("metrics answer");
+    out
+}
+
+/// A changed `plain_acl.yml` is applied without a restart; a broken one keeps the rules.
+#[test]
+fn the_file_reloads_and_a_bad_one_keeps_the_rules() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+    let (cluster, file) = acl_cluster(dir.path());
+    let late = ("lateAccount", "lateSecret1");
+    let probe = || raw_call(cluster.broker_addr(), signed(RemotingCommand::request(rq::GET_BROKER_RUNTIME_INFO), late));
+    assert_eq!(probe().code, rs::NO_PERMISSION);
+    std::fs::write(&file, acl_yaml(&format!("\x20 - accessKey: {}\n    secretKey: {}\n", late.0, late.1))).expect("rewrite");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
+    rt.block_on(wait_until("the new account is accepted", || probe().code == rs::SUCCESS));
+    // A broken file: the rules in force stay (the late account still works).
+    std::fs::write(&file, "accounts: [\n  this is not yaml").expect("break");
+    std::thread::sleep(Duration::from_millis(ringmq_broker::shard::ACL_RELOAD_INTERVAL_MS + 1_000));
+    assert_eq!(probe().code, rs::SUCCESS, "a broken file keeps the rules loaded before");
+}
+
+/// The RingMQ client signs with `ClientConfig::credentials`: sends succeed with the
+/// right account and fail with a wrong secret.
+#[test]
+fn ringmq_client_signs_its_requests() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+    let (cluster, _file) = acl_cluster(dir.path());
+    let topic = "AclRingTopic";
+    check(&cluster, signed(create_topic_cmd(topic), ADMIN), rs::SUCCESS, "");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
+    let ns = cluster.namesrv_addr();
+    rt.block_on(wait_until("route", || cluster.namesrv_routes(topic)));
+    let outcome = |secret: &'static str| {
+        let ns = ns.clone();
+        on_glommio(move || async move {
+            let mut c = ringmq_client::ClientConfig { namesrv_addrs: vec![ns], ..Default::default() };
+            c.credentials = Some(Credentials::new(RIGHT.0, secret));
+            let mut pc = ringmq_client::producer::ProducerConfig::new(c, "PG-ringmq-acl");
+            pc.retry_times_when_send_failed = 0;
+            let producer = ringmq_client::producer::Producer::start(pc).await.expect("RingMQ producer");
+            let r = producer.send(ringmq_client::Message::new(topic, "signed by RingMQ")).await.map(|_| ()).map_err(|e| e.to_string());
+            producer.shutdown().await;
+            r
+        })
+    };
+    outcome(RIGHT.1).expect("the RingMQ client's signed send succeeds");
+    let err = outcome("not-the-secret").expect_err("a wrong secret is refused");
+    assert!(err.contains("Check signature failed"), "{err}");
+}
