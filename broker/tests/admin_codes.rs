@@ -231,11 +231,31 @@ fn admin_codes_answer_as_apache_rocketmq() {
 
     // UPDATE_BROKER_CONFIG: refused as Java refuses a key that may not change at runtime.
     let update = RemotingCommand::request(rq::UPDATE_BROKER_CONFIG).with_opaque(25).with_body(b"brokerName=x\n".to_vec());
-    let remark = format!(
-        "RingMQ cannot change `brokerName` at runtime: settings are read at start-up; change the config file and restart the broker (runtime keys: {})",
-        ringmq_broker::config::RUNTIME_CONF_KEYS.join(", ")
-    );
+    let why = ringmq_broker::config::start_up_reason("brokerName").expect("brokerName is a start-up key");
+    let remark = format!("RingMQ cannot change `brokerName` at runtime: {why}; change the config file and restart the broker");
     check(&mut c, update, rs::NO_PERMISSION, Some(&remark));
+    // maxMessageSize changes at runtime on both shards of a real process: a body over
+    // the new limit is MESSAGE_ILLEGAL, one at it stored; raised, a body over the
+    // start-up frame limit (4 MiB + 64 KiB) is taken on a connection opened before.
+    const TOPIC3: &str = "AT3";
+    check(&mut c, create_topic(TOPIC3, QUEUES), rs::SUCCESS, None);
+    let steps: [(&str, &[(usize, i32)]); 3] = [
+        ("maxMessageSize=1024", &[(1024, rs::SUCCESS), (1025, rs::MESSAGE_ILLEGAL)]),
+        ("maxMessageSize=6291456", &[(6 << 20, rs::SUCCESS), ((6 << 20) + 1, rs::MESSAGE_ILLEGAL)]),
+        ("maxMessageSize=4194304", &[(4 << 20, rs::SUCCESS)]),
+    ];
+    for (update, sends) in steps {
+        check(&mut c, RemotingCommand::request(rq::UPDATE_BROKER_CONFIG).with_opaque(25).with_body(update.as_bytes().to_vec()), rs::SUCCESS, None);
+        for &(len, code) in sends {
+            for q in 0..QUEUES {
+                let r = c.call(send_with(send_header(TOPIC3, q), &vec![b'z'; len], 300 + q, SerializeType::Json));
+                assert_eq!(r.code, code, "after {update}: {len} bytes to {TOPIC3}/{q}: {:?}", r.remark);
+                if code == rs::MESSAGE_ILLEGAL {
+                    assert!(r.remark.as_deref().is_some_and(|m| m.contains(&format!("message body size {len} exceeds the maximum"))), "{:?}", r.remark);
+                }
+            }
+        }
+    }
 
     // DELETE_TOPIC_IN_BROKER as Java's deleteTopic: gone once, then "nothing to delete"
     // is SUCCESS too; blank and system topics are refused with Java's remarks.

@@ -21,10 +21,14 @@
 //!
 //! Invariant: an unknown key is an error that names it (and, in `broker.conf`, its
 //! line): a misspelt setting must never silently fall back to its default.
-//! Invariant: `store.record_bytes_max` is derived from `max_message_bytes` (plus
-//! [`RECORD_OVERHEAD_BYTES_MAX`] for the stored record's header, topic and
-//! properties) by every constructor, so the store and the request handlers agree on
-//! the largest message.
+//! Invariant: `store.record_bytes_max`, the longest record the store holds (and the
+//! bound its recovery, scrub and replication check records against), is derived by
+//! every constructor from the store's geometry only ([`RECORD_BYTES_LIMIT`],
+//! `segment_bytes - 8`, `dirty_bytes_max`), never from `max_message_bytes`: the latter
+//! changes at runtime (UPDATE_BROKER_CONFIG) and across restarts, and records written
+//! under an earlier, larger value must still read as records. `validate` checks that a
+//! message of `max_message_bytes` (plus [`RECORD_OVERHEAD_BYTES_MAX`] for the record's
+//! header, topic and properties) fits it; the send path refuses longer bodies.
 //! Invariant: a config returned by `from_args` passed `validate`.
 
 use crate::store::config::{FlushMode, StoreConfig, KIB};
@@ -42,13 +46,19 @@ mod validate;
 
 pub use broker_conf::BROKER_CONF_KEYS;
 pub use cli::BrokerArgs;
-pub use runtime_update::{parse_runtime_update, RuntimeUpdateError, RUNTIME_CONF_KEYS};
-pub use validate::{MAX_MESSAGE_BYTES_LIMIT, SPIN_BEFORE_PARK_US_MAX};
+pub use runtime_update::{parse_runtime_update, runtime_conf_keys, start_up_reason, RuntimeUpdateError, START_UP_CONF_KEYS};
+pub use validate::{MAX_MESSAGE_BYTES_LIMIT, SHORT_POLLING_TIME_MS_MAX, SPIN_BEFORE_PARK_US_MAX};
 
 pub const DEFAULT_LISTEN_PORT: u16 = 10911;
 /// Bytes a stored record may add to its message body: the fixed fields (~100 bytes),
 /// the topic (≤ 127) and the properties (an i16 length, so < 32 KiB), rounded up.
 pub const RECORD_OVERHEAD_BYTES_MAX: u64 = 64 * KIB;
+/// Longest record any configuration accepts: the largest `max_message_bytes`
+/// ([`MAX_MESSAGE_BYTES_LIMIT`], one remoting frame) with its record overhead.
+pub const RECORD_BYTES_LIMIT: u64 = MAX_MESSAGE_BYTES_LIMIT + RECORD_OVERHEAD_BYTES_MAX;
+/// Apache RocketMQ's `shortPollingTimeMills` default: how long a pull is held when
+/// `longPollingEnable` is false.
+pub const SHORT_POLLING_TIME_MS_DEFAULT: u64 = 1000;
 
 /// RocketMQ's `PermName.PERM_READ | PERM_WRITE`.
 pub const PERM_READ_WRITE: u32 = 6;
@@ -156,6 +166,14 @@ pub struct BrokerConfig {
     pub register_interval_ms: u64,
     pub idle_connection_timeout_ms: u64,
     pub pull_suspend_max_ms: u64,
+    /// RocketMQ's `longPollingEnable` (on by default): a pull that finds nothing is held
+    /// up to the client's `suspendTimeoutMillis` (at most `pull_suspend_max_ms`). Off:
+    /// at most `short_polling_time_ms` (Apache's short polling; RingMQ still answers at
+    /// once when a message arrives meanwhile).
+    pub long_polling_enable: bool,
+    /// RocketMQ's `shortPollingTimeMills`: how long a pull is held while
+    /// `long_polling_enable` is off (never longer than the client asked).
+    pub short_polling_time_ms: u64,
     pub connections_per_shard_max: usize,
     /// Most requests one shard forwards to another in one cross-core batch.
     pub forward_batch_max: usize,
@@ -272,6 +290,8 @@ impl Default for BrokerConfig {
             register_interval_ms: 30_000,
             idle_connection_timeout_ms: 120_000,
             pull_suspend_max_ms: 30_000,
+            long_polling_enable: true,
+            short_polling_time_ms: SHORT_POLLING_TIME_MS_DEFAULT,
             connections_per_shard_max: 10_000,
             forward_batch_max: 256,
             spin_before_park_us: 0,
@@ -325,8 +345,12 @@ impl BrokerConfig {
         parsed.map_err(|e| ConfigError::File { path: path.to_path_buf(), source: Box::new(e) })
     }
 
+    /// The store's record bound from its geometry: the longest record a segment (with
+    /// the 8-byte blank that ends it) and one flush window hold, at most
+    /// [`RECORD_BYTES_LIMIT`]. Not from `max_message_bytes` (module invariant).
     fn derive_bounds(&mut self) {
-        self.store.record_bytes_max = self.max_message_bytes.saturating_add(RECORD_OVERHEAD_BYTES_MAX);
+        let s = &mut self.store;
+        s.record_bytes_max = RECORD_BYTES_LIMIT.min(s.segment_bytes.saturating_sub(8)).min(s.dirty_bytes_max);
     }
 
     /// Shards to start: `shard_count`, or one per CPU in `cpu_list`, or one per
@@ -469,7 +493,8 @@ mod tests {
             (30_000, 120_000)
         );
         assert_eq!((c.pull_suspend_max_ms, c.connections_per_shard_max, c.forward_batch_max), (30_000, 10_000, 256));
-        assert_eq!(c.store, StoreConfig::default(), "4 MiB messages give the store's default record bound");
+        assert_eq!(c.store, StoreConfig { record_bytes_max: RECORD_BYTES_LIMIT, ..StoreConfig::default() }, "1 GiB segments and 64 MiB flush windows hold the longest record any configuration accepts");
+        assert_eq!((c.long_polling_enable, c.short_polling_time_ms), (true, 1000));
         assert!(c.effective_shard_count() >= 1);
         c.validate().unwrap();
     }

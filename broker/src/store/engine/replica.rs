@@ -236,8 +236,15 @@ impl<D: Disk, C: Clock> Store<D, C> {
         if local >= end {
             return Ok(Some(Vec::new()));
         }
-        let want = (end - local).min(max_bytes.max(self.config.record_bytes_max as usize) as u64) as usize;
+        let want = (end - local).min(max_bytes.max(1) as u64) as usize;
         let mut bytes = self.read_commitlog(phys_from, want).await?;
+        // A first record longer than `max_bytes` goes alone: read it whole. (Reading
+        // `record_bytes_max` every time instead would read up to 16 MiB per batch.)
+        if let RecordHead::Blank(n) | RecordHead::Message(n) = record_head(&bytes) {
+            if n > bytes.len() && n as u64 <= self.config.record_bytes_max && n as u64 <= end - local {
+                bytes = self.read_commitlog(phys_from, n).await?;
+            }
+        }
         // Keep whole records only.
         let mut at = 0usize;
         while at < bytes.len() {
