@@ -21,14 +21,15 @@
 //!
 //! Invariant: an unknown key is an error that names it (and, in `broker.conf`, its
 //! line): a misspelt setting must never silently fall back to its default.
-//! Invariant: `store.record_bytes_max`, the longest record the store holds (and the
-//! bound its recovery, scrub and replication check records against), is derived by
-//! every constructor from the store's geometry only ([`RECORD_BYTES_LIMIT`],
-//! `segment_bytes - 8`, `dirty_bytes_max`), never from `max_message_bytes`: the latter
-//! changes at runtime (UPDATE_BROKER_CONFIG) and across restarts, and records written
-//! under an earlier, larger value must still read as records. `validate` checks that a
-//! message of `max_message_bytes` (plus [`RECORD_OVERHEAD_BYTES_MAX`] for the record's
-//! header, topic and properties) fits it; the send path refuses longer bodies.
+//! Invariant: the longest record the store holds (`store.record_bytes_limit()`, the
+//! bound its recovery, scrub and replication check records against) comes from the
+//! store's geometry only: every constructor sets `store.record_bytes_max` to
+//! [`RECORD_BYTES_LIMIT`], which `segment_bytes - 8` and `dirty_bytes_max` bound further.
+//! Never from `max_message_bytes`: that changes at runtime (UPDATE_BROKER_CONFIG) and
+//! across restarts, and records written under an earlier, larger value must still read
+//! as records. `validate` checks that a message of `max_message_bytes` (plus
+//! [`RECORD_OVERHEAD_BYTES_MAX`] for the record's header, topic and properties) fits;
+//! the send path refuses longer bodies.
 //! Invariant: a config returned by `from_args` passed `validate`.
 
 use crate::store::config::{FlushMode, StoreConfig, KIB};
@@ -345,12 +346,11 @@ impl BrokerConfig {
         parsed.map_err(|e| ConfigError::File { path: path.to_path_buf(), source: Box::new(e) })
     }
 
-    /// The store's record bound from its geometry: the longest record a segment (with
-    /// the 8-byte blank that ends it) and one flush window hold, at most
-    /// [`RECORD_BYTES_LIMIT`]. Not from `max_message_bytes` (module invariant).
+    /// The store's record bound: [`RECORD_BYTES_LIMIT`], which its geometry bounds
+    /// further (`StoreConfig::record_bytes_limit`), so a configuration built by hand with
+    /// smaller segments holds too. Not from `max_message_bytes` (module invariant).
     fn derive_bounds(&mut self) {
-        let s = &mut self.store;
-        s.record_bytes_max = RECORD_BYTES_LIMIT.min(s.segment_bytes.saturating_sub(8)).min(s.dirty_bytes_max);
+        self.store.record_bytes_max = RECORD_BYTES_LIMIT;
     }
 
     /// Shards to start: `shard_count`, or one per CPU in `cpu_list`, or one per

@@ -19,6 +19,7 @@
 //! the process if it does: the check and the apply disagree).
 
 use super::broker_conf::apply_conf_key;
+use super::conf_keys::{self, Unmapped};
 use super::{BrokerConfig, BROKER_CONF_KEYS};
 use thiserror::Error;
 
@@ -70,7 +71,7 @@ pub enum RuntimeUpdateError {
     Empty,
     #[error("line `{0}` is not key=value")]
     Syntax(String),
-    /// `refusals`: each refused key with why, from [`not_runtime_text`].
+    /// `refusals`: each refused key with why (`not_runtime_text`).
     #[error("RingMQ cannot change {refusals}; change the config file and restart the broker")]
     NotRuntime { refusals: String },
     #[error("{key}={value}: {reason}")]
@@ -81,11 +82,15 @@ pub enum RuntimeUpdateError {
 }
 
 /// What a refusal says of one key: "`key` at runtime: why" for a start-up key,
-/// "`key` (not a RingMQ key)" for any other.
-pub fn not_runtime_text(key: &str) -> String {
-    match start_up_reason(key) {
-        Some(why) => format!("`{key}` at runtime: {why}"),
-        None => format!("`{key}` (not a RingMQ key)"),
+/// "`key` (not a RingMQ key…)" for any other, with why an Apache key that a
+/// broker.conf may hold means nothing here (a thread pool, a cadence, ...).
+fn not_runtime_text(key: &str, value: &str) -> String {
+    if let Some(why) = start_up_reason(key) {
+        return format!("`{key}` at runtime: {why}");
+    }
+    match conf_keys::classify(key, value, BROKER_CONF_KEYS) {
+        Unmapped::Ignored(why) => format!("`{key}` (not a RingMQ key; it has no meaning here: {})", why.describe()),
+        Unmapped::Refused(_) => format!("`{key}` (not a RingMQ key)"),
     }
 }
 
@@ -119,7 +124,7 @@ fn refuse_start_up_keys(pairs: &[(String, String)]) -> Result<(), RuntimeUpdateE
     let refused: Vec<String> = pairs
         .iter()
         .filter(|(k, _)| !BROKER_CONF_KEYS.contains(&k.as_str()) || start_up_reason(k).is_some())
-        .map(|(k, _)| not_runtime_text(k))
+        .map(|(k, v)| not_runtime_text(k, v))
         .collect();
     if !refused.is_empty() {
         return Err(RuntimeUpdateError::NotRuntime { refusals: refused.join("; ") });
@@ -198,7 +203,9 @@ mod tests {
         check("brokerName=x\nshardCount=2", Err("`brokerName` at runtime: the broker's identity: its routes at the NameServers and the topic named after it; `shardCount` at runtime: queues are spread"));
         check("fileReservedTime=48\ndeleteWhen=04;16", Ok(&[("fileReservedTime", "48"), ("deleteWhen", "04;16")]));
         check("fileReservedTme=48", Err("`fileReservedTme` (not a RingMQ key)"));
-        check("flushCommitLogLeastPages=4", Err("`flushCommitLogLeastPages` (not a RingMQ key)"));
+        check("flushCommitLogLeastPages=4", Err("`flushCommitLogLeastPages` (not a RingMQ key; it has no meaning here: page-cache"));
+        check("sendMessageThreadPoolNums=16", Err("`sendMessageThreadPoolNums` (not a RingMQ key; it has no meaning here: Java thread pools"));
+        check("aclEnable=true", Err("`aclEnable` (not a RingMQ key); change the config file"));
         check("defaultTopicQueueNums=8\nautoCreateTopicEnable=true", Ok(&[("defaultTopicQueueNums", "8"), ("autoCreateTopicEnable", "true")]));
         check("maxMessageSize=1024\nflushIntervalCommitLog=100\nnamesrvAddr=n1:9876;n2:9876", Ok(&[("maxMessageSize", "1024"), ("flushIntervalCommitLog", "100"), ("namesrvAddr", "n1:9876;n2:9876")]));
         check("longPollingEnable=false\nshortPollingTimeMills=200", Ok(&[("longPollingEnable", "false"), ("shortPollingTimeMills", "200")]));

@@ -250,8 +250,8 @@ mod tests {
         });
         // The record bound is the flush window's (8 MiB, under the segment's 64 MiB),
         // whatever max_message_bytes says: that only has to fit it.
-        assert_eq!(expected.store.record_bytes_max, 8 << 20);
-        assert!(expected.max_message_bytes + RECORD_OVERHEAD_BYTES_MAX <= expected.store.record_bytes_max);
+        assert_eq!(expected.store.record_bytes_limit(), 8 << 20);
+        assert!(expected.max_message_bytes + RECORD_OVERHEAD_BYTES_MAX <= expected.store.record_bytes_limit());
         expected.validate().unwrap();
         check(text, Ok(expected));
     }

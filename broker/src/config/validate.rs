@@ -64,14 +64,14 @@ impl BrokerConfig {
     }
 
     /// A message of `max_message_bytes` with the most a record adds to it fits the
-    /// store's record bound (derived from the segment size and the flush window).
+    /// store's record bound (the segment size and the flush window bound it).
     fn check_message_fits_store(&self) -> Result<(), String> {
         let record = self.max_message_bytes.saturating_add(RECORD_OVERHEAD_BYTES_MAX);
-        if record > self.store.record_bytes_max {
+        if record > self.store.record_bytes_limit() {
             return Err(format!(
                 "max_message_bytes (maxMessageSize) {} does not fit the store: with up to {RECORD_OVERHEAD_BYTES_MAX} bytes of header, topic and properties a record may be {record} bytes, and the store holds records of at most {} bytes (segment_bytes {} - 8 and dirty_bytes_max {}, whichever is less, at most {} MiB)",
                 self.max_message_bytes,
-                self.store.record_bytes_max,
+                self.store.record_bytes_limit(),
                 self.store.segment_bytes,
                 self.store.dirty_bytes_max,
                 super::RECORD_BYTES_LIMIT / MIB

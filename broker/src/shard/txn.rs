@@ -427,20 +427,21 @@ impl<R: Runtime> Shard<R> {
         self.committed_copy_exists(half).await.then_some(Outcome::Commit)
     }
 
-    /// Runs check passes until the shard stops, `transactionCheckInterval` apart: the
-    /// interval in force, read at least every `TXN_CHECK_INTERVAL_RECHECK_MS`, so one
-    /// changed at runtime governs the next pass (not only the one after it).
+    /// Runs check passes until the shard stops, `transactionCheckInterval` after the
+    /// end of the one before (Java waits that long after each check): the interval in
+    /// force, read at least every `TXN_CHECK_INTERVAL_RECHECK_MS`, so one changed at
+    /// runtime governs the next pass (not only the one after it).
     pub(super) async fn run_txn_checks(self: Rc<Self>) {
-        let mut last_pass_us = self.rt.monotonic_us();
+        let mut last_pass_end_us = self.rt.monotonic_us();
         while !self.store_stop.get() {
-            let due_us = last_pass_us.saturating_add(self.config().transaction_check_interval_ms.saturating_mul(1000));
+            let due_us = last_pass_end_us.saturating_add(self.config().transaction_check_interval_ms.saturating_mul(1000));
             let now_us = self.rt.monotonic_us();
             if now_us < due_us {
                 self.rt.sleep(Duration::from_micros((due_us - now_us).min(TXN_CHECK_INTERVAL_RECHECK_MS * 1000))).await;
                 continue;
             }
-            last_pass_us = now_us;
             self.txn_check_pass().await;
+            last_pass_end_us = self.rt.monotonic_us();
         }
     }
 
