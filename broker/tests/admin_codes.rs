@@ -12,6 +12,8 @@
 //!   checked where its exact form matters.
 //! - `a_slave_refuses_group_deletion`: DELETE_SUBSCRIPTIONGROUP on a slave is
 //!   SERVICE_NOT_AVAILABLE, as other metadata changes.
+//! - `namesrv_addr_changed_at_runtime_registers_at_once_and_after_a_restart`:
+//!   UPDATE_BROKER_CONFIG of `namesrvAddr` on a broker started without one.
 
 mod common;
 
@@ -22,7 +24,8 @@ use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::frame::SerializeType;
 use ringmq_client::remoting::route::TopicConfigAndMappingSerializeWrapper;
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const TOPIC: &str = "AT";
 const TOPIC2: &str = "AT2";
@@ -231,11 +234,31 @@ fn admin_codes_answer_as_apache_rocketmq() {
 
     // UPDATE_BROKER_CONFIG: refused as Java refuses a key that may not change at runtime.
     let update = RemotingCommand::request(rq::UPDATE_BROKER_CONFIG).with_opaque(25).with_body(b"brokerName=x\n".to_vec());
-    let remark = format!(
-        "RingMQ cannot change `brokerName` at runtime: settings are read at start-up; change the config file and restart the broker (runtime keys: {})",
-        ringmq_broker::config::RUNTIME_CONF_KEYS.join(", ")
-    );
+    let why = ringmq_broker::config::start_up_reason("brokerName").expect("brokerName is a start-up key");
+    let remark = format!("RingMQ cannot change `brokerName` at runtime: {why}; change the config file and restart the broker");
     check(&mut c, update, rs::NO_PERMISSION, Some(&remark));
+    // maxMessageSize changes at runtime on both shards of a real process: a body over
+    // the new limit is MESSAGE_ILLEGAL, one at it stored; raised, a body over the
+    // start-up frame limit (4 MiB + 64 KiB) is taken on a connection opened before.
+    const TOPIC3: &str = "AT3";
+    check(&mut c, create_topic(TOPIC3, QUEUES), rs::SUCCESS, None);
+    let steps: [(&str, &[(usize, i32)]); 3] = [
+        ("maxMessageSize=1024", &[(1024, rs::SUCCESS), (1025, rs::MESSAGE_ILLEGAL)]),
+        ("maxMessageSize=6291456", &[(6 << 20, rs::SUCCESS), ((6 << 20) + 1, rs::MESSAGE_ILLEGAL)]),
+        ("maxMessageSize=4194304", &[(4 << 20, rs::SUCCESS)]),
+    ];
+    for (update, sends) in steps {
+        check(&mut c, RemotingCommand::request(rq::UPDATE_BROKER_CONFIG).with_opaque(25).with_body(update.as_bytes().to_vec()), rs::SUCCESS, None);
+        for &(len, code) in sends {
+            for q in 0..QUEUES {
+                let r = c.call(send_with(send_header(TOPIC3, q), &vec![b'z'; len], 300 + q, SerializeType::Json));
+                assert_eq!(r.code, code, "after {update}: {len} bytes to {TOPIC3}/{q}: {:?}", r.remark);
+                if code == rs::MESSAGE_ILLEGAL {
+                    assert!(r.remark.as_deref().is_some_and(|m| m.contains(&format!("message body size {len} exceeds the maximum"))), "{:?}", r.remark);
+                }
+            }
+        }
+    }
 
     // DELETE_TOPIC_IN_BROKER as Java's deleteTopic: gone once, then "nothing to delete"
     // is SUCCESS too; blank and system topics are refused with Java's remarks.
@@ -278,4 +301,40 @@ fn a_slave_refuses_group_deletion() {
         let cmd = req(rq::DELETE_SUBSCRIPTIONGROUP, &[("groupName", "CG1"), ("cleanOffset", clean)]);
         check(&mut c, cmd, rs::SERVICE_NOT_AVAILABLE, Some("this broker is a slave: change topics and groups on its master (they replicate here)"));
     }
+}
+
+/// Whether the NameServer at `ns` lists `broker` (GET_BROKER_CLUSTER_INFO), polled until
+/// it matches `listed` or `within` passes; returns the last answer.
+fn listed_within(ns: SocketAddr, broker: &str, listed: bool, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        let body = Conn::open(ns).call(req(rq::GET_BROKER_CLUSTER_INFO, &[])).body;
+        let now = String::from_utf8_lossy(&body).contains(&format!("\"{broker}\""));
+        if now == listed || Instant::now() >= deadline {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `namesrvAddr` changes at runtime: a broker started without a NameServer registers
+/// with the one the update names right after the answer (not a registration interval,
+/// 30 s, later), and with it again after a restart (runtimeConfig; its clean stop
+/// unregistered it first).
+#[test]
+fn namesrv_addr_changed_at_runtime_registers_at_once_and_after_a_restart() {
+    let ns = namesrv::server::spawn(namesrv::config::ServerConfig { listen: "127.0.0.1:0".parse().expect("address"), ..Default::default() }).expect("namesrv starts");
+    let ns_addr = ns.local_addr();
+    let dir = temp_dir();
+    let store = dir.path().join("store");
+    let config = ChildConfig { shard_count: 2, ..Default::default() };
+    let broker = ChildBroker::start_up(dir.path(), &store, &config);
+    assert!(!listed_within(ns_addr, BROKER, true, Duration::ZERO), "started without a NameServer");
+    let update = RemotingCommand::request(rq::UPDATE_BROKER_CONFIG).with_opaque(25).with_body(format!("namesrvAddr={ns_addr}\n").into_bytes());
+    check(&mut Conn::open(broker.addr), update, rs::SUCCESS, None);
+    assert!(listed_within(ns_addr, BROKER, true, Duration::from_secs(10)), "registered right after the update");
+    broker.stop();
+    assert!(!listed_within(ns_addr, BROKER, false, Duration::from_secs(10)), "unregistered by the clean stop");
+    let _broker = ChildBroker::start_up(dir.path(), &store, &config);
+    assert!(listed_within(ns_addr, BROKER, true, Duration::from_secs(10)), "registered again at the restart, from runtimeConfig");
 }

@@ -798,6 +798,247 @@ fn runtime_config_updates_apply_on_every_shard_before_the_answer() {
     });
 }
 
+// ---------------------------------------------------------------------------------
+// Runtime configuration: a key UPDATE_BROKER_CONFIG changes governs the next request
+// on every shard (what copied it at start-up is handed the change), and the change
+// survives a restart (`<store>/config/runtimeConfig`, applied over the config file).
+// ---------------------------------------------------------------------------------
+
+fn update_config(body: &str) -> RemotingCommand {
+    RemotingCommand::request(rq::UPDATE_BROKER_CONFIG).with_body(body.as_bytes().to_vec())
+}
+
+/// Updates the broker's config through `c`; expects SUCCESS.
+async fn update_ok(c: &SimClient, body: &str) {
+    let r = call(c, update_config(body), body).await;
+    assert_eq!(r.code, rs::SUCCESS, "update {body:?}: {:?}", r.remark);
+}
+
+/// A clean stop and a start of the same store: the runtime config is read again.
+async fn restart(broker: &Rc<SimBroker>) {
+    broker.stop().await.expect("a clean stop");
+    broker.start().await.expect("the broker starts again");
+}
+
+/// maxMessageSize: lowered, a body over it is refused with MESSAGE_ILLEGAL and one at
+/// it taken, through either shard (the send's owner may be the other); raised past
+/// its start-up value, a body the start-up frame limit would have closed the
+/// connection over is taken (the frame limit follows it); raised past what the store
+/// holds, refused with the reason and nothing changes; after a restart it still holds.
+#[test]
+fn max_message_size_changed_at_runtime_governs_sends_on_every_shard() {
+    let mut cfg = config(2);
+    // Records up to 256 KiB: maxMessageSize may rise to 256 KiB less the record overhead.
+    (cfg.store.segment_bytes, cfg.store.dirty_bytes_max, cfg.store.record_bytes_max) = (512 * 1024, 256 * 1024, 256 * 1024);
+    sim(311, cfg, move |ex, broker| async move {
+        let c0 = client(&ex, &broker, 0);
+        setup_topics(&c0, &broker, &[("T", 4, 6)]).await;
+        // (update, then (body bytes, expected code, remark fragment) sent to each queue through each shard)
+        let steps: Vec<(&str, Vec<(usize, i32, &str)>)> = vec![
+            ("", vec![(4096, rs::SUCCESS, ""), (4097, rs::MESSAGE_ILLEGAL, "message body size 4097 exceeds the maximum 4096")]),
+            ("maxMessageSize=1024", vec![(1024, rs::SUCCESS, ""), (1025, rs::MESSAGE_ILLEGAL, "message body size 1025 exceeds the maximum 1024")]),
+            // 100 000 bytes: over the frame limit of the start-up value (4096 + 64 KiB).
+            ("maxMessageSize=150000", vec![(100_000, rs::SUCCESS, ""), (150_000, rs::SUCCESS, ""), (150_001, rs::MESSAGE_ILLEGAL, "exceeds the maximum 150000")]),
+        ];
+        for (update, sends) in &steps {
+            if !update.is_empty() {
+                update_ok(&c0, update).await;
+            }
+            for arrival in 0..2 {
+                let c = client(&ex, &broker, arrival);
+                for &(len, code, remark) in sends {
+                    for q in 0..4 {
+                        let case = format!("after {update:?}: {len} bytes to T/{q} via shard {arrival}");
+                        let r = call(&c, send("T", q, &vec![b'x'; len]), &case).await;
+                        assert_eq!(r.code, code, "{case}: {:?}", r.remark);
+                        assert!(r.remark.as_deref().unwrap_or("").contains(remark), "{case}: {:?}", r.remark);
+                    }
+                }
+            }
+        }
+        let r = call(&c0, send_batch("T", 0, 1, 150_001), "batch over the limit").await;
+        assert_eq!(r.code, rs::MESSAGE_ILLEGAL, "a batch message over maxMessageSize: {:?}", r.remark);
+        // More than the store holds: refused, with the reason; nothing changed.
+        let r = call(&c0, update_config("maxMessageSize=300000"), "over the store").await;
+        assert_eq!(r.code, rs::SYSTEM_ERROR, "{:?}", r.remark);
+        assert!(r.remark.as_deref().unwrap_or("").contains("maxMessageSize=300000: invalid configuration: max_message_bytes (maxMessageSize) 300000 does not fit the store"), "{:?}", r.remark);
+        restart(&broker).await;
+        for s in broker.shards() {
+            assert_eq!(s.config().max_message_bytes, 150_000, "shard {} after the restart", s.id());
+        }
+        for arrival in 0..2 {
+            let c = client(&ex, &broker, arrival);
+            for (len, code) in [(150_000, rs::SUCCESS), (150_001, rs::MESSAGE_ILLEGAL)] {
+                let r = call(&c, send("T", arrival as i32, &vec![b'y'; len]), "after the restart").await;
+                assert_eq!(r.code, code, "{len} bytes via shard {arrival} after the restart: {:?}", r.remark);
+            }
+        }
+    });
+}
+
+/// Waits (simulated time, at most `within_ms`) until every shard's CommitLog is
+/// durable to its end; returns how long that took.
+async fn until_flushed(ex: &SimExecutor, broker: &SimBroker, within_ms: u64, case: &str) -> u64 {
+    let started = ex.now_us();
+    loop {
+        if broker.shards().iter().all(|s| s.store().flushed_offset() == s.store().write_offset()) {
+            return elapsed_ms(ex, started);
+        }
+        assert!(elapsed_ms(ex, started) <= within_ms, "{case}: not durable within {within_ms} ms");
+        ex.sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// flushIntervalCommitLog under async flush: the flusher, asleep for the start-up
+/// minute, is woken by the update and from then on flushes every new interval, on
+/// every shard and after a restart.
+#[test]
+fn flush_interval_changed_at_runtime_governs_the_flusher() {
+    let mut cfg = config(2);
+    cfg.store.flush_mode = FlushMode::Async;
+    cfg.store.flush_interval_ms = 60_000;
+    // Only the interval flushes: far more than the test writes.
+    cfg.store.flush_min_bytes = 1024 * 1024;
+    sim(313, cfg, move |ex, broker| async move {
+        let c = client(&ex, &broker, 0);
+        setup_topics(&c, &broker, &[("T", 4, 6)]).await;
+        let send_all = |tag: &'static str| {
+            let c = client(&ex, &broker, 1);
+            async move {
+                for q in 0..4 {
+                    let r = call(&c, send("T", q, tag.as_bytes()), tag).await;
+                    assert_eq!(r.code, rs::SUCCESS, "{tag} to T/{q}: {:?}", r.remark);
+                }
+            }
+        };
+        send_all("before").await;
+        ex.sleep(Duration::from_millis(2_000)).await;
+        let written: Vec<_> = broker.shards().into_iter().filter(|s| s.store().write_offset() > 0).collect();
+        assert!(!written.is_empty(), "T's queues are on some shard");
+        for s in written {
+            assert!(s.store().flushed_offset() < s.store().write_offset(), "shard {}: flushed before the one-minute interval", s.id());
+        }
+        update_ok(&c, "flushIntervalCommitLog=100").await;
+        // Woken at once: what was waiting is flushed now, not a minute later.
+        until_flushed(&ex, &broker, SLACK_MS, "right after the update").await;
+        for s in broker.shards() {
+            assert_eq!(s.store().runtime_config().flush_interval_ms, 100, "shard {}", s.id());
+        }
+        for round in ["after the update", "again"] {
+            send_all(round).await;
+            let took = until_flushed(&ex, &broker, 100 + SLACK_MS, round).await;
+            assert!(took <= 100 + SLACK_MS, "{round}: {took} ms");
+        }
+        restart(&broker).await;
+        for s in broker.shards() {
+            assert_eq!((s.config().store.flush_interval_ms, s.store().runtime_config().flush_interval_ms), (100, 100), "shard {} after the restart", s.id());
+        }
+        send_all("after the restart").await;
+        until_flushed(&ex, &broker, 100 + SLACK_MS, "after the restart").await;
+    });
+}
+
+/// longPollingEnable / shortPollingTimeMills (Apache's short polling): a pull that
+/// finds nothing is held at most shortPollingTimeMills while long polling is off
+/// (never longer than it asked), the client's time again once it is back on; after a
+/// restart the setting holds.
+#[test]
+fn long_polling_changed_at_runtime_bounds_the_next_suspended_pull() {
+    // (update, the pull's suspend ms, answered within ms)
+    let steps: &[(&str, i64, (u64, u64))] = &[
+        ("", 300, (300, 300 + SLACK_MS)),
+        ("longPollingEnable=false\nshortPollingTimeMills=100", 300, (100, 100 + SLACK_MS)),
+        ("", 50, (50, 50 + SLACK_MS)),
+        ("shortPollingTimeMills=150", 300, (150, 150 + SLACK_MS)),
+        ("longPollingEnable=true", 300, (300, 300 + SLACK_MS)),
+        ("longPollingEnable=false", 300, (150, 150 + SLACK_MS)),
+    ];
+    sim(317, pull_config(2), move |ex, broker| async move {
+        let setup = client(&ex, &broker, 0);
+        pull_setup(&setup, &broker).await;
+        let held = |suspend_ms: i64, case: String| {
+            // The pull arrives on the shard that does not own P/1 as often as on the one that does.
+            let clients: Vec<SimClient> = (0..2).map(|i| client(&ex, &broker, i)).collect();
+            let ex = ex.clone();
+            async move {
+                let mut took = Vec::new();
+                for c in &clients {
+                    let started = ex.now_us();
+                    let r = call(c, Pull::new("P", 1, 0).suspend(suspend_ms).cmd(), &case).await;
+                    assert_eq!(r.code, rs::PULL_NOT_FOUND, "{case}: {:?}", r.remark);
+                    took.push(elapsed_ms(&ex, started));
+                }
+                took
+            }
+        };
+        for (update, suspend_ms, (lo, hi)) in steps {
+            if !update.is_empty() {
+                update_ok(&setup, update).await;
+            }
+            for took in held(*suspend_ms, format!("after {update:?}, suspend {suspend_ms}")).await {
+                assert!((*lo..=*hi).contains(&took), "after {update:?}, suspend {suspend_ms}: held {took} ms, not {lo}..={hi}");
+            }
+        }
+        // Short polling still answers at once when a message arrives (at P/0's end).
+        let sender = client(&ex, &broker, 0);
+        let ex2 = ex.clone();
+        ex.spawn_in(None, async move {
+            ex2.sleep(Duration::from_millis(40)).await;
+            let r = call(&sender, send_tagged("P", 0, b"late", "TagA"), "send during a short poll").await;
+            assert_eq!(r.code, rs::SUCCESS, "{:?}", r.remark);
+        });
+        let started = ex.now_us();
+        let r = call(&client(&ex, &broker, 1), Pull::new("P", 0, 5).suspend(300).cmd(), "woken short poll").await;
+        assert_eq!(r.code, rs::SUCCESS, "{:?}", r.remark);
+        assert!(elapsed_ms(&ex, started) <= 40 + SLACK_MS, "woken at the arrival");
+        restart(&broker).await;
+        for took in held(300, "after the restart".into()).await {
+            assert!((150..=150 + SLACK_MS).contains(&took), "after the restart: held {took} ms");
+        }
+    });
+}
+
+/// A half message of producer group PG on T/0.
+fn half(id: &str) -> RemotingCommand {
+    let mut h = v2_header("T", 0, "TagA");
+    h.f = 0x04;
+    h.i = Some(format!("TRAN_MSG\u{1}true\u{2}PGROUP\u{1}PG\u{2}UNIQ_KEY\u{1}{id}\u{2}"));
+    RemotingCommand::request(rq::SEND_MESSAGE_V2).with_header(&h).with_body(b"half".to_vec())
+}
+
+/// transactionCheckInterval (the check-back's retry cadence): a check pass sleeping
+/// for the start-up ten minutes takes the shorter interval within a second of the
+/// update, not after the ten minutes.
+#[test]
+fn transaction_check_interval_changed_at_runtime_governs_the_next_check() {
+    let mut cfg = config(1);
+    cfg.transaction_timeout_ms = 100;
+    cfg.transaction_check_interval_ms = 600_000;
+    sim(319, cfg, move |ex, broker| async move {
+        let c = client(&ex, &broker, 0);
+        setup_topics(&c, &broker, &[("T", 1, 6)]).await;
+        let r = call(&c, heartbeat("producer@1", "CG", "T"), "heartbeat").await;
+        assert_eq!(r.code, rs::SUCCESS, "{:?}", r.remark);
+        let r = call(&c, half("TXN1"), "half").await;
+        assert_eq!(r.code, rs::SUCCESS, "{:?}", r.remark);
+        ex.sleep(Duration::from_millis(3_000)).await;
+        let checks = |pushes: Vec<RemotingCommand>| pushes.iter().filter(|p| p.code == rq::CHECK_TRANSACTION_STATE).count();
+        assert_eq!(checks(c.take_pushes()), 0, "no check-back before the ten-minute interval");
+        update_ok(&c, "transactionCheckInterval=500").await;
+        let started = ex.now_us();
+        while checks(c.take_pushes()) == 0 {
+            assert!(elapsed_ms(&ex, started) <= 1_000 + SLACK_MS, "no check-back within a second of the update");
+            ex.sleep(Duration::from_millis(10)).await;
+        }
+        // From then on every interval: the half is still open, so it is checked again.
+        let again = ex.now_us();
+        while checks(c.take_pushes()) == 0 {
+            assert!(elapsed_ms(&ex, again) <= 500 + SLACK_MS, "the next check-back comes one interval later");
+            ex.sleep(Duration::from_millis(10)).await;
+        }
+    });
+}
+
 #[test]
 fn sql92_filters_select_on_pull_and_are_refused_as_apache_refuses_them() {
     for (shards, arrival) in [(1, 0), (2, 1)] {

@@ -930,13 +930,47 @@ fn watermarks_changed_at_runtime_apply_at_the_next_check() {
     disk.set_faults(FaultConfig { capacity_bytes: (used * 100).div_ceil(80), ..FaultConfig::default() });
     block_on(store.check_disk()).unwrap();
     assert!(!store.refusing_writes(), "80 % is below the 90 % refuse watermark");
-    store.set_retention_config(&StoreConfig { disk_force_clean_ratio: 0.70, disk_refuse_ratio: 0.75, ..config.clone() });
+    store.set_runtime_config(&StoreConfig { disk_force_clean_ratio: 0.70, disk_refuse_ratio: 0.75, ..config.clone() });
     block_on(store.check_disk()).unwrap();
     assert!(store.refusing_writes(), "80 % is above the new 75 % watermark");
     assert!(matches!(put(&store, 0, 1, 10, ""), Err(StoreError::DiskFull { .. })));
-    store.set_retention_config(&config);
+    store.set_runtime_config(&config);
     block_on(store.check_disk()).unwrap();
     assert!(!store.refusing_writes(), "back to 90 %: 80 % is at or below the 85 % resume mark");
+}
+
+/// UPDATE_BROKER_CONFIG's part for the store: only the settings a running store may
+/// change are taken (never its geometry or record bound, which describe what is on
+/// disk), and a changed flush interval wakes the flusher's wait at once.
+#[test]
+fn runtime_config_takes_only_runtime_settings_and_wakes_the_flusher() {
+    let disk = SimDisk::new(7);
+    let clock = ManualClock::new(0);
+    let config = StoreConfig { flush_mode: FlushMode::Async, ..StoreConfig::for_tests() };
+    let (store, _) = open(&disk, &clock, &config).unwrap();
+    let wanted = |store: &SimStore| block_on(futures_lite::future::poll_once(store.flush_wanted())).is_some();
+    assert!(!wanted(&store), "nothing dirty, nothing changed");
+    let asked = StoreConfig {
+        flush_interval_ms: 50,
+        file_reserved_hours: 5,
+        delete_when_hours: vec![1, 13],
+        clean_file_forcibly: false,
+        segment_bytes: config.segment_bytes * 2,
+        record_bytes_max: 1,
+        dirty_bytes_max: 1,
+        ..config.clone()
+    };
+    store.set_runtime_config(&asked);
+    let got = store.runtime_config();
+    assert_eq!((got.flush_interval_ms, got.file_reserved_hours, got.delete_when_hours.clone(), got.clean_file_forcibly), (50, 5, vec![1, 13], false));
+    assert_eq!((got.segment_bytes, got.record_bytes_max, got.dirty_bytes_max), (config.segment_bytes, config.record_bytes_max, config.dirty_bytes_max));
+    assert_eq!(*store.config(), config, "the store's own configuration is what it opened with");
+    assert!(wanted(&store), "a new flush interval wakes the flusher");
+    assert!(!wanted(&store), "once");
+    store.set_runtime_config(&asked);
+    assert!(!wanted(&store), "the same interval again wakes nothing");
+    put(&store, 0, 0, 100, "").unwrap();
+    assert!(!wanted(&store), "under flush_min_bytes the flusher waits for its interval");
 }
 
 #[test]

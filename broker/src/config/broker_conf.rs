@@ -78,6 +78,8 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "aclEnable",
     "plainAclFile",
     "innerClientAuthenticationCredentials",
+    "longPollingEnable",
+    "shortPollingTimeMills",
 ];
 
 impl BrokerConfig {
@@ -183,6 +185,8 @@ impl BrokerConfig {
             ("metricsExporterType", if self.metrics_exporter_type == MetricsExporter::Prom { "PROM" } else { "DISABLE" }.to_string()),
             ("metricsPromExporterHost", self.metrics_prom_exporter_host.clone()),
             ("metricsPromExporterPort", self.metrics_prom_exporter_port.to_string()),
+            ("longPollingEnable", self.long_polling_enable.to_string()),
+            ("shortPollingTimeMills", self.short_polling_time_ms.to_string()),
         ];
         if let Some(ip) = &self.broker_ip {
             out.push(("brokerIP1", ip.clone()));
@@ -296,6 +300,8 @@ pub(super) fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) 
         "maxMessageSize" => config.max_message_bytes = parse_number(value)?,
         "autoCreateTopicEnable" => config.auto_create_topic = parse_bool(value)?,
         "defaultTopicQueueNums" => config.default_topic_queue_nums = parse_number(value)?,
+        "longPollingEnable" => config.long_polling_enable = parse_bool(value)?,
+        "shortPollingTimeMills" => config.short_polling_time_ms = parse_number(value)?,
         _ => return Ok(ConfEffect::Unknown),
     }
     Ok(ConfEffect::Applied)
@@ -501,6 +507,8 @@ mod tests {
         aclEnable=true
         plainAclFile=/etc/ringmq/plain_acl.yml
         innerClientAuthenticationCredentials={\"accessKey\":\"rocketmq2\",\"secretKey\":\"12345678\"}
+        longPollingEnable=false
+        shortPollingTimeMills=500
     ";
 
     #[test]
@@ -554,6 +562,7 @@ mod tests {
             c.acl_enable = true;
             c.plain_acl_file = Some("/etc/ringmq/plain_acl.yml".into());
             c.inner_client_authentication_credentials = Some(r#"{"accessKey":"rocketmq2","secretKey":"12345678"}"#.into());
+            (c.long_polling_enable, c.short_polling_time_ms) = (false, 500);
         });
         expected.validate().unwrap();
         check(EVERY_CONF_KEY, Ok(expected));
@@ -604,6 +613,9 @@ mod tests {
             Ok(with(|c| c.store_root = "/r".into())),
         );
         check("maxMessageSize=1024", Ok(with(|c| c.max_message_bytes = 1024)));
+        // Apache's short polling: a pull is held at most shortPollingTimeMills.
+        check("longPollingEnable=true", Ok(BrokerConfig::default()));
+        check("longPollingEnable=false\nshortPollingTimeMills=200", Ok(with(|c| (c.long_polling_enable, c.short_polling_time_ms) = (false, 200))));
         // Apache keys with no meaning here are accepted (and listed); others refused.
         check("brokerNmae=a", Err(&["line 1", "did you mean `brokerName`?"]));
         check("aclEnable=true", Ok(with(|c| c.acl_enable = true)));
@@ -732,6 +744,8 @@ mod tests {
         check("mappedFileSizeCommitLog=1G", Err(&["mappedFileSizeCommitLog"]));
         check("fileReservedTime=-3", Err(&["fileReservedTime"]));
         check("maxMessageSize=big", Err(&["maxMessageSize"]));
+        check("longPollingEnable=no", Err(&["longPollingEnable", "true or false"]));
+        check("shortPollingTimeMills=-1", Err(&["shortPollingTimeMills", "number"]));
         check("defaultTopicQueueNums=x", Err(&["defaultTopicQueueNums"]));
         check("flushIntervalCommitLog=0.5", Err(&["flushIntervalCommitLog"]));
         check(

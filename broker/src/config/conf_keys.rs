@@ -8,7 +8,7 @@
 //!   Accepted; the broker logs one start-up warning listing them and why.
 //! - **a feature left off** (`Ignored`): `…Enable`/`enable…` switches set to `false` —
 //!   RingMQ does not have the feature, which is what the line asks for — except the
-//!   switches of what RingMQ always does (`ALWAYS_ON_KEYS`: long polling, the key index,
+//!   switches of what RingMQ always does (`ALWAYS_ON_KEYS`: the key index, timers,
 //!   ...), whose `false` is refused.
 //! - **refused** (`Refused`): any other Apache key (a feature RingMQ does not implement,
 //!   or one switched on) — accepting it would promise what RingMQ does not do — and any
@@ -49,7 +49,7 @@ impl IgnoredWhy {
             IgnoredWhy::StoreTuning => "page-cache, mmap, lock and transient-pool tuning (RingMQ: O_DIRECT through io_uring, no locks on the send path)",
             IgnoredWhy::Cadence => "RocketMQ's flush/clean/persist thread cadences (RingMQ: flush_interval_ms and fixed store task intervals)",
             IgnoredWhy::FeatureOff => "features switched off that RingMQ does not have",
-            IgnoredWhy::AlwaysOn => "switches of what RingMQ always does (long polling, the key index, timers, ...), set to true",
+            IgnoredWhy::AlwaysOn => "switches of what RingMQ always does (the key index, timers, ...), set to true",
         }
     }
 }
@@ -187,7 +187,6 @@ fn is_network(key: &str) -> bool {
 /// Switches for what RingMQ always does: `false` asks for something it cannot do, so
 /// such a line is refused rather than taken as "a feature left off".
 const ALWAYS_ON_KEYS: &[&str] = &[
-    "longPollingEnable",
     "messageIndexEnable",
     "notifyConsumerIdsChangedEnable",
     "litePullMessageEnable",
@@ -284,11 +283,11 @@ mod tests {
         check("osPageCacheBusyTimeOutMills", "1000", Ok(IgnoredWhy::StoreTuning));
         check("flushConsumerOffsetInterval", "5000", Ok(IgnoredWhy::Cadence));
         check("enablePopMetrics", "FALSE", Ok(IgnoredWhy::FeatureOff));
-        // Mapped since the plain ACL (issue 26) is built: `broker_conf.rs` reads it.
+        // Mapped since the plain ACL (issue 26) and runtime long polling (issue 25) are built: `broker_conf.rs` reads them.
         assert!(crate::config::BROKER_CONF_KEYS.contains(&"aclEnable"));
-        check("longPollingEnable", "false", Err("cannot turn it off"));
+        assert!(crate::config::BROKER_CONF_KEYS.contains(&"longPollingEnable"));
         check("messageIndexEnable", "false", Err("cannot turn it off"));
-        check("longPollingEnable", "true", Ok(IgnoredWhy::AlwaysOn));
+        check("messageIndexEnable", "true", Ok(IgnoredWhy::AlwaysOn));
         check("timerWheelEnable", "TRUE", Ok(IgnoredWhy::AlwaysOn));
         check("timerWheelEnable", "no", Err("cannot turn it off"));
         // Mapped since request-reply (issue 24, item 6) is built: `broker_conf.rs` reads it
@@ -307,7 +306,7 @@ mod tests {
     #[test]
     fn mapped_keys_are_not_listed_as_ignored() {
         for key in crate::config::BROKER_CONF_KEYS {
-            assert!(!STORE_TUNING_KEYS.contains(key) && !CADENCE_KEYS.contains(key), "{key} is mapped and listed as ignored");
+            assert!(!STORE_TUNING_KEYS.contains(key) && !CADENCE_KEYS.contains(key) && !ALWAYS_ON_KEYS.contains(key), "{key} is mapped and listed as ignored");
         }
     }
 

@@ -21,10 +21,15 @@
 //!
 //! Invariant: an unknown key is an error that names it (and, in `broker.conf`, its
 //! line): a misspelt setting must never silently fall back to its default.
-//! Invariant: `store.record_bytes_max` is derived from `max_message_bytes` (plus
-//! [`RECORD_OVERHEAD_BYTES_MAX`] for the stored record's header, topic and
-//! properties) by every constructor, so the store and the request handlers agree on
-//! the largest message.
+//! Invariant: the longest record the store holds (`store.record_bytes_limit()`, the
+//! bound its recovery, scrub and replication check records against) comes from the
+//! store's geometry only: every constructor sets `store.record_bytes_max` to
+//! [`RECORD_BYTES_LIMIT`], which `segment_bytes - 8` and `dirty_bytes_max` bound further.
+//! Never from `max_message_bytes`: that changes at runtime (UPDATE_BROKER_CONFIG) and
+//! across restarts, and records written under an earlier, larger value must still read
+//! as records. `validate` checks that a message of `max_message_bytes` (plus
+//! [`RECORD_OVERHEAD_BYTES_MAX`] for the record's header, topic and properties) fits;
+//! the send path refuses longer bodies.
 //! Invariant: a config returned by `from_args` passed `validate`.
 
 use crate::store::config::{FlushMode, StoreConfig, KIB};
@@ -42,8 +47,8 @@ mod validate;
 
 pub use broker_conf::BROKER_CONF_KEYS;
 pub use cli::BrokerArgs;
-pub use runtime_update::{parse_runtime_update, RuntimeUpdateError, RUNTIME_CONF_KEYS};
-pub use validate::{MAX_MESSAGE_BYTES_LIMIT, SPIN_BEFORE_PARK_US_MAX};
+pub use runtime_update::{parse_runtime_update, runtime_conf_keys, start_up_reason, RuntimeUpdateError, START_UP_CONF_KEYS};
+pub use validate::{MAX_MESSAGE_BYTES_LIMIT, SHORT_POLLING_TIME_MS_MAX, SPIN_BEFORE_PARK_US_MAX};
 
 pub const DEFAULT_LISTEN_PORT: u16 = 10911;
 /// Apache's ACL file name (`conf/plain_acl.yml`).
@@ -51,6 +56,12 @@ pub const PLAIN_ACL_FILE_NAME: &str = "plain_acl.yml";
 /// Bytes a stored record may add to its message body: the fixed fields (~100 bytes),
 /// the topic (≤ 127) and the properties (an i16 length, so < 32 KiB), rounded up.
 pub const RECORD_OVERHEAD_BYTES_MAX: u64 = 64 * KIB;
+/// Longest record any configuration accepts: the largest `max_message_bytes`
+/// ([`MAX_MESSAGE_BYTES_LIMIT`], one remoting frame) with its record overhead.
+pub const RECORD_BYTES_LIMIT: u64 = MAX_MESSAGE_BYTES_LIMIT + RECORD_OVERHEAD_BYTES_MAX;
+/// Apache RocketMQ's `shortPollingTimeMills` default: how long a pull is held when
+/// `longPollingEnable` is false.
+pub const SHORT_POLLING_TIME_MS_DEFAULT: u64 = 1000;
 
 /// RocketMQ's `PermName.PERM_READ | PERM_WRITE`.
 pub const PERM_READ_WRITE: u32 = 6;
@@ -158,6 +169,14 @@ pub struct BrokerConfig {
     pub register_interval_ms: u64,
     pub idle_connection_timeout_ms: u64,
     pub pull_suspend_max_ms: u64,
+    /// RocketMQ's `longPollingEnable` (on by default): a pull that finds nothing is held
+    /// up to the client's `suspendTimeoutMillis` (at most `pull_suspend_max_ms`). Off:
+    /// at most `short_polling_time_ms` (Apache's short polling; RingMQ still answers at
+    /// once when a message arrives meanwhile).
+    pub long_polling_enable: bool,
+    /// RocketMQ's `shortPollingTimeMills`: how long a pull is held while
+    /// `long_polling_enable` is off (never longer than the client asked).
+    pub short_polling_time_ms: u64,
     pub connections_per_shard_max: usize,
     /// Most requests one shard forwards to another in one cross-core batch.
     pub forward_batch_max: usize,
@@ -288,6 +307,8 @@ impl Default for BrokerConfig {
             register_interval_ms: 30_000,
             idle_connection_timeout_ms: 120_000,
             pull_suspend_max_ms: 30_000,
+            long_polling_enable: true,
+            short_polling_time_ms: SHORT_POLLING_TIME_MS_DEFAULT,
             connections_per_shard_max: 10_000,
             forward_batch_max: 256,
             spin_before_park_us: 0,
@@ -368,8 +389,11 @@ impl BrokerConfig {
         }
     }
 
+    /// The store's record bound: [`RECORD_BYTES_LIMIT`], which its geometry bounds
+    /// further (`StoreConfig::record_bytes_limit`), so a configuration built by hand with
+    /// smaller segments holds too. Not from `max_message_bytes` (module invariant).
     fn derive_bounds(&mut self) {
-        self.store.record_bytes_max = self.max_message_bytes.saturating_add(RECORD_OVERHEAD_BYTES_MAX);
+        self.store.record_bytes_max = RECORD_BYTES_LIMIT;
     }
 
     /// Shards to start: `shard_count`, or one per CPU in `cpu_list`, or one per
@@ -512,7 +536,8 @@ mod tests {
             (30_000, 120_000)
         );
         assert_eq!((c.pull_suspend_max_ms, c.connections_per_shard_max, c.forward_batch_max), (30_000, 10_000, 256));
-        assert_eq!(c.store, StoreConfig::default(), "4 MiB messages give the store's default record bound");
+        assert_eq!(c.store, StoreConfig { record_bytes_max: RECORD_BYTES_LIMIT, ..StoreConfig::default() }, "1 GiB segments and 64 MiB flush windows hold the longest record any configuration accepts");
+        assert_eq!((c.long_polling_enable, c.short_polling_time_ms), (true, 1000));
         assert!(c.effective_shard_count() >= 1);
         c.validate().unwrap();
     }

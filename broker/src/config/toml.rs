@@ -5,7 +5,7 @@
 //! Invariant: an unknown key, at the top level or in `[store]`, is an error naming it
 //! (`deny_unknown_fields` on both); a key left out keeps its default.
 //! Invariant: `store.record_bytes_max` is never read from the file: it is derived from
-//! `max_message_bytes` after parsing, as every constructor does.
+//! the store's geometry after parsing, as every constructor does.
 
 use super::{expand_home, split_addrs, BrokerConfig, ConfigError, FlushKind};
 use crate::store::config::{FlushMode, StoreConfig};
@@ -248,7 +248,10 @@ mod tests {
             s.delete_files_per_pass_max = 3;
             s.allow_truncate_corrupt = true;
         });
-        assert_eq!(expected.store.record_bytes_max, (1 << 20) + RECORD_OVERHEAD_BYTES_MAX);
+        // The record bound is the flush window's (8 MiB, under the segment's 64 MiB),
+        // whatever max_message_bytes says: that only has to fit it.
+        assert_eq!(expected.store.record_bytes_limit(), 8 << 20);
+        assert!(expected.max_message_bytes + RECORD_OVERHEAD_BYTES_MAX <= expected.store.record_bytes_limit());
         expected.validate().unwrap();
         check(text, Ok(expected));
     }

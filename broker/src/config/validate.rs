@@ -5,10 +5,16 @@
 //! so a file's settings and the same settings from flags give the same verdict.
 //! Invariant: the checks run in a fixed order and the first failure is the error; each
 //! message names the setting and the bound it broke.
-//! Invariant: the store's own bounds are checked last, by `StoreConfig::validate`, so
-//! they are stated once, next to the store.
+//! Invariant: the store's own bounds are checked by `StoreConfig::validate`, so they
+//! are stated once, next to the store; then whether the largest message fits the store
+//! (`check_message_fits_store`), last.
+//! Invariant: a runtime update (`validate_runtime_update`) passes the same checks as a
+//! start-up configuration, except that the message-fits-store check runs only when
+//! `maxMessageSize` changes (the store's geometry cannot change at runtime, so for a
+//! configuration that started the verdict is the same).
 
 use super::{BrokerConfig, BrokerRole, ConfigError, RouteMode, RECORD_OVERHEAD_BYTES_MAX};
+use crate::store::config::MIB;
 use crate::meta::topics::QUEUE_NUMS_MAX;
 use super::{PULL_BODY_BYTES_MAX, PULL_MESSAGES_MAX};
 use crate::store::engine::SHARD_COUNT_MAX;
@@ -23,9 +29,30 @@ pub const MAX_MESSAGE_BYTES_LIMIT: u64 = FRAME_LEN_MAX_BYTES as u64 - RECORD_OVE
 /// a busy core.
 pub const SPIN_BEFORE_PARK_US_MAX: u64 = 1_000;
 
+/// Longest `short_polling_time_ms` (`shortPollingTimeMills`) accepted: RingMQ's
+/// `pull_suspend_max_ms` default, the longest a long-polled pull is held.
+pub const SHORT_POLLING_TIME_MS_MAX: u64 = 30_000;
+
 impl BrokerConfig {
     /// Checks every setting; the first one out of bounds is the error, named.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_settings()?;
+        self.check_message_fits_store().map_err(ConfigError::Invalid)
+    }
+
+    /// The checks of a runtime update over this (the updated) configuration: those of
+    /// `validate`, the message-fits-store check only when `maxMessageSize` is among
+    /// `changed_keys`.
+    pub(super) fn validate_runtime_update(&self, changed_keys: &[&str]) -> Result<(), ConfigError> {
+        self.validate_settings()?;
+        if changed_keys.contains(&"maxMessageSize") {
+            self.check_message_fits_store().map_err(ConfigError::Invalid)?;
+        }
+        Ok(())
+    }
+
+    /// Every check but whether the largest message fits the store.
+    fn validate_settings(&self) -> Result<(), ConfigError> {
         self.check_ports_and_addresses()
             .and_then(|()| self.check_identity())
             .and_then(|()| self.check_placement())
@@ -34,6 +61,23 @@ impl BrokerConfig {
             .and_then(|()| self.inner_credentials().map(|_| ()).map_err(|e| format!("innerClientAuthenticationCredentials: {e}")))
             .map_err(ConfigError::Invalid)?;
         self.store.validate()?;
+        Ok(())
+    }
+
+    /// A message of `max_message_bytes` with the most a record adds to it fits the
+    /// store's record bound (the segment size and the flush window bound it).
+    fn check_message_fits_store(&self) -> Result<(), String> {
+        let record = self.max_message_bytes.saturating_add(RECORD_OVERHEAD_BYTES_MAX);
+        if record > self.store.record_bytes_limit() {
+            return Err(format!(
+                "max_message_bytes (maxMessageSize) {} does not fit the store: with up to {RECORD_OVERHEAD_BYTES_MAX} bytes of header, topic and properties a record may be {record} bytes, and the store holds records of at most {} bytes (segment_bytes {} - 8 and dirty_bytes_max {}, whichever is less, at most {} MiB)",
+                self.max_message_bytes,
+                self.store.record_bytes_limit(),
+                self.store.segment_bytes,
+                self.store.dirty_bytes_max,
+                super::RECORD_BYTES_LIMIT / MIB
+            ));
+        }
         Ok(())
     }
 
@@ -144,9 +188,13 @@ impl BrokerConfig {
             ("transaction_check_interval_ms", self.transaction_check_interval_ms),
             ("transaction_pending_max", self.transaction_pending_max as u64),
             ("sync_flush_timeout_ms", self.sync_flush_timeout_ms),
+            ("short_polling_time_ms (shortPollingTimeMills)", self.short_polling_time_ms),
         ];
         if let Some((field, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(format!("{field} must be positive"));
+        }
+        if self.short_polling_time_ms > SHORT_POLLING_TIME_MS_MAX {
+            return Err(format!("short_polling_time_ms (shortPollingTimeMills) {} is above {SHORT_POLLING_TIME_MS_MAX}", self.short_polling_time_ms));
         }
         if self.spin_before_park_us > SPIN_BEFORE_PARK_US_MAX {
             return Err(format!("spin_before_park_us {} is above {SPIN_BEFORE_PARK_US_MAX}", self.spin_before_park_us));
@@ -245,10 +293,16 @@ mod tests {
             (with(|c| c.store.segment_bytes = (1 << 20) + 1), Some("multiple of 4096")),
             (with(|c| c.store.delete_when_hours = vec![24]), Some("delete_when_hour")),
             (with(|c| c.store.delete_when_hours = Vec::new()), Some("delete_when_hours")),
-            // Messages larger than the flush window: the store's own check.
-            (with(|c| c.store.dirty_bytes_max = 1 << 20), Some("dirty_bytes_max")),
+            // Messages larger than the flush window or a segment do not fit the store.
+            (with(|c| c.store.dirty_bytes_max = 1 << 20), Some("dirty_bytes_max 1048576")),
             (with(|c| (c.max_message_bytes, c.store.dirty_bytes_max) = (512 << 10, 1 << 20)), None),
             (with(|c| c.max_message_bytes = MAX_MESSAGE_BYTES_LIMIT), None),
+            (with(|c| (c.max_message_bytes, c.store.segment_bytes) = (MAX_MESSAGE_BYTES_LIMIT, 8 << 20)), Some("does not fit the store")),
+            (with(|c| (c.max_message_bytes, c.store.segment_bytes) = ((4 << 20) - (64 << 10) - 8, 4 << 20)), None),
+            (with(|c| (c.max_message_bytes, c.store.segment_bytes) = ((4 << 20) - (64 << 10) - 7, 4 << 20)), Some("segment_bytes 4194304 - 8")),
+            (with(|c| c.short_polling_time_ms = 0), Some("shortPollingTimeMills")),
+            (with(|c| c.short_polling_time_ms = SHORT_POLLING_TIME_MS_MAX + 1), Some("shortPollingTimeMills")),
+            (with(|c| (c.long_polling_enable, c.short_polling_time_ms) = (false, SHORT_POLLING_TIME_MS_MAX)), None),
         ];
         for (config, expected) in cases {
             match (config.validate(), expected) {

@@ -7,7 +7,8 @@
 //!
 //! Invariants:
 //! - a frame is refused from its 8-byte prefix before it is buffered (length < 4,
-//!   negative, over 16 MiB, or a body over `max_message_bytes` + slack): the connection
+//!   negative, over 16 MiB, or a body over `max_message_bytes` + slack, the value in
+//!   force when the frame is read: UPDATE_BROKER_CONFIG changes it): the connection
 //!   is closed, nothing else is affected;
 //! - a header that does not parse consumed exactly its frame: it gets an error response
 //!   and the connection goes on;
@@ -83,7 +84,6 @@ pub async fn serve<R: Runtime, S: AsyncRead + AsyncWrite + Unpin + 'static>(shar
     // Ends when every sender is gone: the reader below and every request task.
     let (writer_done_tx, writer_done) = chan::oneshot::<()>();
     rt.spawn(write_responses(rx, writer, conn_id, writer_done_tx));
-    let limits = FrameLimits::with_body_len_max_bytes(shard.config().max_message_bytes as usize + FRAME_SLACK_BYTES);
     let idle = Duration::from_millis(shard.config().idle_connection_timeout_ms);
     // A permit per running request: `send` waits while REQUESTS_IN_FLIGHT_MAX run.
     let (permits, permits_back) = chan::bounded::<()>(REQUESTS_IN_FLIGHT_MAX);
@@ -93,6 +93,8 @@ pub async fn serve<R: Runtime, S: AsyncRead + AsyncWrite + Unpin + 'static>(shar
     let mut buf = BytesMut::with_capacity(READ_BUFFER_BYTES);
     let mut read_window_bytes = READ_WINDOW_MIN_BYTES;
     'conn: loop {
+        // Per read, not per connection: `maxMessageSize` changes at runtime.
+        let limits = FrameLimits::with_body_len_max_bytes(shard.config().max_message_bytes as usize + FRAME_SLACK_BYTES);
         loop {
             match RemotingCommand::decode(&mut buf, &limits) {
                 Ok(Some(cmd)) => {

@@ -243,12 +243,13 @@ impl<R: crate::rt::Runtime> Shard<R> {
         r
     }
 
-    /// UPDATE_BROKER_CONFIG (on the metadata owner): runtime keys
-    /// (`config::RUNTIME_CONF_KEYS`) are applied on every shard before the answer, and
-    /// kept for the next start; a body naming any other key changes nothing and is
-    /// refused naming it, with NO_PERMISSION (Java's code for a key that may not change
-    /// at runtime). A new `brokerPermission` is told to the NameServers at once. Logged
-    /// with the caller.
+    /// UPDATE_BROKER_CONFIG (on the metadata owner): runtime keys (every key broker.conf
+    /// maps but `config::START_UP_CONF_KEYS`) are checked over the running configuration,
+    /// applied on every shard before the answer (each shard's store takes its part,
+    /// `Store::set_runtime_config`), and kept for the next start; a body naming a
+    /// start-up key changes nothing and is refused naming it and why, with NO_PERMISSION
+    /// (Java's code for a key in its black list). A new `brokerPermission` or
+    /// `namesrvAddr` is told to the NameServers at once. Logged with the caller.
     pub(super) async fn handle_update_broker_config(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
         let caller = caller_of(cmd).to_string();
         let body = String::from_utf8_lossy(&cmd.body).into_owned();
@@ -259,7 +260,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
                 let code = match e {
                     crate::config::RuntimeUpdateError::NotRuntime { .. } => rs::NO_PERMISSION,
                     crate::config::RuntimeUpdateError::Empty | crate::config::RuntimeUpdateError::Syntax(_) => rs::INVALID_PARAMETER,
-                    crate::config::RuntimeUpdateError::BadValue { .. } => rs::SYSTEM_ERROR,
+                    crate::config::RuntimeUpdateError::BadValue { .. } | crate::config::RuntimeUpdateError::Invalid { .. } => rs::SYSTEM_ERROR,
                 };
                 return error_response(cmd, code, e.to_string());
             }
@@ -267,10 +268,15 @@ impl<R: crate::rt::Runtime> Shard<R> {
         let Some(meta) = &self.meta.stores else {
             crate::fatal::fatal(&format!("UPDATE_BROKER_CONFIG routed to shard {}, not the metadata owner", self.place.id));
         };
-        let _writer = match meta.lock.lock() {
+        let writer = match meta.lock.lock() {
             Ok(w) => w.await,
             Err(e) => return error_response(cmd, rs::SYSTEM_BUSY, format!("broker config: {e}")),
         };
+        // Values that pass alone may not together, or not over what runs now.
+        if let Err(e) = self.config().runtime_updated(&pairs) {
+            tracing::info!(caller, error = %e, "broker config update refused");
+            return error_response(cmd, rs::SYSTEM_ERROR, e.to_string());
+        }
         // Kept first: a crash after this applies the change at the next start.
         let store = crate::meta::snapshot::SnapshotStore::new(self.rt.disk(), self.config().store_root.join("config"), super::RUNTIME_CONFIG_SNAPSHOT);
         let mut kept: Vec<(String, String)> = match store.load().await {
@@ -291,9 +297,10 @@ impl<R: crate::rt::Runtime> Shard<R> {
         self.mesh.broadcast_and_wait(event.clone()).await;
         self.apply_event(event);
         let after = self.config();
+        drop(writer);
         tracing::info!(caller, keys = ?pairs, "broker config updated at runtime on every shard");
-        if before.broker_permission != after.broker_permission {
-            drop(_writer);
+        let perm_changed = before.broker_permission != after.broker_permission;
+        if perm_changed {
             // The NameServers take a registration's topic perms only when its data
             // version moved (Java bumps it here too).
             let now = self.now_ms();
@@ -305,6 +312,9 @@ impl<R: crate::rt::Runtime> Shard<R> {
             {
                 return error_response(cmd, code, e);
             }
+        }
+        // New NameServers learn of the broker now, not at the next round.
+        if perm_changed || before.namesrv_addrs != after.namesrv_addrs {
             let shard = self.clone();
             self.rt.spawn(async move { shard.register_now().await });
         }

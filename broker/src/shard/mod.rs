@@ -259,7 +259,8 @@ impl<R: Runtime> Shard<R> {
                 topics_store.save(&encoded).await.map_err(|e| meta_fail(e.to_string()))?;
             }
         }
-        // Runtime keys an UPDATE_BROKER_CONFIG changed win over the config file.
+        // Runtime keys an UPDATE_BROKER_CONFIG changed win over the config file, checked
+        // over it as the update was checked over the running configuration.
         let runtime_store = SnapshotStore::new(rt.disk(), meta_dir.clone(), RUNTIME_CONFIG_SNAPSHOT);
         let overrides = load(&runtime_store, id, "runtime config", |b| crate::config::parse_runtime_update(&String::from_utf8_lossy(b)).map_err(|e| e.to_string()), Vec::new).await?;
         let config = if overrides.is_empty() {
@@ -268,9 +269,13 @@ impl<R: Runtime> Shard<R> {
             if id == 0 {
                 tracing::warn!(keys = ?overrides, "runtime config changed by updateBrokerConfig applies over the config file (remove <store>/config/{RUNTIME_CONFIG_SNAPSHOT} to drop it)");
             }
-            let next = config.with_runtime_update(&overrides);
+            let next = config.runtime_updated(&overrides).map_err(|e| OpenError::Meta {
+                shard: id,
+                what: "runtime config",
+                reason: format!("{e} (the config file changed since updateBrokerConfig kept these keys; fix the file or remove <store>/config/{RUNTIME_CONFIG_SNAPSHOT})"),
+            })?;
             // The store opened with the file's settings; its runtime ones apply now.
-            store.set_retention_config(&next.store);
+            store.set_runtime_config(&next.store);
             Rc::new(next)
         };
         let offsets_store = SnapshotStore::new(rt.disk(), shard_meta_dir.clone(), "consumerOffset");
@@ -685,8 +690,10 @@ impl<R: Runtime> Shard<R> {
             }
             ShardEvent::HaMaster { addr } => self.ha.set_master_addr(addr),
             ShardEvent::RuntimeConfig { pairs } => {
+                // Checked whole on the metadata owner (`runtime_updated`); every shard
+                // holds the same configuration, so it applies here too.
                 let next = self.config().with_runtime_update(&pairs);
-                self.store.set_retention_config(&next.store);
+                self.store.set_runtime_config(&next.store);
                 *self.config.borrow_mut() = Rc::new(next);
             }
         }

@@ -3,7 +3,10 @@
 //! shard, which also owns the consumer offsets of its queues.
 //!
 //! Invariants: a suspended pull is held at most `min(suspendTimeoutMillis,
-//! pull_suspend_max_ms)` and answered as soon as a message arrives for its queue;
+//! pull_suspend_max_ms)`, or `min(suspendTimeoutMillis, shortPollingTimeMills)` with
+//! `longPollingEnable` off (Apache's short polling; both read at each pull, so an
+//! UPDATE_BROKER_CONFIG governs the next pull), and answered as soon as a message
+//! arrives for its queue;
 //! a pull response body is the stored records as they are (no re-encoding); at most
 //! `PULL_BODY_BYTES_MAX` per response.
 //! Invariant: a store error on a read path (pull, view, query, time search) is answered
@@ -30,6 +33,14 @@ pub use crate::config::{PULL_BODY_BYTES_MAX, PULL_MESSAGES_MAX};
 const FLAG_COMMIT_OFFSET: i32 = 0x1;
 const FLAG_SUSPEND: i32 = 0x2;
 const FLAG_SUBSCRIPTION: i32 = 0x4;
+
+/// How long a pull asking to be suspended for `requested_ms` is held at most: Apache
+/// holds it `shortPollingTimeMills` when long polling is off; RingMQ never longer than
+/// the client asked, nor than `pull_suspend_max_ms`.
+fn suspend_bound_ms(requested_ms: i64, config: &crate::config::BrokerConfig) -> u64 {
+    let bound = if config.long_polling_enable { config.pull_suspend_max_ms } else { config.short_polling_time_ms.min(config.pull_suspend_max_ms) };
+    (requested_ms.max(0) as u64).min(bound)
+}
 
 fn ext<'a>(cmd: &'a RemotingCommand, key: &str) -> Result<&'a str, RemotingCommand> {
     cmd.ext(key).ok_or_else(|| error_response(cmd, rs::INVALID_PARAMETER, format!("missing header field {key}")))
@@ -197,11 +208,7 @@ impl<R: Runtime> Shard<R> {
         let cold_caps = (config.pull_cold_messages_max, config.pull_cold_bytes_max);
         let cold_capped = cold_caps.0 < max_messages || cold_caps.1 < max_bytes;
         drop(config);
-        let suspend_ms = if header.sys_flag & FLAG_SUSPEND != 0 {
-            (header.suspend_timeout_millis.max(0) as u64).min(self.config().pull_suspend_max_ms)
-        } else {
-            0
-        };
+        let suspend_ms = if header.sys_flag & FLAG_SUSPEND != 0 { suspend_bound_ms(header.suspend_timeout_millis, &self.config()) } else { 0 };
         let deadline_us = self.rt.monotonic_us() + suspend_ms * 1000;
         let offset = header.queue_offset as u64;
         loop {

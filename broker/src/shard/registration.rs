@@ -39,12 +39,12 @@ impl<R: Runtime> Shard<R> {
     /// `first_round_done` is told once the first round has ended (each NameServer
     /// answered, refused or timed out), so the broker's start can return only after
     /// it: as in Java's `BrokerController.start`, a caller that starts a broker and
-    /// then asks the NameServer for routes finds it listed.
+    /// then asks the NameServer for routes finds it listed. Each round takes the
+    /// NameServers in force (`namesrvAddr` changes at runtime), so the task runs even
+    /// while none is configured.
     pub fn spawn_registration(self: &Rc<Self>, stop: Arc<AtomicBool>, first_round_done: std::sync::mpsc::Sender<()>) {
         if self.config().namesrv_addrs.is_empty() {
-            tracing::info!("no NameServer configured: not registering");
-            let _ = first_round_done.send(());
-            return;
+            tracing::info!("no NameServer configured: not registering until updateBrokerConfig sets namesrvAddr");
         }
         let shard = self.clone();
         self.rt.spawn(async move {

@@ -35,6 +35,9 @@ use std::time::Duration;
 const REBUILD_BATCH_MAX: u64 = 256;
 /// Records a committed-copy or op lookup in the index returns at most.
 const LOOKUP_RESULTS_MAX: usize = 32;
+/// Longest the check-back task sleeps before it reads `transactionCheckInterval` again
+/// (an UPDATE_BROKER_CONFIG may have shortened it).
+const TXN_CHECK_INTERVAL_RECHECK_MS: u64 = 1000;
 
 /// What the shard counts about transactions (GET_BROKER_RUNTIME_INFO).
 #[derive(Debug, Default)]
@@ -424,15 +427,21 @@ impl<R: Runtime> Shard<R> {
         self.committed_copy_exists(half).await.then_some(Outcome::Commit)
     }
 
-    /// Runs check passes until the shard stops.
+    /// Runs check passes until the shard stops, `transactionCheckInterval` after the
+    /// end of the one before (Java waits that long after each check): the interval in
+    /// force, read at least every `TXN_CHECK_INTERVAL_RECHECK_MS`, so one changed at
+    /// runtime governs the next pass (not only the one after it).
     pub(super) async fn run_txn_checks(self: Rc<Self>) {
-        let interval = Duration::from_millis(self.config().transaction_check_interval_ms);
+        let mut last_pass_end_us = self.rt.monotonic_us();
         while !self.store_stop.get() {
-            self.rt.sleep(interval).await;
-            if self.store_stop.get() {
-                break;
+            let due_us = last_pass_end_us.saturating_add(self.config().transaction_check_interval_ms.saturating_mul(1000));
+            let now_us = self.rt.monotonic_us();
+            if now_us < due_us {
+                self.rt.sleep(Duration::from_micros((due_us - now_us).min(TXN_CHECK_INTERVAL_RECHECK_MS * 1000))).await;
+                continue;
             }
             self.txn_check_pass().await;
+            last_pass_end_us = self.rt.monotonic_us();
         }
     }
 

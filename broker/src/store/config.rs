@@ -1,8 +1,9 @@
 //! Store configuration: every bound the store enforces, with its unit in its name.
 //!
-//! Invariant (checked by `validate`): a segment holds at least one maximal record plus
-//! the 8-byte blank that ends it, and one flush window holds at least one maximal
-//! record, so recovery's torn-tail window (`dirty_bytes_max`) always covers a whole write.
+//! Invariant (by construction, `record_bytes_limit`): a segment holds at least one
+//! maximal record plus the 8-byte blank that ends it, and one flush window holds at
+//! least one maximal record, so recovery's torn-tail window (`dirty_bytes_max`) always
+//! covers a whole write.
 
 use super::index::IndexConfig;
 use thiserror::Error;
@@ -67,7 +68,9 @@ pub struct StoreConfig {
     pub scrub_bytes_per_sec: u64,
     /// Flushed CommitLog bytes kept in memory for tail reads.
     pub tail_cache_bytes: u64,
-    /// Largest encoded record accepted.
+    /// Largest encoded record accepted (and recognised as a record by recovery, the
+    /// scrub and replicas), at most what the geometry holds: the store reads
+    /// `record_bytes_limit()`.
     pub record_bytes_max: u64,
     /// ConsumeQueue entries per file (a multiple of 1024 so files are block-aligned).
     pub cq_entries_per_file: u64,
@@ -104,6 +107,13 @@ pub struct StoreConfig {
 }
 
 impl StoreConfig {
+    /// The longest record this store holds: `record_bytes_max`, and never more than a
+    /// segment (less the 8-byte blank that ends it) or one flush window holds. Every
+    /// record check of the store uses it.
+    pub fn record_bytes_limit(&self) -> u64 {
+        self.record_bytes_max.min(self.segment_bytes.saturating_sub(8)).min(self.dirty_bytes_max)
+    }
+
     /// Whether CommitLog segments are opened O_DSYNC (`write_through`, or the flush
     /// mode's default when unset).
     pub fn write_through(&self) -> bool {
@@ -168,16 +178,12 @@ impl StoreConfig {
         if self.segment_bytes % super::io::BLOCK_BYTES != 0 {
             return fail(format!("segment_bytes {} is not a multiple of 4096", self.segment_bytes));
         }
-        if self.segment_bytes < self.record_bytes_max + 8 {
+        if self.record_bytes_limit() < super::io::BLOCK_BYTES {
             return fail(format!(
-                "segment_bytes {} must exceed record_bytes_max {} + 8",
-                self.segment_bytes, self.record_bytes_max
-            ));
-        }
-        if self.dirty_bytes_max < self.record_bytes_max {
-            return fail(format!(
-                "dirty_bytes_max {} must be at least record_bytes_max {}",
-                self.dirty_bytes_max, self.record_bytes_max
+                "segment_bytes {} and dirty_bytes_max {} leave records at most {} bytes (at least 4096 needed)",
+                self.segment_bytes,
+                self.dirty_bytes_max,
+                self.record_bytes_limit()
             ));
         }
         if self.checkpoint_lag_bytes_max < 2 * self.dirty_bytes_max {

@@ -130,9 +130,11 @@ struct Inner<D: Disk> {
     disk_full: Option<(u32, u32)>,
     /// Usage is past `disk_max_used_ratio` (logged when it starts and when it ends).
     disk_above_max_used: bool,
-    /// Retention and watermark settings changed at runtime (`set_retention_config`);
-    /// `None`: the store's own configuration.
-    retention_config: Option<Rc<StoreConfig>>,
+    /// The settings a running broker changed (`set_runtime_config`: retention,
+    /// watermarks, flush interval); `None`: the store's own configuration.
+    runtime_config: Option<Rc<StoreConfig>>,
+    /// The flush interval changed: the flusher wakes to sleep the new one.
+    flush_interval_changed: bool,
     waiters: BTreeMap<u64, Vec<Waker>>,
     checkpoint_sequence: u64,
     checkpoint_file: Option<Rc<D::File>>,
@@ -238,6 +240,39 @@ impl<D: Disk, C: Clock> Store<D, C> {
 
     pub fn config(&self) -> &StoreConfig {
         &self.config
+    }
+
+    /// The configuration in force: the store's own, with the settings a running broker
+    /// changed (`set_runtime_config`).
+    pub fn runtime_config(&self) -> Rc<StoreConfig> {
+        self.inner.borrow().runtime_config.clone().unwrap_or_else(|| self.config.clone())
+    }
+
+    /// UPDATE_BROKER_CONFIG: takes from `config` the settings a running store may change
+    /// — retention and disk watermarks (`fileReservedTime`, `deleteWhen`, the disk
+    /// ratios, `cleanFileForciblyEnable`, `deleteFileBatchMax`: the next retention pass
+    /// and disk check use them) and `flush_interval_ms` (`flushIntervalCommitLog`: the
+    /// flusher wakes now and sleeps the new interval). Every other field stays the
+    /// store's own: the geometry and the record bound describe what is on disk.
+    pub fn set_runtime_config(&self, config: &StoreConfig) {
+        let mut next = (*self.config).clone();
+        next.file_reserved_hours = config.file_reserved_hours;
+        next.delete_when_hours = config.delete_when_hours.clone();
+        next.disk_max_used_ratio = config.disk_max_used_ratio;
+        next.disk_force_clean_ratio = config.disk_force_clean_ratio;
+        next.disk_refuse_ratio = config.disk_refuse_ratio;
+        next.clean_file_forcibly = config.clean_file_forcibly;
+        next.delete_files_per_pass_max = config.delete_files_per_pass_max;
+        next.flush_interval_ms = config.flush_interval_ms;
+        let mut inner = self.inner.borrow_mut();
+        let before = inner.runtime_config.as_ref().map_or(self.config.flush_interval_ms, |c| c.flush_interval_ms);
+        if before != next.flush_interval_ms {
+            inner.flush_interval_changed = true;
+            if let Some(waker) = inner.flusher_waker.take() {
+                waker.wake();
+            }
+        }
+        inner.runtime_config = Some(Rc::new(next));
     }
 
     pub fn dir(&self) -> &Path {

@@ -7,7 +7,9 @@
 //! Group commit: under sync flush the loop flushes as soon as anything is dirty; the
 //! appends that arrive while a flush is in flight are covered by the next one, so one
 //! fdatasync acknowledges every append before it. Under async flush it waits for
-//! `flush_min_bytes` or `flush_interval_ms`, whichever comes first.
+//! `flush_min_bytes` or `flush_interval_ms`, whichever comes first; the interval is
+//! the one in force (`Store::runtime_config`, changed by UPDATE_BROKER_CONFIG's
+//! `flushIntervalCommitLog`), read before every wait.
 //!
 //! Invariant: a store failure ends every loop and calls `on_fatal` once; the broker
 //! exits the process rather than leave a shard serving without a store.
@@ -51,13 +53,13 @@ pub fn spawn_store_tasks<E: StoreExecutor, D: Disk, C: Clock>(rt: E, store: Stor
     let fatal = on_fatal.clone();
     let r = rt.clone();
     rt.spawn(async move {
-        let interval = Duration::from_millis(s.config().flush_interval_ms.max(1));
         while !st.get() {
             match s.config().flush_mode {
                 FlushMode::Sync => {
                     futures_lite::future::or(s.flush_wanted(), r.sleep(Duration::from_millis(100))).await;
                 }
                 FlushMode::Async => {
+                    let interval = Duration::from_millis(s.runtime_config().flush_interval_ms.max(1));
                     futures_lite::future::or(s.flush_wanted(), r.sleep(interval)).await;
                 }
             }

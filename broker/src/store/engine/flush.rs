@@ -36,7 +36,8 @@ impl<D: Disk, C: Clock> Store<D, C> {
     }
 
     /// Resolves when the flusher has work: any dirty byte under sync flush, at least
-    /// `flush_min_bytes` under async flush (the flusher also wakes on its interval).
+    /// `flush_min_bytes` under async flush (the flusher also wakes on its interval), or
+    /// when the flush interval changed at runtime (the flusher then sleeps the new one).
     pub fn flush_wanted(&self) -> FlushWanted<D> {
         FlushWanted { inner: self.inner.clone(), min_bytes: match self.config.flush_mode {
             FlushMode::Sync => 1,
@@ -291,6 +292,11 @@ impl<D: Disk> Future for FlushWanted<D> {
         let mut inner = self.inner.borrow_mut();
         let dirty = inner.commitlog.dirty_bytes();
         if inner.failed.is_some() || dirty >= self.min_bytes || (inner.flush_requested && dirty > 0) {
+            return Poll::Ready(());
+        }
+        if inner.flush_interval_changed {
+            // Taken by the one flusher that waits on this future.
+            inner.flush_interval_changed = false;
             return Poll::Ready(());
         }
         inner.flusher_waker = Some(cx.waker().clone());

@@ -107,7 +107,7 @@ impl<F: DiskFile> Scanner<F> {
     /// `probe_bytes` from `from` within its segment, and the first block of every later
     /// segment. Bounded (no read of the rest of a 1 GiB pre-allocated segment), yet it
     /// finds any record written at or after `from`: records are written back to back
-    /// from each segment's start and none is longer than `record_bytes_max`, so if
+    /// from each segment's start and none is longer than `record_bytes_limit()`, so if
     /// anything was written past `from + probe_bytes`, a record header (never zero)
     /// starts inside the probe, and a later segment that holds records starts with one.
     async fn first_record_bytes_from(&mut self, from: u64, probe_bytes: u64) -> Result<Option<u64>, IoError> {
@@ -391,7 +391,7 @@ async fn recover_queues<D: Disk>(
     // one (garbage written over it, a damaged file) is rebuilt after the scan.
     let mut damaged: BTreeSet<QueueKey> = BTreeSet::new();
     for (key, cq) in queues.iter() {
-        if let Some(why) = queue_damage(cq, shard.phys(0), shard.phys(cut_phys), config.record_bytes_max).await? {
+        if let Some(why) = queue_damage(cq, shard.phys(0), shard.phys(cut_phys), config.record_bytes_limit()).await? {
             tracing::warn!(topic = %key.0, queue = key.1, reason = %why, "consume queue entry is damaged: the queue will be rebuilt");
             damaged.insert(key.clone());
         }
@@ -430,7 +430,8 @@ fn recovering_inner<D: Disk>(commitlog: SegmentedLog<D>, queues: QueueMap<D>, in
         failed: None,
         disk_full: None,
         disk_above_max_used: false,
-        retention_config: None,
+        runtime_config: None,
+        flush_interval_changed: false,
         waiters: BTreeMap::new(),
         checkpoint_sequence: checkpoint.map(|c| c.sequence).unwrap_or(0),
         checkpoint_file: None,
@@ -493,7 +494,7 @@ async fn check_end<D: Disk, C: Clock>(store: &Store<D, C>, scanner: &mut Scanner
     let window = store.config.torn_window_bytes();
     let end_file = store.inner.borrow().commitlog.path_of(align_down(end, store.config.segment_bytes));
     // One longest record past the window: enough to see any record written there.
-    let probe_bytes = store.config.record_bytes_max + BLOCK_BYTES;
+    let probe_bytes = store.config.record_bytes_limit() + BLOCK_BYTES;
     let beyond = scanner.first_record_bytes_from(end + window, probe_bytes).await?;
     let bad_reason = match (how, beyond) {
         (_, Some(at)) => Some(format!(
@@ -833,7 +834,7 @@ async fn scan<D: Disk, C: Clock>(
                 pos = seg_end;
             }
             RecordHead::Message(n) => {
-                if n as u64 > store.config.record_bytes_max || pos + n as u64 + BLANK_LEN_MIN_BYTES as u64 > seg_end {
+                if n as u64 > store.config.record_bytes_limit() || pos + n as u64 + BLANK_LEN_MIN_BYTES as u64 > seg_end {
                     return Ok((pos, ScanEnd::Bad(format!("record length {n} does not fit its segment"))));
                 }
                 let bytes = scanner.bytes_at(pos, n as u64).await?;

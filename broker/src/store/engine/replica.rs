@@ -134,7 +134,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
                     pos += n as u64;
                 }
                 RecordHead::Message(n) => {
-                    if n as u64 > self.config.record_bytes_max || pos + n as u64 + BLANK_LEN_MIN_BYTES as u64 > seg_end || at + n > bytes.len() {
+                    if n as u64 > self.config.record_bytes_limit() || pos + n as u64 + BLANK_LEN_MIN_BYTES as u64 > seg_end || at + n > bytes.len() {
                         return Err(StoreError::ReplicaDiverged { offset: self.shard.phys(pos), reason: format!("record of {n} bytes does not fit (segment end {seg_end}, batch {})", bytes.len() - at) });
                     }
                     let view = StoredMessageView::parse_verified(&bytes[at..at + n]).map_err(|e| diverged(e.to_string()))?;
@@ -239,8 +239,15 @@ impl<D: Disk, C: Clock> Store<D, C> {
         if local >= end {
             return Ok(Some(Vec::new()));
         }
-        let want = (end - local).min(max_bytes.max(self.config.record_bytes_max as usize) as u64) as usize;
+        let want = (end - local).min(max_bytes.max(1) as u64) as usize;
         let mut bytes = self.read_commitlog(phys_from, want).await?;
+        // A first record longer than `max_bytes` goes alone: read it whole. (Reading
+        // `record_bytes_limit()` every time instead would read up to 16 MiB per batch.)
+        if let RecordHead::Blank(n) | RecordHead::Message(n) = record_head(&bytes) {
+            if n > bytes.len() && n as u64 <= self.config.record_bytes_limit() && n as u64 <= end - local {
+                bytes = self.read_commitlog(phys_from, n).await?;
+            }
+        }
         // Keep whole records only.
         let mut at = 0usize;
         while at < bytes.len() {

@@ -78,7 +78,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
         let local_hour = local_hour_of_day(now_ms, self.clock.utc_offset_ms(now_ms));
         let mut used_ratio = self.disk.space(&self.dir).await?.used_ratio();
         // The retention settings now (UPDATE_BROKER_CONFIG may have changed them).
-        let cfg = self.retention_config();
+        let cfg = self.runtime_config();
         let trigger = clean_trigger(&cfg, local_hour, used_ratio);
         if !trigger.runs() {
             return Ok(0);

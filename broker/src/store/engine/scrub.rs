@@ -65,7 +65,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
             let mut want = SCRUB_READ_BYTES.min(budget_end - pos).max(BLANK_LEN_MIN_BYTES as u64).min(seg_end - pos);
             let mut bytes = self.note_read(read_segment_bytes(&self.inner, pos, want as usize).await)?;
             if let RecordHead::Message(n) = record_head(&bytes) {
-                let n = (n as u64).min(self.config.record_bytes_max).min(seg_end - pos);
+                let n = (n as u64).min(self.config.record_bytes_limit()).min(seg_end - pos);
                 if n > want {
                     want = n;
                     bytes = self.note_read(read_segment_bytes(&self.inner, pos, want as usize).await)?;
@@ -81,7 +81,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
                         next = Some(seg_end);
                         break;
                     }
-                    RecordHead::Message(n) if n as u64 <= self.config.record_bytes_max && record_pos + n as u64 <= seg_end => {
+                    RecordHead::Message(n) if n as u64 <= self.config.record_bytes_limit() && record_pos + n as u64 <= seg_end => {
                         if at + n > bytes.len() {
                             break; // the rest of it comes with the next read
                         }

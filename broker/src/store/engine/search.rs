@@ -33,7 +33,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
                 i32::from_be_bytes([head[0], head[1], head[2], head[3]]).max(0) as usize
             }
         };
-        if size as u64 > self.config.record_bytes_max {
+        if size as u64 > self.config.record_bytes_limit() {
             return Ok(None);
         }
         let bytes = self.read_commitlog(phys, size).await?;

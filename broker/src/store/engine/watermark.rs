@@ -19,7 +19,7 @@ impl<D: Disk, C: Clock> Store<D, C> {
     pub async fn check_disk(&self) -> Result<f64, StoreError> {
         let space = self.disk.space(&self.dir).await?;
         let ratio = space.used_ratio();
-        let cfg = self.retention_config();
+        let cfg = self.runtime_config();
         let refuse = cfg.disk_refuse_ratio;
         let mut inner = self.inner.borrow_mut();
         inner.stats.disk_used_permille = (ratio * 1000.0) as u64;
@@ -47,26 +47,13 @@ impl<D: Disk, C: Clock> Store<D, C> {
         Ok(ratio)
     }
 
-    /// The retention and watermark settings in force: the store's own configuration
-    /// until `set_retention_config` replaced them.
-    pub(super) fn retention_config(&self) -> Rc<StoreConfig> {
-        self.inner.borrow().retention_config.clone().unwrap_or_else(|| self.config.clone())
-    }
-
-    /// UPDATE_BROKER_CONFIG: retention and disk-watermark settings (`fileReservedTime`,
-    /// `deleteWhen`, the disk ratios, `cleanFileForciblyEnable`, `deleteFileBatchMax`)
-    /// from `config`, used from the next retention pass and disk check on.
-    pub fn set_retention_config(&self, config: &StoreConfig) {
-        self.inner.borrow_mut().retention_config = Some(Rc::new(config.clone()));
-    }
-
     pub fn refusing_writes(&self) -> bool {
         self.inner.borrow().disk_full.is_some()
     }
 
     pub(super) async fn on_no_space(&self, e: &IoError) {
         tracing::warn!(shard = self.shard.0, error = %e, "disk full: refusing appends until space is freed");
-        let refuse_percent = (self.retention_config().disk_refuse_ratio * 100.0) as u32;
+        let refuse_percent = (self.runtime_config().disk_refuse_ratio * 100.0) as u32;
         self.inner.borrow_mut().disk_full = Some((100, refuse_percent));
         // The half-written segment was removed by `segmented::ensure_segment` while it
         // still held the segment's claim (removing it here raced the next claimant).

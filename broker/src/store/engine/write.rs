@@ -170,8 +170,8 @@ impl<D: Disk, C: Clock> Store<D, C> {
             &msg.born_host,
             &msg.store_host,
         ) as u64;
-        if size > self.config.record_bytes_max {
-            return Err(StoreError::TooLarge { size_bytes: size, max_bytes: self.config.record_bytes_max });
+        if size > self.config.record_bytes_limit() {
+            return Err(StoreError::TooLarge { size_bytes: size, max_bytes: self.config.record_bytes_limit() });
         }
         let dirty = inner.commitlog.dirty_bytes();
         if dirty + size > self.config.dirty_bytes_max {
