@@ -41,7 +41,7 @@ use ringmq_broker::config::RouteMode;
 use ringmq_broker::routing::queue_owner;
 use rocketmq_client_rust::{
     BrokerAdmin, ClientConfig, ClientError, ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumerAdmin, DefaultMQAdminExt,
-    DefaultMQProducer, MQClientException, MQPushConsumer, OffsetAdmin, RouteAdmin, SendStatus, TopicAdmin,
+    DefaultMQProducer, DefaultMQPushConsumer, MQClientException, MQPushConsumer, OffsetAdmin, RouteAdmin, SendStatus, TopicAdmin,
 };
 use rocketmq_model::common::message::message_ext::MessageExt;
 use rocketmq_model::common::message::message_queue::MessageQueue;
@@ -529,16 +529,7 @@ async fn online_reset(c: &Ctx) -> usize {
     let config = TopicConfig::with_perm(topic.as_str(), QUEUES as u32, QUEUES as u32, 6);
     bounded("create topic", admin.create_and_update_topic_config(c.broker.clone().into(), config)).await.expect("topic created");
     let mut producer = start_producer(&c.cluster, c.serialize_type, &format!("AdminResetPG{label}"), &topic).await;
-    let received: Arc<Mutex<Vec<String>>> = Arc::default();
-    let sink = received.clone();
-    let mut consumer = push_consumer(&c.cluster, c.serialize_type, "admin-reset", &group).build();
-    consumer.subscribe(topic.as_str(), "*").await.expect("subscribe");
-    consumer.register_message_listener_concurrently(move |msgs: &[&MessageExt], _: &ConsumeConcurrentlyContext| {
-        let bodies = msgs.iter().map(|m| String::from_utf8_lossy(m.body().as_deref().unwrap_or_default()).to_string());
-        sink.lock().expect("sink").extend(bodies);
-        Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
-    });
-    bounded("push consumer start", consumer.start()).await.expect("push consumer starts");
+    let (mut consumer, received) = recording_push_consumer(&c.cluster, c.serialize_type, "admin-reset", &group, &topic).await;
 
     let before = now_ms();
     let mut sent = send(&mut producer, &topic, "reset-a", RESET_FIRST).await;
@@ -826,16 +817,7 @@ async fn shard_mode_figures(serialize_type: SerializeType) {
         assert_eq!((got.read_queue_nums, got.write_queue_nums), (QUEUES as u32, QUEUES as u32), "{topic} on {name}");
     }
     let mut producer = common_interop::start_producer(&cluster, serialize_type, "figures-producer", format!("ShardFigPG{label}"), &topic).await;
-    let received: Arc<Mutex<Vec<String>>> = Arc::default();
-    let sink = received.clone();
-    let mut consumer = push_consumer(&cluster, serialize_type, "figures-push", &group).build();
-    consumer.subscribe(topic.as_str(), "*").await.expect("subscribe");
-    consumer.register_message_listener_concurrently(move |msgs: &[&MessageExt], _: &ConsumeConcurrentlyContext| {
-        let bodies = msgs.iter().map(|m| String::from_utf8_lossy(m.body().as_deref().unwrap_or_default()).to_string());
-        sink.lock().expect("sink").extend(bodies);
-        Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
-    });
-    bounded("push consumer start", consumer.start()).await.expect("push consumer starts");
+    let (mut consumer, received) = recording_push_consumer(&cluster, serialize_type, "figures-push", &group, &topic).await;
 
     let before = now_ms();
     let sent = send(&mut producer, &topic, "fig", FIGURES_SENT).await;
@@ -920,6 +902,22 @@ async fn shard_mode_figures(serialize_type: SerializeType) {
 
     bounded("admin shutdown", admin.shutdown()).await;
     eprintln!("shard-mode admin figures ({label}) took {:?}", started.elapsed());
+}
+
+/// A started rocketmq-client-rust push consumer of `group` on `topic` that records
+/// every body it is handed (as text), in arrival order.
+async fn recording_push_consumer(cluster: &Cluster, serialize_type: SerializeType, scope: &'static str, group: &str, topic: &str) -> (DefaultMQPushConsumer, Arc<Mutex<Vec<String>>>) {
+    let received: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink = received.clone();
+    let mut consumer = push_consumer(cluster, serialize_type, scope, group).build();
+    consumer.subscribe(topic, "*").await.expect("subscribe");
+    consumer.register_message_listener_concurrently(move |msgs: &[&MessageExt], _: &ConsumeConcurrentlyContext| {
+        let bodies = msgs.iter().map(|m| String::from_utf8_lossy(m.body().as_deref().unwrap_or_default()).to_string());
+        sink.lock().expect("sink").extend(bodies);
+        Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
+    });
+    bounded("push consumer start", consumer.start()).await.expect("push consumer starts");
+    (consumer, received)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
