@@ -24,6 +24,25 @@ pub struct Common {
     /// Print one JSON document instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Sign every request with this ACL account (brokers with `aclEnable=true`), as
+    /// mqadmin does with the accessKey of its `tools.yml`.
+    #[arg(long = "accessKey", requires = "secret_key")]
+    pub access_key: Option<String>,
+    /// The account's secret key (with `--accessKey`).
+    #[arg(long = "secretKey", requires = "access_key")]
+    pub secret_key: Option<String>,
+}
+
+impl Common {
+    /// The client configuration these options give: the NameServers and, with an
+    /// account, the credentials every request is signed with.
+    pub fn client_config(&self, namesrvs: Vec<String>) -> ClientConfig {
+        let mut client = ClientConfig::new(namesrvs);
+        if let (Some(ak), Some(sk)) = (&self.access_key, &self.secret_key) {
+            client.credentials = Some(ringmq_client::remoting::acl::Credentials::new(ak.clone(), sk.clone()));
+        }
+        client
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -326,7 +345,7 @@ pub async fn run(command: Command) -> Outcome {
         Command::Ops(ops) => ops.common().clone(),
     };
     let namesrvs = namesrv_list(&common.namesrv)?;
-    let client = ClientConfig::new(namesrvs.clone());
+    let client = common.client_config(namesrvs.clone());
     let instance = ClientInstance::start(client.clone()).map_err(|e| e.to_string())?;
     let result = dispatch(&instance, client, &namesrvs, common.json, command).await;
     instance.shutdown().await;

@@ -138,6 +138,8 @@ impl SizeDist {
 #[derive(Debug, Clone)]
 pub struct EngineSpec {
     pub role: Role,
+    /// The ACL account every request is signed with (`--access-key`), if any.
+    pub credentials: Option<ringmq_client::remoting::acl::Credentials>,
     /// Messages a consumer asks for per pull (1..=1024; the broker also caps by bytes).
     pub pull_batch_size: i32,
     pub workload: Workload,
@@ -279,6 +281,7 @@ impl Pacer {
 
 fn client_config(spec: &EngineSpec, name: String) -> ClientConfig {
     let mut c = ClientConfig::new(spec.namesrv_addrs.clone());
+    c.credentials = spec.credentials.clone();
     c.instance_name = Some(name);
     c.request_timeout_ms = spec.send_timeout_ms;
     c

@@ -108,6 +108,8 @@ struct Step {
 fn base_args(dir: &Path, duration_secs: u64, warmup_secs: u64) -> WorkloadArgs {
     WorkloadArgs {
         namesrv: None,
+        access_key: None,
+        secret_key: None,
         topic: "SuiteBench".into(),
         topics: 1,
         queues: 8,

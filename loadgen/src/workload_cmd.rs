@@ -5,6 +5,7 @@
 //! Invariant: every option is range-checked before anything starts, with an error that
 //! names the option.
 
+use ringmq_client::remoting::acl::Credentials;
 use crate::embedded::{EmbeddedCluster, EmbeddedSpec};
 use crate::engine::{self, EngineSpec, Role, SizeDist};
 use crate::record::{Durability, RunRecord, Workload};
@@ -30,6 +31,13 @@ pub struct WorkloadArgs {
     /// NameServer and broker on a temporary store.
     #[arg(short = 'n', long)]
     pub namesrv: Option<String>,
+    /// With --namesrv against brokers with `aclEnable=true`: sign every request with
+    /// this ACL account (Apache's AclClientRPCHook form; costs one HMAC per request).
+    #[arg(long = "access-key", requires = "secret_key")]
+    pub access_key: Option<String>,
+    /// The account's secret key (with --access-key).
+    #[arg(long = "secret-key", requires = "access_key")]
+    pub secret_key: Option<String>,
     /// Topic name (several topics get `-0`, `-1`, ... suffixes).
     #[arg(long, default_value = "LoadgenBench")]
     pub topic: String,
@@ -246,12 +254,19 @@ pub fn validate(a: &WorkloadArgs) -> Result<SizeDist, String> {
 /// Creates `topics` with `queues` queues on every broker of the cluster (on a
 /// glommio thread: the client's runtime).
 pub fn create_topics(namesrv_addrs: &[String], topics: &[String], queues: usize) -> Result<(), String> {
+    create_topics_as(namesrv_addrs, topics, queues, None)
+}
+
+/// `create_topics`, signed with `credentials` when the brokers check an ACL.
+pub fn create_topics_as(namesrv_addrs: &[String], topics: &[String], queues: usize, credentials: Option<Credentials>) -> Result<(), String> {
     let addrs = namesrv_addrs.to_vec();
     let topics = topics.to_vec();
     glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .name("loadgen-admin")
         .spawn(move || async move {
-            let instance = ringmq_client::ClientInstance::start(ringmq_client::ClientConfig::new(addrs)).map_err(|e| e.to_string())?;
+            let mut config = ringmq_client::ClientConfig::new(addrs);
+            config.credentials = credentials;
+            let instance = ringmq_client::ClientInstance::start(config).map_err(|e| e.to_string())?;
             for t in &topics {
                 ringmq_client::admin::create_topic_on_cluster(&instance, None, t, queues as i32).await.map_err(|e| format!("create topic {t}: {e}"))?;
             }
@@ -261,6 +276,14 @@ pub fn create_topics(namesrv_addrs: &[String], topics: &[String], queues: usize)
         .map_err(|e| format!("admin executor: {e}"))?
         .join()
         .map_err(|e| format!("admin thread: {e}"))?
+}
+
+/// The ACL account `--access-key`/`--secret-key` name, if any.
+pub fn credentials(a: &WorkloadArgs) -> Option<Credentials> {
+    match (&a.access_key, &a.secret_key) {
+        (Some(ak), Some(sk)) => Some(Credentials::new(ak.clone(), sk.clone())),
+        _ => None,
+    }
 }
 
 pub fn topic_names(a: &WorkloadArgs) -> Vec<String> {
@@ -292,6 +315,7 @@ pub fn engine_spec(role: Role, a: &WorkloadArgs, sizes: SizeDist, namesrv_addrs:
     let txn_suffix = if a.transactional { "-transactional" } else { "" };
     EngineSpec {
         role,
+        credentials: credentials(a),
         pull_batch_size: a.pull_batch_size,
         workload: workload(&format!("{}-{}{txn_suffix}", role.name(), a.message_bytes), a, &sizes, role),
         sizes,
@@ -443,7 +467,7 @@ fn run_row(role: Role, a: &WorkloadArgs, sizes: &SizeDist, baseline: bool) -> Re
         config_label.push_str(", plain sends");
     }
     let topics = topic_names(a);
-    create_topics(&namesrv_addrs, &topics, a.queues)?;
+    create_topics_as(&namesrv_addrs, &topics, a.queues, credentials(a))?;
     let record = if role == Role::Consume {
         // Build the backlog first, then read it back as fast as possible.
         let mut preload = engine_spec(Role::Produce, a, sizes.clone(), namesrv_addrs.clone(), embedded.is_some());
