@@ -329,6 +329,9 @@ fn start_replication(shard: &Rc<Shard<Glommio>>, config: &BrokerConfig, id: usiz
                 return;
             }
         };
+        if id == 0 && config.ha_auth_secret().is_none() {
+            tracing::warn!(port, "haAuthSecret is not set: any peer that reaches the replication ports can read the whole CommitLog and confirm SYNC_MASTER sends (README, Replication)");
+        }
         let shard = shard.clone();
         glommio::spawn_local(async move {
             let mut next = 0u64;
@@ -339,7 +342,8 @@ fn start_replication(shard: &Rc<Shard<Glommio>>, config: &BrokerConfig, id: usiz
                     Some(Ok(stream)) => {
                         let _ = stream.set_nodelay(true);
                         next += 1;
-                        glommio::spawn_local(shard.clone().serve_replica(stream, next)).detach();
+                        let peer = stream.peer_addr().ok();
+                        glommio::spawn_local(shard.clone().serve_replica(stream, next, peer)).detach();
                     }
                     Some(Err(e)) => {
                         tracing::warn!(shard = id, error = %e, "replication accept failed");

@@ -11,7 +11,7 @@
 //! Invariant: a key set twice is refused: Java's "last one wins" would hide a mistake.
 //! Invariant: `to_broker_conf` writes only keys `apply_conf_key` reads, and parsing
 //! what it writes gives the same settings, but for `innerClientAuthenticationCredentials`
-//! (a secret: never written back) (for every setting broker.conf can hold:
+//! and `haAuthSecret` (secrets: never written back) (for every setting broker.conf can hold:
 //! TOML may put a disk watermark outside the range Apache clamps it to, which
 //! broker.conf refuses).
 //! Invariant: a disk watermark percentage is accepted only inside the range Apache
@@ -60,6 +60,7 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "rejectTransactionMessage",
     "haListenPort",
     "haMasterAddress",
+    "haAuthSecret",
     "syncFlushTimeout",
     "slaveReadEnable",
     "enablePropertyFilter",
@@ -261,6 +262,7 @@ pub(super) fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) 
         "rejectTransactionMessage" => config.reject_transaction_message = parse_bool(value)?,
         "haListenPort" => config.ha_listen_port = parse_number(value)?,
         "haMasterAddress" => config.ha_master_address = Some(value.to_string()),
+        "haAuthSecret" => config.ha_auth_secret = Some(value.to_string()),
         "syncFlushTimeout" => config.sync_flush_timeout_ms = parse_number(value)?,
         "slaveReadEnable" => config.slave_read_enable = parse_bool(value)?,
         "enablePropertyFilter" => config.enable_property_filter = parse_bool(value)?,
@@ -486,6 +488,7 @@ mod tests {
         rejectTransactionMessage=true
         haListenPort=20912
         haMasterAddress=10.0.0.7:10912
+        haAuthSecret=replication-secret-0123
         syncFlushTimeout=2000
         slaveReadEnable=true
         enablePropertyFilter=true
@@ -543,6 +546,7 @@ mod tests {
             c.reject_transaction_message = true;
             c.ha_listen_port = 20912;
             c.ha_master_address = Some("10.0.0.7:10912".into());
+            c.ha_auth_secret = Some("replication-secret-0123".into());
             c.sync_flush_timeout_ms = 2_000;
             c.slave_read_enable = true;
             c.enable_property_filter = true;
@@ -642,8 +646,10 @@ mod tests {
         let again = BrokerConfig::from_broker_conf_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         // The broker's own secret is never written back.
         assert!(!text.contains("12345678"), "{text}");
+        assert!(!text.contains("replication-secret"), "{text}");
         let mut original = original;
         original.inner_client_authentication_credentials = None;
+        original.ha_auth_secret = None;
         assert_eq!(again, original, "{text}");
         // Every key it writes is one broker.conf reads.
         for (k, _) in original.to_broker_conf() {

@@ -208,6 +208,12 @@ pub struct BrokerConfig {
     /// A slave's master, `host:haListenPort` (RocketMQ's `haMasterAddress`); shard i
     /// connects to port + i.
     pub ha_master_address: Option<String>,
+    /// The replication secret (`haAuthSecret`, RingMQ's key: Apache RocketMQ's HA has
+    /// none), the same on a master and its slaves: a slave proves it holds it before its
+    /// master sends anything of the log, and the master proves it back (README,
+    /// Replication). Unset or empty: replication is not authenticated. Never written
+    /// back (GET_BROKER_CONFIG): it is a secret.
+    pub ha_auth_secret: Option<String>,
     /// How long a SYNC_MASTER send waits for a slave's confirmation before answering
     /// FLUSH_SLAVE_TIMEOUT (RocketMQ's `syncFlushTimeout`, ms).
     pub sync_flush_timeout_ms: u64,
@@ -321,6 +327,7 @@ impl Default for BrokerConfig {
             transaction_pending_max: crate::txn::TRANSACTION_PENDING_MAX_DEFAULT,
             ha_listen_port: 0,
             ha_master_address: None,
+            ha_auth_secret: None,
             sync_flush_timeout_ms: crate::ha::SYNC_FLUSH_TIMEOUT_MS_DEFAULT,
             ha_sync_ack: crate::ha::SyncAck::Received,
             slave_read_enable: false,
@@ -368,6 +375,11 @@ impl BrokerConfig {
     /// The `plain_acl.yml` the ACL reads: `plain_acl_file`, or `<store root>/config/`.
     pub fn plain_acl_path(&self) -> PathBuf {
         self.plain_acl_file.clone().unwrap_or_else(|| self.store_root.join("config").join(PLAIN_ACL_FILE_NAME))
+    }
+
+    /// The replication secret's bytes; `None` when replication is not authenticated.
+    pub fn ha_auth_secret(&self) -> Option<&[u8]> {
+        self.ha_auth_secret.as_deref().filter(|s| !s.is_empty()).map(str::as_bytes)
     }
 
     /// The broker's own request credentials (`innerClientAuthenticationCredentials`);

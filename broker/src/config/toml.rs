@@ -172,6 +172,7 @@ mod tests {
             broker_id = 2
             role = "slave"
             ha_master_address = "10.0.0.1:10912"
+            ha_auth_secret = "replication-secret-0123"
             store_root = "/data/store"
             shard_count = 4
             cpu_list = [2, 3, 4, 5]
@@ -215,6 +216,7 @@ mod tests {
             c.broker_id = 2;
             c.role = BrokerRole::Slave;
             c.ha_master_address = Some("10.0.0.1:10912".into());
+            c.ha_auth_secret = Some("replication-secret-0123".into());
             c.store_root = "/data/store".into();
             c.shard_count = 4;
             c.cpu_list = Some(vec![2, 3, 4, 5]);

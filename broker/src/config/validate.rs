@@ -32,6 +32,10 @@ pub const SPIN_BEFORE_PARK_US_MAX: u64 = 1_000;
 /// Longest `short_polling_time_ms` (`shortPollingTimeMills`) accepted: RingMQ's
 /// `pull_suspend_max_ms` default, the longest a long-polled pull is held.
 pub const SHORT_POLLING_TIME_MS_MAX: u64 = 30_000;
+/// Shortest `haAuthSecret` (bytes): 128 bits of a random secret.
+pub const HA_AUTH_SECRET_BYTES_MIN: usize = 16;
+/// Longest `haAuthSecret` (bytes).
+pub const HA_AUTH_SECRET_BYTES_MAX: usize = 1024;
 
 impl BrokerConfig {
     /// Checks every setting; the first one out of bounds is the error, named.
@@ -59,9 +63,21 @@ impl BrokerConfig {
             .and_then(|()| self.check_limits())
             .and_then(|()| self.check_schedule())
             .and_then(|()| self.inner_credentials().map(|_| ()).map_err(|e| format!("innerClientAuthenticationCredentials: {e}")))
+            .and_then(|()| self.check_ha_auth_secret())
             .map_err(ConfigError::Invalid)?;
         self.store.validate()?;
         Ok(())
+    }
+
+    /// A replication secret is long enough to resist guessing and short enough to bound
+    /// what each proof hashes.
+    fn check_ha_auth_secret(&self) -> Result<(), String> {
+        match self.ha_auth_secret() {
+            Some(s) if s.len() < HA_AUTH_SECRET_BYTES_MIN || s.len() > HA_AUTH_SECRET_BYTES_MAX => {
+                Err(format!("haAuthSecret has {} bytes: use {HA_AUTH_SECRET_BYTES_MIN} to {HA_AUTH_SECRET_BYTES_MAX} (or leave it empty: replication not authenticated)", s.len()))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// A message of `max_message_bytes` with the most a record adds to it fits the
@@ -303,6 +319,10 @@ mod tests {
             (with(|c| c.short_polling_time_ms = 0), Some("shortPollingTimeMills")),
             (with(|c| c.short_polling_time_ms = SHORT_POLLING_TIME_MS_MAX + 1), Some("shortPollingTimeMills")),
             (with(|c| (c.long_polling_enable, c.short_polling_time_ms) = (false, SHORT_POLLING_TIME_MS_MAX)), None),
+            (with(|c| c.ha_auth_secret = Some(String::new())), None),
+            (with(|c| c.ha_auth_secret = Some("x".repeat(HA_AUTH_SECRET_BYTES_MIN))), None),
+            (with(|c| c.ha_auth_secret = Some("x".repeat(HA_AUTH_SECRET_BYTES_MIN - 1))), Some("haAuthSecret has 15 bytes")),
+            (with(|c| c.ha_auth_secret = Some("x".repeat(HA_AUTH_SECRET_BYTES_MAX + 1))), Some("haAuthSecret has 1025 bytes")),
         ];
         for (config, expected) in cases {
             match (config.validate(), expected) {

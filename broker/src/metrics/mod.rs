@@ -190,6 +190,8 @@ pub struct Snapshot {
     pub disk_watermark_crossings: u64,
     /// Requests refused by the plain ACL (`aclEnable`), per shard that held the connection.
     pub acl_refusals: u64,
+    /// Replication connections refused for want of authentication (`haAuthSecret`).
+    pub ha_auth_refusals: u64,
 }
 
 /// One slot per shard, written by that shard only, read by the exporter.
@@ -310,6 +312,7 @@ pub fn render(node: &Node, snaps: &[Arc<Snapshot>]) -> String {
     reg.register("ringmq_shard_scrub_corrupt_records", "Corrupt records the background scrub found, per shard", per_shard(MetricType::Counter, |s| s.scrub_corrupt_records as f64));
     reg.register("ringmq_shard_disk_watermark_crossings", "Times disk usage rose past diskMaxUsedSpaceRatio or the refuse watermark, per shard", per_shard(MetricType::Counter, |s| s.disk_watermark_crossings as f64));
     reg.register("ringmq_acl_refusals", "Requests refused by the ACL (aclEnable: no or unknown access key, bad signature, missing permission), per shard", per_shard(MetricType::Counter, |s| s.acl_refusals as f64));
+    reg.register("ringmq_shard_ha_auth_refusals", "Replication connections refused because the peer did not prove haAuthSecret, per shard", per_shard(MetricType::Counter, |s| s.ha_auth_refusals as f64));
     reg.register("ringmq_shard_ha_behind_bytes", "Replication bytes not yet confirmed by a slave (master) or not yet received (slave), per shard", per_shard(MetricType::Gauge, |s| s.ha_behind_bytes as f64));
     metrics_export::encode(&reg)
 }

@@ -11,9 +11,15 @@
 //! SLAVE_NOT_AVAILABLE with no slave attached — never SUCCESS for bytes no slave has;
 //! a slave writes only what continues its log (`Store::append_replicated`) and never
 //! takes client writes.
+//! With `haAuthSecret` set, no log byte, metadata or WELCOME goes to a peer before it
+//! proved the secret (HELLO with a nonce, CHALLENGE, AUTH: `ha::proto`), and a peer
+//! that does not is refused, counted (`ringmq_shard_ha_auth_refusals`) and logged at
+//! most once per `HA_AUTH_REFUSAL_LOG_INTERVAL_MS`; it sends no ACK a SYNC_MASTER
+//! counts (it is never attached). A slave with the secret follows only a master that
+//! proved it back.
 
 use super::Shard;
-use crate::ha::proto::{Frame, Hello, MetaKind, BATCH_BYTES_MAX};
+use crate::ha::proto::{AuthSide, Frame, Hello, MetaKind, ProtoError, BATCH_BYTES_MAX, FRAME_BYTES_MAX, HANDSHAKE_FRAME_BYTES_MAX, NONCE_BYTES};
 use crate::ha::{SyncAck, HEARTBEAT_INTERVAL_MS, META_INTERVAL_MS, RECONNECT_INTERVAL_MS, SLAVE_SILENT_MAX_MS};
 use crate::rt::Runtime;
 use crate::store::engine::{local_of, ShardId};
@@ -33,6 +39,12 @@ pub const MASTER_EPOCH: u64 = 1;
 const HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
 /// Bytes read from the socket per read call.
 const READ_CHUNK_BYTES: usize = 256 * 1024;
+/// Largest frame a slave reads before it is WELCOMEd (CHALLENGE, WELCOME, or a REFUSE
+/// with its reason).
+const MASTER_ANSWER_BYTES_MAX: usize = crate::ha::proto::REASON_BYTES_MAX + 1;
+/// A master logs a refused replication authentication at most this often per shard
+/// (every refusal is counted): a peer retrying in a loop cannot flood the log.
+pub const HA_AUTH_REFUSAL_LOG_INTERVAL_MS: u64 = 10_000;
 
 /// Why a replication connection ended.
 #[derive(Debug, thiserror::Error)]
@@ -49,12 +61,36 @@ pub enum HaError {
     Unexpected(&'static str),
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    #[error("replication authentication failed: {0}")]
+    Auth(&'static str),
+    #[error("no random nonce: {0}")]
+    Nonce(String),
+}
+
+/// A nonce from the operating system's CSPRNG.
+fn fresh_nonce() -> Result<[u8; NONCE_BYTES], HaError> {
+    use rand::RngCore;
+    let mut nonce = [0u8; NONCE_BYTES];
+    rand::rngs::OsRng.try_fill_bytes(&mut nonce).map_err(|e| HaError::Nonce(e.to_string()))?;
+    Ok(nonce)
 }
 
 /// Reads one frame, buffering what comes after it.
 async fn read_frame<S: AsyncRead + Unpin>(reader: &mut S, buf: &mut Vec<u8>) -> Result<Frame, HaError> {
-    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    read_frame_bounded(reader, buf, FRAME_BYTES_MAX).await
+}
+
+/// Reads one frame of at most `frame_bytes_max` (after its length), buffering what
+/// comes after it: an unauthenticated peer gets a small buffer, not a DATA frame's.
+async fn read_frame_bounded<S: AsyncRead + Unpin>(reader: &mut S, buf: &mut Vec<u8>, frame_bytes_max: usize) -> Result<Frame, HaError> {
+    let mut chunk = vec![0u8; READ_CHUNK_BYTES.min(frame_bytes_max + 4)];
     loop {
+        if let Some(head) = buf.first_chunk::<4>() {
+            let len = u32::from_be_bytes(*head) as usize;
+            if len > frame_bytes_max {
+                return Err(ProtoError::TooLarge(len).into());
+            }
+        }
         if let Some((frame, used)) = Frame::decode(buf)? {
             buf.drain(..used);
             return Ok(frame);
@@ -93,6 +129,11 @@ pub struct Replication {
     /// A slave's consumer offsets committed by clients that its master has not shown
     /// back yet (sent to the master).
     client_offsets: RefCell<std::collections::BTreeMap<crate::meta::offsets::OffsetKey, u64>>,
+    /// Connections refused for want of authentication (a master with `haAuthSecret`).
+    auth_refusals: Cell<u64>,
+    /// When the last refusal line was logged (monotonic µs), and refusals since.
+    auth_refusal_logged_us: Cell<Option<u64>>,
+    auth_refusals_unlogged: Cell<u64>,
 }
 
 impl Replication {
@@ -107,9 +148,10 @@ impl Replication {
 }
 
 impl<R: Runtime> Shard<R> {
-    /// Master side of one slave connection (`conn_id` unique on this shard).
-    pub async fn serve_replica<S: AsyncRead + AsyncWrite + Unpin + 'static>(self: Rc<Self>, stream: S, conn_id: u64) {
-        let result = self.clone().serve_replica_inner(stream, conn_id).await;
+    /// Master side of one slave connection (`conn_id` unique on this shard; `peer` for
+    /// the log, when known).
+    pub async fn serve_replica<S: AsyncRead + AsyncWrite + Unpin + 'static>(self: Rc<Self>, stream: S, conn_id: u64, peer: Option<SocketAddr>) {
+        let result = self.clone().serve_replica_inner(stream, conn_id, peer).await;
         self.ha.master.borrow_mut().detach(conn_id);
         match result {
             Err(HaError::Closed) | Ok(()) => tracing::info!(shard = self.place.id, conn_id, "slave disconnected"),
@@ -117,12 +159,23 @@ impl<R: Runtime> Shard<R> {
         }
     }
 
-    async fn serve_replica_inner<S: AsyncRead + AsyncWrite + Unpin + 'static>(self: Rc<Self>, stream: S, conn_id: u64) -> Result<(), HaError> {
+    async fn serve_replica_inner<S: AsyncRead + AsyncWrite + Unpin + 'static>(self: Rc<Self>, stream: S, conn_id: u64, peer: Option<SocketAddr>) -> Result<(), HaError> {
         let (mut reader, mut writer) = futures_lite::io::split(stream);
         let mut buf = Vec::new();
-        let hello = match with_timeout(&self.rt, HANDSHAKE_TIMEOUT_MS, read_frame(&mut reader, &mut buf)).await? {
-            Frame::Hello(h) => h,
-            _ => return Err(HaError::Unexpected("expected HELLO")),
+        let secret = self.config().ha_auth_secret().map(<[u8]>::to_vec);
+        // The whole handshake, authentication included, within one timeout.
+        let hello = match with_timeout(&self.rt, HANDSHAKE_TIMEOUT_MS, self.handshake(&mut reader, &mut writer, &mut buf, secret.as_deref())).await {
+            Ok(h) => h,
+            Err(e) if secret.is_some() => {
+                self.on_auth_refused(conn_id, peer, &e);
+                let reason = match e {
+                    HaError::Auth(_) => e.to_string(),
+                    other => format!("replication authentication failed: {other}"),
+                };
+                let _ = write_frame(&mut writer, &Frame::Refuse { reason: reason.clone() }).await;
+                return Err(HaError::Refused(reason));
+            }
+            Err(e) => return Err(e),
         };
         if let Some(reason) = self.refuse_reason(&hello) {
             tracing::error!(shard = self.place.id, conn_id, reason, "slave refused");
@@ -256,6 +309,48 @@ impl<R: Runtime> Shard<R> {
             last_sent_us = self.rt.monotonic_us();
         }
         Ok(())
+    }
+
+    /// Reads the slave's HELLO and, with `secret`, has the slave prove it (CHALLENGE,
+    /// AUTH) before anything else is sent; frames bounded by `HANDSHAKE_FRAME_BYTES_MAX`.
+    async fn handshake<Rd: AsyncRead + Unpin, W: AsyncWrite + Unpin>(&self, reader: &mut Rd, writer: &mut W, buf: &mut Vec<u8>, secret: Option<&[u8]>) -> Result<Hello, HaError> {
+        let hello = match read_frame_bounded(reader, buf, HANDSHAKE_FRAME_BYTES_MAX).await? {
+            Frame::Hello(h) => h,
+            _ => return Err(HaError::Unexpected("expected HELLO")),
+        };
+        let Some(secret) = secret else { return Ok(hello) };
+        if hello.auth_nonce.is_none() {
+            return Err(HaError::Auth("the slave sent no proof (set haAuthSecret on the slave)"));
+        }
+        let master_nonce = fresh_nonce()?;
+        let master_proof = hello.auth_proof(secret, AuthSide::Master, &master_nonce);
+        write_frame(writer, &Frame::Challenge { master_nonce, master_proof }).await?;
+        match read_frame_bounded(reader, buf, HANDSHAKE_FRAME_BYTES_MAX).await? {
+            Frame::Auth { slave_proof } if hello.auth_verify(secret, AuthSide::Slave, &master_nonce, &slave_proof) => Ok(hello),
+            Frame::Auth { .. } => Err(HaError::Auth("wrong proof (haAuthSecret differs)")),
+            _ => Err(HaError::Auth("expected AUTH")),
+        }
+    }
+
+    /// Counts a refused authentication and logs it, at most once per
+    /// `HA_AUTH_REFUSAL_LOG_INTERVAL_MS` (the line says how many went unlogged).
+    fn on_auth_refused(&self, conn_id: u64, peer: Option<SocketAddr>, error: &HaError) {
+        let ha = &self.ha;
+        ha.auth_refusals.set(ha.auth_refusals.get() + 1);
+        let now_us = self.rt.monotonic_us();
+        if ha.auth_refusal_logged_us.get().is_some_and(|at| now_us.saturating_sub(at) < HA_AUTH_REFUSAL_LOG_INTERVAL_MS * 1000) {
+            ha.auth_refusals_unlogged.set(ha.auth_refusals_unlogged.get() + 1);
+            return;
+        }
+        ha.auth_refusal_logged_us.set(Some(now_us));
+        let unlogged = ha.auth_refusals_unlogged.replace(0);
+        let peer = peer.map_or_else(|| "unknown".to_string(), |p| p.to_string());
+        tracing::warn!(shard = self.place.id, conn_id, peer, error = %error, unlogged_since_last_line = unlogged, "replication connection refused: the peer did not prove haAuthSecret; nothing was sent");
+    }
+
+    /// Replication connections refused for want of authentication, since start.
+    pub fn ha_auth_refusals(&self) -> u64 {
+        self.ha.auth_refusals.get()
     }
 
     /// The metadata this shard replicates, each in its snapshot encoding: topics and
@@ -392,6 +487,7 @@ impl<R: Runtime> Shard<R> {
                 Some(stream) => match self.clone().replicate_once(stream).await {
                     Err(HaError::Refused(reason)) => tracing::error!(shard = self.place.id, reason, "master refused this slave; retrying"),
                     Err(HaError::Store(e)) => tracing::error!(shard = self.place.id, error = %e, "replicated data does not continue this log; retrying"),
+                    Err(e @ HaError::Auth(_)) => tracing::error!(shard = self.place.id, error = %e, "replication not authenticated (haAuthSecret): retrying"),
                     Err(e) => tracing::info!(shard = self.place.id, error = %e, "replication connection ended; reconnecting"),
                     Ok(()) => {}
                 },
@@ -407,6 +503,8 @@ impl<R: Runtime> Shard<R> {
     async fn replicate_once<S: AsyncRead + AsyncWrite + Unpin + 'static>(self: Rc<Self>, stream: S) -> Result<(), HaError> {
         let (mut reader, mut writer) = futures_lite::io::split(stream);
         let end = self.store.shard().phys(self.store.write_offset());
+        let secret = self.config().ha_auth_secret().map(<[u8]>::to_vec);
+        let auth_nonce = if secret.is_some() { Some(fresh_nonce()?) } else { None };
         let hello = Hello {
             shard: self.place.id as u16,
             shard_count: self.place.count as u16,
@@ -414,10 +512,27 @@ impl<R: Runtime> Shard<R> {
             last_epoch: if self.store.write_offset() > 0 { MASTER_EPOCH } else { 0 },
             last_epoch_start_phys: self.store.shard().phys(0),
             end_phys: end,
+            auth_nonce,
         };
-        write_frame(&mut writer, &Frame::Hello(hello)).await?;
+        write_frame(&mut writer, &Frame::Hello(hello.clone())).await?;
         let mut buf = Vec::new();
-        let epoch = match with_timeout(&self.rt, HANDSHAKE_TIMEOUT_MS, read_frame(&mut reader, &mut buf)).await? {
+        let mut answer = with_timeout(&self.rt, HANDSHAKE_TIMEOUT_MS, read_frame_bounded(&mut reader, &mut buf, MASTER_ANSWER_BYTES_MAX)).await?;
+        if let Some(secret) = &secret {
+            // The master proves the secret first (its proof covers this HELLO's nonce,
+            // so it is fresh); a master that cannot is not followed.
+            match answer {
+                Frame::Challenge { master_nonce, master_proof } => {
+                    if !hello.auth_verify(secret, AuthSide::Master, &master_nonce, &master_proof) {
+                        return Err(HaError::Auth("the master's proof is wrong (haAuthSecret differs)"));
+                    }
+                    write_frame(&mut writer, &Frame::Auth { slave_proof: hello.auth_proof(secret, AuthSide::Slave, &master_nonce) }).await?;
+                    answer = with_timeout(&self.rt, HANDSHAKE_TIMEOUT_MS, read_frame_bounded(&mut reader, &mut buf, MASTER_ANSWER_BYTES_MAX)).await?;
+                }
+                Frame::Welcome { .. } => return Err(HaError::Auth("the master did not prove it holds haAuthSecret (set it on the master too)")),
+                _ => {}
+            }
+        }
+        let epoch = match answer {
             Frame::Welcome { epoch, start_phys, master_end_phys } => {
                 if start_phys != end {
                     // Only an empty replica may start elsewhere: where its master's

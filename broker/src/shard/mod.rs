@@ -403,6 +403,7 @@ impl<R: Runtime> Shard<R> {
             scrub_corrupt_records: stats.scrub_corrupt_records,
             disk_watermark_crossings: stats.disk_watermark_crossings,
             acl_refusals: self.clients.acl.refusals(),
+            ha_auth_refusals: self.ha_auth_refusals(),
         }
     }
 

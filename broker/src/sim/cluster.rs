@@ -73,7 +73,7 @@ impl SimBroker {
         let (client, server) = duplex(PIPE_CAPACITY_BYTES);
         let conn_id = self.next_conn.get() + 1;
         self.next_conn.set(conn_id);
-        self.ex.spawn_in(Some(self.group.get()), target.serve_replica(server, conn_id));
+        self.ex.spawn_in(Some(self.group.get()), target.serve_replica(server, conn_id, None));
         Some(client)
     }
 

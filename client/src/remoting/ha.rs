@@ -6,6 +6,12 @@
 //! Frame: `u32 length` (bytes after it, big-endian) `u8 kind` payload.
 //! - slave → master `HELLO`: magic, shard, shard count, segment bytes, the slave's
 //!   epoch history tail (last epoch and where it started) and its log end;
+//!   with `haAuthSecret` set, an extension follows: a flags byte (`HELLO_FLAG_AUTH`)
+//!   and the slave's random nonce (`NONCE_BYTES`); without it the frame is as before;
+//! - master → slave `CHALLENGE` (only to a HELLO with the extension, when the master
+//!   has a secret too): the master's nonce and its proof (`auth_proof`, `AuthSide::Master`);
+//! - slave → master `AUTH`: the slave's proof (`AuthSide::Slave`), checked before the
+//!   WELCOME; nothing of the log is sent to a peer that has not proved the secret;
 //! - master → slave `WELCOME` (epoch, where the stream starts, the master's log end) or
 //!   `REFUSE` (why, in words; the slave logs it and retries later);
 //! - master → slave `DATA`: the physical offset of the first byte and whole records;
@@ -14,9 +20,17 @@
 //! - master → slave `META`: one metadata snapshot (`MetaKind`) of the master's shard,
 //!   sent when it changed (at most every `META_INTERVAL_MS`).
 //!
+//! A proof is HMAC-SHA256(secret, side label ‖ the HELLO frame as encoded, nonce
+//! included ‖ the master's nonce): it binds the slave's shard, shard count, segment
+//! size, epoch and log end, and both nonces (each side's proof is fresh for the other);
+//! the labels differ, so one side's proof is never the other's.
+//!
 //! Invariants: a frame is at most `FRAME_BYTES_MAX`; decoding never panics and never
 //! reads past its input (proptest below); unknown kinds are errors, not skipped.
 
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
 use thiserror::Error;
 
 /// Largest frame: a DATA batch of `BATCH_BYTES_MAX` plus its header.
@@ -32,6 +46,18 @@ const KIND_REFUSE: u8 = 3;
 const KIND_DATA: u8 = 4;
 const KIND_ACK: u8 = 5;
 const KIND_META: u8 = 6;
+const KIND_CHALLENGE: u8 = 7;
+const KIND_AUTH: u8 = 8;
+
+/// HELLO extension flag: the slave authenticates (a nonce follows).
+pub const HELLO_FLAG_AUTH: u8 = 1;
+/// Random bytes of each side's nonce.
+pub const NONCE_BYTES: usize = 32;
+/// An HMAC-SHA256 proof.
+pub const PROOF_BYTES: usize = 32;
+/// Largest frame a peer may send before it is authenticated (HELLO, AUTH): an
+/// unauthenticated peer gets no buffer larger than this.
+pub const HANDSHAKE_FRAME_BYTES_MAX: usize = 256;
 
 /// Longest REFUSE reason.
 pub const REASON_BYTES_MAX: usize = 1024;
@@ -39,6 +65,8 @@ pub const REASON_BYTES_MAX: usize = 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
     Hello(Hello),
+    Challenge { master_nonce: [u8; NONCE_BYTES], master_proof: [u8; PROOF_BYTES] },
+    Auth { slave_proof: [u8; PROOF_BYTES] },
     Welcome { epoch: u64, start_phys: u64, master_end_phys: u64 },
     Refuse { reason: String },
     Data { phys_from: u64, master_end_phys: u64, records: Vec<u8> },
@@ -81,6 +109,43 @@ pub struct Hello {
     pub last_epoch_start_phys: u64,
     /// The slave's log end (physical offset): the master streams from here.
     pub end_phys: u64,
+    /// The slave's nonce when it authenticates (`haAuthSecret` set): sent as the HELLO
+    /// extension; `None` encodes exactly the HELLO of before.
+    pub auth_nonce: Option<[u8; NONCE_BYTES]>,
+}
+
+/// Who proves: the labels keep a master's proof from ever serving as a slave's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthSide {
+    Master,
+    Slave,
+}
+
+impl Hello {
+    /// The proof of `side` for this HELLO and the master's nonce (module docs).
+    pub fn auth_proof(&self, secret: &[u8], side: AuthSide, master_nonce: &[u8; NONCE_BYTES]) -> [u8; PROOF_BYTES] {
+        // HMAC takes a key of any length: `new_from_slice` cannot fail for it.
+        let mut mac = match Hmac::<Sha256>::new_from_slice(secret) {
+            Ok(mac) => mac,
+            Err(_) => unreachable!("HMAC accepts keys of any length"),
+        };
+        mac.update(match side {
+            AuthSide::Master => b"RMQHA1 master proof\0",
+            AuthSide::Slave => b"RMQHA1 slave proof\0\0",
+        });
+        let mut hello = Vec::with_capacity(HANDSHAKE_FRAME_BYTES_MAX);
+        Frame::Hello(self.clone()).encode(&mut hello);
+        mac.update(&hello);
+        mac.update(master_nonce);
+        let mut out = [0u8; PROOF_BYTES];
+        out.copy_from_slice(&mac.finalize().into_bytes());
+        out
+    }
+
+    /// Whether `proof` is `side`'s proof, compared in constant time.
+    pub fn auth_verify(&self, secret: &[u8], side: AuthSide, master_nonce: &[u8; NONCE_BYTES], proof: &[u8; PROOF_BYTES]) -> bool {
+        bool::from(self.auth_proof(secret, side, master_nonce).ct_eq(proof))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -95,6 +160,10 @@ pub enum ProtoError {
     BadMagic,
     #[error("empty frame")]
     Empty,
+    #[error("unknown HELLO flags {0:#04x}")]
+    BadFlags(u8),
+    #[error("{0} bytes past the end of the frame")]
+    Trailing(usize),
 }
 
 impl Frame {
@@ -110,6 +179,19 @@ impl Frame {
                 for v in [h.segment_bytes, h.last_epoch, h.last_epoch_start_phys, h.end_phys] {
                     out.extend_from_slice(&v.to_be_bytes());
                 }
+                if let Some(nonce) = &h.auth_nonce {
+                    out.push(HELLO_FLAG_AUTH);
+                    out.extend_from_slice(nonce);
+                }
+            }
+            Frame::Challenge { master_nonce, master_proof } => {
+                out.push(KIND_CHALLENGE);
+                out.extend_from_slice(master_nonce);
+                out.extend_from_slice(master_proof);
+            }
+            Frame::Auth { slave_proof } => {
+                out.push(KIND_AUTH);
+                out.extend_from_slice(slave_proof);
             }
             Frame::Welcome { epoch, start_phys, master_end_phys } => {
                 out.push(KIND_WELCOME);
@@ -168,14 +250,35 @@ impl Frame {
                 if r.take(MAGIC.len(), "magic")? != MAGIC {
                     return Err(ProtoError::BadMagic);
                 }
-                Frame::Hello(Hello {
+                let mut hello = Hello {
                     shard: r.u16("shard")?,
                     shard_count: r.u16("shard count")?,
                     segment_bytes: r.u64("segment bytes")?,
                     last_epoch: r.u64("epoch")?,
                     last_epoch_start_phys: r.u64("epoch start")?,
                     end_phys: r.u64("end")?,
-                })
+                    auth_nonce: None,
+                };
+                // The extension is strict (no unknown flag, nothing after the nonce), so
+                // re-encoding a decoded HELLO gives the bytes a proof covers.
+                if !r.b.is_empty() {
+                    match r.take(1, "flags")?[0] {
+                        HELLO_FLAG_AUTH => hello.auth_nonce = Some(r.array("nonce")?),
+                        other => return Err(ProtoError::BadFlags(other)),
+                    }
+                    r.end()?;
+                }
+                Frame::Hello(hello)
+            }
+            KIND_CHALLENGE => {
+                let frame = Frame::Challenge { master_nonce: r.array("master nonce")?, master_proof: r.array("master proof")? };
+                r.end()?;
+                frame
+            }
+            KIND_AUTH => {
+                let frame = Frame::Auth { slave_proof: r.array("slave proof")? };
+                r.end()?;
+                frame
             }
             KIND_WELCOME => Frame::Welcome { epoch: r.u64("epoch")?, start_phys: r.u64("start")?, master_end_phys: r.u64("end")? },
             KIND_REFUSE => Frame::Refuse { reason: String::from_utf8_lossy(&r.b[..r.b.len().min(REASON_BYTES_MAX)]).into_owned() },
@@ -213,6 +316,15 @@ impl<'a> Reader<'a> {
         self.b = rest;
         Ok(head)
     }
+    /// The handshake frames are strict: nothing may follow their fields.
+    fn end(&self) -> Result<(), ProtoError> {
+        if self.b.is_empty() { Ok(()) } else { Err(ProtoError::Trailing(self.b.len())) }
+    }
+    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], ProtoError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N, what)?);
+        Ok(out)
+    }
     fn u16(&mut self, what: &'static str) -> Result<u16, ProtoError> {
         let b = self.take(2, what)?;
         Ok(u16::from_be_bytes([b[0], b[1]]))
@@ -239,7 +351,10 @@ mod tests {
 
     #[test]
     fn frames_round_trip() {
-        check(Frame::Hello(Hello { shard: 3, shard_count: 16, segment_bytes: 1 << 30, last_epoch: 2, last_epoch_start_phys: 1 << 56, end_phys: u64::MAX }));
+        check(Frame::Hello(Hello { shard: 3, shard_count: 16, segment_bytes: 1 << 30, last_epoch: 2, last_epoch_start_phys: 1 << 56, end_phys: u64::MAX, auth_nonce: None }));
+        check(Frame::Hello(Hello { shard: 3, shard_count: 16, segment_bytes: 1 << 30, last_epoch: 2, last_epoch_start_phys: 1 << 56, end_phys: u64::MAX, auth_nonce: Some([7; NONCE_BYTES]) }));
+        check(Frame::Challenge { master_nonce: [1; NONCE_BYTES], master_proof: [2; PROOF_BYTES] });
+        check(Frame::Auth { slave_proof: [3; PROOF_BYTES] });
         check(Frame::Welcome { epoch: 1, start_phys: 0, master_end_phys: 42 });
         check(Frame::Refuse { reason: "shard count differs: master 4, slave 2".into() });
         check(Frame::Data { phys_from: 7, master_end_phys: 9, records: vec![1, 2, 3] });
@@ -274,7 +389,85 @@ mod tests {
         check_error(&hello, ProtoError::BadMagic);
     }
 
+    fn hello(auth_nonce: Option<[u8; NONCE_BYTES]>) -> Hello {
+        Hello { shard: 1, shard_count: 2, segment_bytes: 1 << 30, last_epoch: 1, last_epoch_start_phys: 0, end_phys: 4096, auth_nonce }
+    }
+
+    /// (frame, its exact bytes): a HELLO without a nonce is byte for byte the HELLO of
+    /// before authentication existed, so peers with `haAuthSecret` off interoperate.
+    #[test]
+    fn handshake_frames_have_these_bytes() {
+        let plain: Vec<u8> = [&[0, 0, 0, 44, KIND_HELLO][..], b"RMQHA1\x01", &[0, 1, 0, 2], &(1u64 << 30).to_be_bytes(), &1u64.to_be_bytes(), &0u64.to_be_bytes(), &4096u64.to_be_bytes()].concat();
+        let nonce: [u8; NONCE_BYTES] = std::array::from_fn(|i| i as u8);
+        let with_nonce: Vec<u8> = [&[0, 0, 0, 77][..], &plain[4..], &[HELLO_FLAG_AUTH], &nonce].concat();
+        let challenge: Vec<u8> = [&[0, 0, 0, 65, KIND_CHALLENGE][..], &[0xaa; 32], &[0xbb; 32]].concat();
+        let auth: Vec<u8> = [&[0, 0, 0, 33, KIND_AUTH][..], &[0xcc; 32]].concat();
+        let cases = [
+            (Frame::Hello(hello(None)), plain),
+            (Frame::Hello(hello(Some(nonce))), with_nonce),
+            (Frame::Challenge { master_nonce: [0xaa; 32], master_proof: [0xbb; 32] }, challenge),
+            (Frame::Auth { slave_proof: [0xcc; 32] }, auth),
+        ];
+        for (frame, bytes) in cases {
+            let mut out = Vec::new();
+            frame.encode(&mut out);
+            assert_eq!(out, bytes, "{frame:?}");
+            assert!(out.len() <= HANDSHAKE_FRAME_BYTES_MAX);
+            assert_eq!(Frame::decode(&bytes), Ok(Some((frame, bytes.len()))));
+        }
+    }
+
+    #[test]
+    fn bad_handshake_frames_are_errors() {
+        let mut h = Vec::new();
+        Frame::Hello(hello(Some([0; NONCE_BYTES]))).encode(&mut h);
+        let with_len = |body: &[u8]| -> Vec<u8> { [&(body.len() as u32).to_be_bytes()[..], body].concat() };
+        let body = &h[4..];
+        let cases: Vec<(Vec<u8>, ProtoError)> = vec![
+            (with_len(&[&body[..body.len() - NONCE_BYTES - 1], &[2]].concat()), ProtoError::BadFlags(2)),
+            (with_len(&body[..body.len() - 1]), ProtoError::Truncated("nonce")),
+            (with_len(&[body, &[0]].concat()), ProtoError::Trailing(1)),
+            (with_len(&[KIND_CHALLENGE; 1 + 63]), ProtoError::Truncated("master proof")),
+            (with_len(&[&[KIND_CHALLENGE][..], &[0; 65]].concat()), ProtoError::Trailing(1)),
+            (with_len(&[KIND_AUTH; 1 + 31]), ProtoError::Truncated("slave proof")),
+            (with_len(&[&[KIND_AUTH][..], &[0; 33]].concat()), ProtoError::Trailing(1)),
+        ];
+        for (bytes, expected) in cases {
+            check_error(&bytes, expected);
+        }
+    }
+
+    /// Known answers (Python's `hmac.new(secret, label + hello + nonce, sha256)`), and
+    /// a proof that changes with every input it covers.
+    #[test]
+    fn proofs_are_hmac_sha256_over_label_hello_and_nonce() {
+        let h = hello(Some(std::array::from_fn(|i| i as u8)));
+        let secret = b"0123456789abcdef";
+        let hex = |p: [u8; PROOF_BYTES]| p.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        assert_eq!(hex(h.auth_proof(secret, AuthSide::Slave, &[0xaa; NONCE_BYTES])), "19dd3f79dcb5bef41a91c82b5ba3d52aed2a07a58e4b0e7f1ee2d5ffdf020bdc");
+        assert_eq!(hex(h.auth_proof(secret, AuthSide::Master, &[0xaa; NONCE_BYTES])), "8ef4444ca5fd34f56fcf074bd4bc5f1df05d64e517ff922eef892356dd2eba5f");
+        let proof = h.auth_proof(secret, AuthSide::Slave, &[0xaa; NONCE_BYTES]);
+        assert!(h.auth_verify(secret, AuthSide::Slave, &[0xaa; NONCE_BYTES], &proof));
+        assert!(!h.auth_verify(secret, AuthSide::Master, &[0xaa; NONCE_BYTES], &proof), "a slave's proof is not a master's");
+        assert!(!h.auth_verify(b"0123456789abcdeF", AuthSide::Slave, &[0xaa; NONCE_BYTES], &proof), "another secret");
+        assert!(!h.auth_verify(secret, AuthSide::Slave, &[0xab; NONCE_BYTES], &proof), "another master nonce");
+        for changed in [Hello { end_phys: 0, ..h.clone() }, Hello { shard: 0, ..h.clone() }, Hello { last_epoch: 2, ..h.clone() }, Hello { auth_nonce: Some([9; NONCE_BYTES]), ..h.clone() }] {
+            assert!(!changed.auth_verify(secret, AuthSide::Slave, &[0xaa; NONCE_BYTES], &proof), "{changed:?}");
+        }
+    }
+
     proptest! {
+        #[test]
+        fn handshake_frames_decode_garbage_without_panic(kind in prop_oneof![Just(KIND_HELLO), Just(KIND_CHALLENGE), Just(KIND_AUTH)], body in proptest::collection::vec(any::<u8>(), 0..128)) {
+            let bytes = [&((body.len() + 1) as u32).to_be_bytes()[..], &[kind], &body].concat();
+            if let Ok(Some((frame, used))) = Frame::decode(&bytes) {
+                // What decodes re-encodes to the same bytes (a proof covers them).
+                let mut again = Vec::new();
+                frame.encode(&mut again);
+                prop_assert_eq!(&again[..], &bytes[..used]);
+            }
+        }
+
         #[test]
         fn decoding_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
             let _ = Frame::decode(&bytes);
