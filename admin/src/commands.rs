@@ -293,6 +293,15 @@ pub enum Command {
         /// Address to serve on (port 0 picks a free one).
         #[arg(long = "listen", default_value = "127.0.0.1:8080")]
         listen: SocketAddr,
+        /// Login token (16-256 printable characters); else RINGMQ_DASHBOARD_TOKEN
+        /// (preferred: a flag shows in `ps`). Required off loopback; on loopback a
+        /// random one is generated and its login link printed.
+        #[arg(long = "token")]
+        token: Option<String>,
+        /// A Host name browsers may use besides the bound address (a reverse proxy's
+        /// or a DNS name; `name` or `name:port`); repeatable. Any other Host gets 403.
+        #[arg(long = "host-name")]
+        host_name: Vec<String>,
     },
     #[command(flatten)]
     Ops(crate::ops::OpsCommand),

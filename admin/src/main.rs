@@ -24,9 +24,11 @@ pub struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let commands::Command::dashboard { namesrv, listen } = &cli.command {
+    if let commands::Command::dashboard { namesrv, listen, token, host_name } = &cli.command {
+        // The flag wins over the environment; an empty value counts as none.
+        let token = token.clone().or_else(|| std::env::var(dashboard::TOKEN_ENV).ok()).filter(|t| !t.is_empty());
         // Serves until the process is stopped; returns only when it cannot start.
-        let result = commands::namesrv_list(namesrv).and_then(|n| dashboard::run(n, *listen).map_err(|e| e.to_string()));
+        let result = commands::namesrv_list(namesrv).and_then(|n| dashboard::run(n, *listen, token, host_name.clone()).map_err(|e| e.to_string()));
         if let Err(e) = result {
             eprintln!("ringmq-admin dashboard: {e}");
         }

@@ -17,13 +17,21 @@
 //! `compressed_dead_letter_is_resent_intact` needs no browser: it drives the API alone
 //! with a dead letter whose body is compressed.
 //!
+//! Login: every dashboard here gets `RINGMQ_DASHBOARD_TOKEN`; the API is called with
+//! `Authorization: Bearer`, and Chromium opens each page through the one-time login
+//! link (`/login?token=..&next=PAGE`), which sets the session cookie and redirects, so
+//! the page's own API calls run on the cookie. Asserted too: no session → 401 (API) or
+//! a redirect to /login (page); a foreign Host or a cross-origin POST → 403; a login
+//! form posted from the dashboard's own origin → a cookie that works;
+//! `refuses_to_listen_beyond_loopback_without_a_token` needs no cluster.
+//!
 //! No fixed ports and no sleeps for ordering: every wait polls with a deadline.
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,7 +41,15 @@ const WAIT: Duration = Duration::from_secs(30);
 /// One Chromium run (start, load, scripts, dump).
 const CHROMIUM_RUN: Duration = Duration::from_secs(60);
 
-use common::{admin, ok};
+use common::{admin, dashboard, http_with, ok, DASHBOARD_TOKEN as TOKEN};
+
+
+/// Chromium's way in: the login link, which sets the session cookie and redirects to
+/// `target` (a path and query on the dashboard at `addr`).
+fn login_url(addr: &str, target: &str) -> String {
+    let next: String = target.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect();
+    format!("http://{addr}/login?token={TOKEN}&next={next}")
+}
 
 /// The shipped profiles' mode: each shard a broker of its own.
 fn shard_cluster() -> common::Cluster {
@@ -103,53 +119,11 @@ fn dead_letter(broker: &str, sent: &serde_json::Value, group: &str, topic: &str)
     ));
 }
 
-/// The dashboard as a child process; killed when dropped.
-struct Dashboard {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Dashboard {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn dashboard(namesrv: &str) -> Dashboard {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq-admin"))
-        .args(["dashboard", "-n", namesrv, "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("dashboard starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let line = rx.recv_timeout(WAIT).expect("the dashboard prints its address");
-    let addr = line
-        .strip_prefix("listening on http://")
-        .and_then(|rest| rest.split('/').next())
-        .unwrap_or_else(|| panic!("first line: {line:?}"))
-        .to_string();
-    Dashboard { child, addr }
-}
-
-/// `(status, body)` of one HTTP request to the dashboard.
+/// `(status, body)` of one HTTP request to the dashboard, as a script sends it (Bearer
+/// token, no Origin).
 fn http(addr: &str, method: &str, target: &str) -> (u16, String) {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(WAIT)).unwrap();
-    write!(s, "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no head end: {text}"));
-    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("status line: {head}"));
-    (status, body.to_string())
+    let (status, _, body) = http_with(addr, method, target, &[&format!("Host: {addr}"), &format!("Authorization: Bearer {TOKEN}")], "");
+    (status, body)
 }
 
 fn api(addr: &str, target: &str) -> serde_json::Value {
@@ -374,7 +348,7 @@ fn every_page_against_a_live_cluster_in_headless_chromium() {
 
     let dash = dashboard(n);
     let a = dash.addr.as_str();
-    let url = |target: &str| format!("http://{a}{target}");
+    let url = |target: &str| login_url(a, target);
     let traffic = load(n, "DASH_LOAD");
 
     // The API answers what the pages draw; bad requests are 4xx with a sentence.
@@ -400,6 +374,35 @@ fn every_page_against_a_live_cluster_in_headless_chromium() {
     }
     let (got, _) = http(a, "GET", "/api/dlq/resend?id=AB");
     assert_eq!(got, 405);
+
+    // Login: nothing without a session or the token; no change from another origin.
+    let host = format!("Host: {a}");
+    let (got, _, body) = http_with(a, "GET", "/api/cluster", &[&host], "");
+    assert_eq!((got, json(&body)["error"].as_str().is_some_and(|e| e.contains("not logged in"))), (401, true), "{body}");
+    let (got, head, _) = http_with(a, "GET", "/cluster", &[&host], "");
+    assert!(got == 303 && head.contains("\r\nLocation: /login?next=/cluster"), "{head}");
+    let (got, _, _) = http_with(a, "GET", "/api/cluster", &[&host, "Authorization: Bearer wrong-token-0123456789"], "");
+    assert_eq!(got, 401);
+    let (got, _, body) = http_with(a, "GET", "/api/cluster", &["Host: rebound.example:80", &format!("Authorization: Bearer {TOKEN}")], "");
+    assert_eq!((got, body.contains("is not one this dashboard answers to")), (403, true), "{body}");
+    let (got, _, body) = http_with(a, "POST", "/login", &[&host, "Origin: http://evil.example", "Content-Type: application/x-www-form-urlencoded"], &format!("token={TOKEN}&next=/dlq"));
+    assert_eq!((got, body.contains("cross-origin")), (403, true), "{body}");
+    let own = format!("Origin: http://{a}");
+    let (got, head, _) = http_with(a, "POST", "/login", &[&host, &own, "Content-Type: application/x-www-form-urlencoded"], &format!("token={TOKEN}&next=/dlq"));
+    assert!(got == 303 && head.contains("\r\nLocation: /dlq") && head.contains("HttpOnly; SameSite=Strict; Path=/"), "{head}");
+    let cookie = head.lines().find_map(|l| l.strip_prefix("Set-Cookie: ")).and_then(|c| c.split(';').next()).expect("a session cookie").to_string();
+    let cookie = format!("Cookie: {cookie}");
+    let (got, _, body) = http_with(a, "GET", "/api/cluster", &[&host, &cookie], "");
+    assert_eq!(got, 200, "{body}");
+    let (got, _, _) = http_with(a, "POST", "/api/dlq/resend?id=AB12", &[&host, &cookie, "Origin: http://evil.example"], "");
+    assert_eq!(got, 403, "a cross-site resend is refused before it reaches the cluster");
+    let (got, _, _) = http_with(a, "POST", "/api/dlq/resend?id=AB12", &[&host, &cookie], "");
+    assert_eq!(got, 403, "a browser change without Origin or Referer is refused");
+    let (got, _, body) = http_with(a, "POST", "/login", &[&host, &own], "token=wrong-token-0123456789");
+    assert_eq!((got, body.contains("wrong token")), (401, true), "{body}");
+    let (got, head, _) = http_with(a, "POST", "/logout", &[&host, &own, &cookie], "");
+    assert!(got == 303 && head.contains("Max-Age=0"), "{head}");
+    assert_eq!(http_with(a, "GET", "/api/cluster", &[&host, &cookie], "").0, 401, "logged out");
 
     // Live numbers: wait until the sampler has seen the load (rates and latency), and
     // until the brokers' 10-second rates cover load only.
@@ -517,9 +520,9 @@ fn every_page_against_a_live_cluster_in_headless_chromium() {
     // A NameServer nobody answers on: every page says so instead of drawing nothing.
     let dead_ns = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
     let orphan = dashboard(&dead_ns);
-    let dom = browser.page(&format!("http://{}/cluster", orphan.addr), &[r#"data-state="error""#]);
+    let dom = browser.page(&login_url(&orphan.addr, "/cluster"), &[r#"data-state="error""#]);
     assert!(dom.contains("no NameServer answered"), "{dom}");
-    let dom = browser.page(&format!("http://{}/live", orphan.addr), &["Sampling failed"]);
+    let dom = browser.page(&login_url(&orphan.addr, "/live"), &["Sampling failed"]);
     assert!(dom.contains("no NameServer answered"), "{dom}");
     println!("dashboard test took {:.1} s", started.elapsed().as_secs_f64());
 }
@@ -570,4 +573,17 @@ fn compressed_dead_letter_is_resent_intact() {
     let copy = api(a, &format!("/api/message/by-id?id={}", resent["offsetMsgId"].as_str().unwrap()));
     assert_eq!(copy["message"]["body"], original.as_str(), "{copy}");
     assert_eq!(copy["message"]["keys"], "zip-1", "{copy}");
+}
+
+/// Off loopback without a token the dashboard refuses to start, saying why.
+#[test]
+fn refuses_to_listen_beyond_loopback_without_a_token() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ringmq-admin"))
+        .args(["dashboard", "-n", "127.0.0.1:1", "--listen", "0.0.0.0:0"])
+        .env_remove("RINGMQ_DASHBOARD_TOKEN")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("not a loopback address, and has no token"), "{stderr}");
+    assert!(out.stdout.is_empty(), "it never listened: {}", String::from_utf8_lossy(&out.stdout));
 }

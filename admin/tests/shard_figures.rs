@@ -13,15 +13,13 @@
 
 mod common;
 
-use common::{admin, ok};
+use common::{admin, dashboard, http_with, ok, DASHBOARD_TOKEN};
 use ringmq_client::consumer::{ConsumeFrom, ConsumeStatus, PushConsumer, PushConsumerConfig};
 use ringmq_client::instance::ClientConfig;
 use ringmq_client::message::user::Message;
 use ringmq_client::producer::{Producer, ProducerConfig};
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -134,43 +132,12 @@ fn consumer(namesrv: String, stop: Arc<AtomicBool>, got: Arc<AtomicU64>, warm: A
     })
 }
 
-/// The dashboard as a child process; killed when dropped.
-struct Dashboard {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Dashboard {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn dashboard(namesrv: &str) -> Dashboard {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq-admin"))
-        .args(["dashboard", "-n", namesrv, "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("dashboard starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("the dashboard prints its address");
-    let addr = line.strip_prefix("listening on http://").and_then(|rest| rest.split('/').next()).unwrap_or_else(|| panic!("first line: {line:?}")).to_string();
-    Dashboard { child, addr }
-}
-
-/// The body of `GET target` from `addr` (the dashboard or the metrics endpoint).
+/// The body of `GET target` from `addr` (the dashboard, with its token, or the
+/// metrics endpoint).
 fn get(addr: &str, target: &str) -> String {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(WAIT)).unwrap();
-    write!(s, "GET {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no head end: {text}"));
-    assert!(head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200"), "GET {target}: {head}");
-    body.to_string()
+    let (status, head, body) = http_with(addr, "GET", target, &[&format!("Host: {addr}"), &format!("Authorization: Bearer {DASHBOARD_TOKEN}")], "");
+    assert_eq!(status, 200, "GET {target}: {head}");
+    body
 }
 
 /// `/metrics` series `name` with `topic="<topic>"`: (node_id, value) per line.

@@ -138,7 +138,9 @@ pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
     let (published, metrics_addr) = match config.metrics_exporter_type {
         crate::config::MetricsExporter::Disable => (None, None),
         crate::config::MetricsExporter::Prom => {
-            let host = if config.metrics_prom_exporter_host.is_empty() { "0.0.0.0" } else { config.metrics_prom_exporter_host.as_str() };
+            // Empty: this host only (not Apache's every interface): an open scrape endpoint
+            // names every topic and group, so exposing it is the operator's choice.
+            let host = if config.metrics_prom_exporter_host.is_empty() { "127.0.0.1" } else { config.metrics_prom_exporter_host.as_str() };
             let want = format!("{host}:{}", config.metrics_prom_exporter_port);
             let bind: SocketAddr = want.parse().map_err(|e| StartError::Config(format!("metricsPromExporterHost/Port {want}: {e}")))?;
             let published = crate::metrics::Published::new(shard_count);
@@ -147,8 +149,10 @@ pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
                 crate::config::RouteMode::Shard => (0..shard_count).map(|i| format!("{}:{}", crate::routing::shard_broker_name(&config.broker_name, i), config.broker_id)).collect(),
             };
             let node = crate::metrics::Node { cluster: config.cluster_name.clone(), node_id: format!("{}:{}", config.broker_name, config.broker_id), shard_node_ids };
-            let bound = crate::metrics::exporter::spawn(bind, node, published.clone(), stop.clone()).map_err(|source| StartError::Metrics { addr: want, source })?;
-            tracing::info!(metrics_addr = %bound, "Prometheus metrics at GET /metrics");
+            let auth = config.metrics_basic_auth().map_err(StartError::Config)?;
+            let auth_note = if auth.is_some() { "basic auth required" } else { "no authentication (set metricsPromExporterBasicAuth=user:password to require it)" };
+            let bound = crate::metrics::exporter::spawn(bind, node, published.clone(), stop.clone(), auth).map_err(|source| StartError::Metrics { addr: want, source })?;
+            tracing::info!(metrics_addr = %bound, auth = auth_note, "Prometheus metrics at GET /metrics (metricsPromExporterHost empty binds 127.0.0.1 only)");
             (Some(published), Some(bound))
         }
     };

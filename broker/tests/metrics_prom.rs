@@ -7,6 +7,9 @@
 //! on its own thread: a scraper that connects and never sends a request does not delay
 //! the broker's answers. Under load (a sender running), every scrape parses — each
 //! sample has its family's `# TYPE` — and no counter goes down between scrapes.
+//! With `metricsPromExporterBasicAuth` and no `metricsPromExporterHost`, the endpoint
+//! binds 127.0.0.1 and answers 401 (with a Basic challenge) without the credentials or
+//! with wrong ones, 200 with them; GET_BROKER_CONFIG never returns the secret.
 
 mod common;
 
@@ -29,13 +32,51 @@ fn metrics_addr(b: &ChildBroker) -> SocketAddr {
 }
 
 fn get(addr: SocketAddr, path: &str) -> (String, String) {
+    get_with(addr, path, "")
+}
+
+/// `extra`: header lines, each ending in CRLF. Returns the head's lines after the status
+/// line too when asked through `get_head`.
+fn get_with(addr: SocketAddr, path: &str, extra: &str) -> (String, String) {
+    let (head, body) = get_head(addr, path, extra);
+    (head.lines().next().unwrap_or_default().to_string(), body)
+}
+
+fn get_head(addr: SocketAddr, path: &str, extra: &str) -> (String, String) {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n{extra}\r\n").unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).expect("read");
     let (head, body) = out.split_once("\r\n\r\n").expect("http response");
-    (head.lines().next().unwrap_or_default().to_string(), body.to_string())
+    (head.to_string(), body.to_string())
+}
+
+#[test]
+fn metrics_endpoint_binds_loopback_by_default_and_checks_basic_auth() {
+    let dir = temp_dir();
+    let cfg = ChildConfig {
+        shard_count: 1,
+        top: "broker_name = \"broker-a\"\nmetrics_exporter_type = \"prom\"\nmetrics_prom_exporter_port = 0\nmetrics_prom_exporter_basic_auth = \"prom:scrape-s3cret\"\n".into(),
+        store: "segment_bytes = 8388608\ndisk_max_used_ratio = 0.999\ndisk_force_clean_ratio = 0.999\ndisk_refuse_ratio = 0.9999\n".into(),
+        env: Vec::new(),
+    };
+    let broker = ChildBroker::start_up(dir.path(), &dir.path().join("s"), &cfg);
+    let addr = metrics_addr(&broker);
+    assert!(addr.ip().is_loopback(), "an empty metricsPromExporterHost binds 127.0.0.1, not every interface: {addr}");
+    let (head, body) = get_head(addr, "/metrics", "");
+    assert!(head.starts_with("HTTP/1.1 401 Unauthorized") && head.contains("WWW-Authenticate: Basic realm=\"ringmq-metrics\""), "{head}");
+    assert!(!body.contains("rocketmq_"), "{body}");
+    // "prom:wrong" and "prom:scrape-s3cret" in base64.
+    assert_eq!(get_with(addr, "/metrics", "Authorization: Basic cHJvbTp3cm9uZw==\r\n").0, "HTTP/1.1 401 Unauthorized");
+    let (status, body) = get_with(addr, "/metrics", "Authorization: Basic cHJvbTpzY3JhcGUtczNjcmV0\r\n");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(body.contains("rocketmq_topic_number"), "{body}");
+    let mut c = Conn::open(broker.addr);
+    let conf = c.call(RemotingCommand::request(rq::GET_BROKER_CONFIG));
+    assert_eq!(conf.code, rs::SUCCESS);
+    let text = String::from_utf8_lossy(&conf.body).to_string();
+    assert!(text.contains("metricsPromExporterPort") && !text.contains("scrape-s3cret") && !text.contains("metricsPromExporterBasicAuth"), "{text}");
 }
 
 /// The value of the series whose line starts with `prefix` (name and labels).

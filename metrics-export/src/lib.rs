@@ -13,7 +13,7 @@ pub mod http;
 pub mod slot;
 
 pub use family::{encode, Buckets, Histograms, Labels, Values, LATENCY_BOUNDS_US};
-pub use http::{spawn, Exporter};
+pub use http::{spawn, BasicAuth, BasicAuthError, Exporter};
 /// The exposition crate, for renderers (`Registry`, `MetricType`).
 pub use prometheus_client;
 pub use slot::Slot;

@@ -3,7 +3,9 @@
 //! `scan_interval_ms`, and the Prometheus exporter's `metrics_exporter_type`,
 //! `metrics_prom_exporter_host`, `metrics_prom_exporter_port` — RocketMQ 5's broker and
 //! controller keys, snake_case as in the broker's TOML; Apache's NamesrvConfig has no
-//! metrics keys).
+//! metrics keys — and RingMQ's `metrics_prom_exporter_basic_auth`, `user:password`
+//! every scrape must send). An empty exporter host binds 127.0.0.1 (not Apache's every
+//! interface: exposing the endpoint is the operator's choice).
 //!
 //! Invariants: a file with any other key is refused with an error naming the key;
 //! `ServerConfig::validate` refuses zero intervals and limits, so the server never
@@ -80,10 +82,13 @@ pub struct ServerConfig {
     pub frame_limits: FrameLimits,
     pub route_limits: RouteLimits,
     pub metrics_exporter_type: MetricsExporter,
-    /// IP address the exporter binds; empty = every address (Java's default "").
+    /// IP address the exporter binds; empty = 127.0.0.1 (Java's "" binds every
+    /// address: an open scrape endpoint names every broker, so that is opt-in here).
     pub metrics_prom_exporter_host: String,
     /// 0 picks a free port (tests); `ServerHandle::metrics_addr` tells which.
     pub metrics_prom_exporter_port: u16,
+    /// `user:password` every scrape must send as HTTP basic auth; `None`: no auth.
+    pub metrics_prom_exporter_basic_auth: Option<String>,
     pub metrics_publish_interval_ms: u64,
 }
 
@@ -106,6 +111,7 @@ impl Default for ServerConfig {
             metrics_exporter_type: MetricsExporter::Disable,
             metrics_prom_exporter_host: String::new(),
             metrics_prom_exporter_port: METRICS_PROM_PORT_DEFAULT,
+            metrics_prom_exporter_basic_auth: None,
             metrics_publish_interval_ms: METRICS_PUBLISH_INTERVAL_MS_DEFAULT,
         }
     }
@@ -121,6 +127,7 @@ pub struct FileConfig {
     pub metrics_exporter_type: Option<MetricsExporter>,
     pub metrics_prom_exporter_host: Option<String>,
     pub metrics_prom_exporter_port: Option<u16>,
+    pub metrics_prom_exporter_basic_auth: Option<String>,
 }
 
 impl FileConfig {
@@ -154,6 +161,9 @@ impl FileConfig {
         if let Some(v) = self.metrics_prom_exporter_port {
             config.metrics_prom_exporter_port = v;
         }
+        if let Some(v) = &self.metrics_prom_exporter_basic_auth {
+            config.metrics_prom_exporter_basic_auth = Some(v.clone());
+        }
     }
 }
 
@@ -175,7 +185,16 @@ impl ServerConfig {
             }
         }
         self.metrics_addr()?;
+        self.metrics_basic_auth()?;
         Ok(())
+    }
+
+    /// The scrape credentials; `Err` says why they are refused (never echoing them).
+    pub fn metrics_basic_auth(&self) -> Result<Option<metrics_export::BasicAuth>, ConfigError> {
+        let Some(text) = self.metrics_prom_exporter_basic_auth.as_deref() else { return Ok(None) };
+        metrics_export::BasicAuth::parse(text.trim())
+            .map(Some)
+            .map_err(|e| ConfigError::Invalid { key: "metrics_prom_exporter_basic_auth", reason: e.to_string() })
     }
 
     /// Where the Prometheus exporter listens; `None` when it is disabled.
@@ -187,7 +206,7 @@ impl ServerConfig {
         // `[::1]` as written in URLs is accepted too.
         let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
         let ip = if host.is_empty() {
-            IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
         } else {
             host.parse().map_err(|e| ConfigError::Invalid {
                 key: "metrics_prom_exporter_host",
@@ -283,7 +302,7 @@ mod tests {
             }
         };
         check(MetricsExporter::Disable, "not an ip", 1, Ok(None));
-        check(MetricsExporter::Prom, "", METRICS_PROM_PORT_DEFAULT, Ok(Some("0.0.0.0:5558")));
+        check(MetricsExporter::Prom, "", METRICS_PROM_PORT_DEFAULT, Ok(Some("127.0.0.1:5558")));
         check(MetricsExporter::Prom, "127.0.0.1", 0, Ok(Some("127.0.0.1:0")));
         check(MetricsExporter::Prom, "[::1]", 9, Ok(Some("[::1]:9")));
         check(MetricsExporter::Prom, "::1", 9, Ok(Some("[::1]:9")));
@@ -293,6 +312,11 @@ mod tests {
             9,
             Err("config `metrics_prom_exporter_host`: `localhost` is not an IP address"),
         );
+        // metrics_prom_exporter_basic_auth: `user:password`, checked by validate.
+        for (auth, ok) in [(None, true), (Some("prom:pw"), true), (Some("prom"), false), (Some(":pw"), false)] {
+            let config = ServerConfig { metrics_prom_exporter_basic_auth: auth.map(str::to_string), ..ServerConfig::default() };
+            assert_eq!(config.validate().is_ok(), ok, "{auth:?}");
+        }
         let defaults = ServerConfig::default();
         assert_eq!(
             (defaults.metrics_exporter_type, defaults.metrics_addr().unwrap()),

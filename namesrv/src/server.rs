@@ -104,12 +104,14 @@ fn start_metrics(
     let Some(addr) = config.metrics_addr()? else { return Ok(None) };
     let slot: Arc<Slot<Snapshot>> = Arc::new(Slot::default());
     let read = slot.clone();
-    let exporter = metrics_export::spawn(addr, "namesrv-metrics", stop.clone(), move || {
+    let auth = config.metrics_basic_auth()?;
+    let auth_note = if auth.is_some() { "basic auth required" } else { "no authentication (set metrics_prom_exporter_basic_auth to require it)" };
+    let exporter = metrics_export::spawn(addr, "namesrv-metrics", stop.clone(), auth, move || {
         // Before the first publish (start-up only): an all-zero snapshot.
         metrics::render(&node_id, &read.latest().unwrap_or_default())
     })
     .map_err(|source| ServerError::Metrics { addr, source })?;
-    tracing::info!(metrics_addr = %exporter.local_addr(), "Prometheus metrics at GET /metrics");
+    tracing::info!(metrics_addr = %exporter.local_addr(), auth = auth_note, "Prometheus metrics at GET /metrics (an empty metrics_prom_exporter_host binds 127.0.0.1 only)");
     Ok(Some(MetricsExport { exporter, slot }))
 }
 

@@ -44,10 +44,18 @@ pub struct Request {
     pub path: String,
     /// Decoded query parameters in order; names are unique.
     pub query: Vec<(String, String)>,
+    /// Header lines in order, names lowercased, values trimmed (at most
+    /// `REQUEST_HEADERS_MAX`): what `auth.rs` reads (Host, Origin, Cookie, ...).
+    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
 
 impl Request {
+    /// The first header named `name` (lowercase).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
     pub fn param(&self, name: &str) -> Option<&str> {
         self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
@@ -92,7 +100,7 @@ impl HttpError {
     /// `{"error": "...", "status": N}`: the pages show `error` as it is.
     pub fn response(&self) -> Response {
         let body = serde_json::json!({ "error": self.to_string(), "status": self.status() });
-        Response { status: self.status(), content_type: "application/json; charset=utf-8", body: body.to_string().into_bytes() }
+        Response { status: self.status(), content_type: "application/json; charset=utf-8", body: body.to_string().into_bytes(), headers: Vec::new() }
     }
 }
 
@@ -101,18 +109,24 @@ pub struct Response {
     pub status: u16,
     pub content_type: &'static str,
     pub body: Vec<u8>,
+    /// More header lines (Location, Set-Cookie): values made here, never client text
+    /// unchecked (a CR or LF would split the head; `auth::safe_next` bounds redirects).
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl Response {
     pub fn json(value: &serde_json::Value) -> Self {
-        Response { status: 200, content_type: "application/json; charset=utf-8", body: value.to_string().into_bytes() }
+        Response { status: 200, content_type: "application/json; charset=utf-8", body: value.to_string().into_bytes(), headers: Vec::new() }
     }
 }
 
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
+        303 => "See Other",
         400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
@@ -209,10 +223,9 @@ pub fn parse_head(head: &[u8]) -> Result<(Request, usize), HttpError> {
     }
     let query = parse_query(raw_query)?;
     let mut content_length: Option<usize> = None;
-    let mut headers = 0usize;
+    let mut headers: Vec<(String, String)> = Vec::new();
     for line in lines {
-        headers += 1;
-        if headers > REQUEST_HEADERS_MAX {
+        if headers.len() >= REQUEST_HEADERS_MAX {
             return Err(bad(format!("more than {REQUEST_HEADERS_MAX} header lines")));
         }
         let Some((name, value)) = line.split_once(':') else {
@@ -231,8 +244,9 @@ pub fn parse_head(head: &[u8]) -> Result<(Request, usize), HttpError> {
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             return Err(bad("Transfer-Encoding is not accepted: send the body with a Content-Length".into()));
         }
+        headers.push((name.to_ascii_lowercase(), value.to_string()));
     }
-    Ok((Request { method: method.to_string(), path, query, body: Vec::new() }, content_length.unwrap_or(0)))
+    Ok((Request { method: method.to_string(), path, query, headers, body: Vec::new() }, content_length.unwrap_or(0)))
 }
 
 /// `a=1&b=x+y`: decoded pairs; a name without `=` has the empty value.
@@ -294,8 +308,9 @@ fn printable(s: &str) -> String {
 /// live), no sniffing, and a policy that lets a page load nothing but this server's own
 /// assets.
 pub fn write_response(out: &mut impl Write, response: &Response) -> io::Result<()> {
+    let extra: String = response.headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     let head = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nContent-Security-Policy: default-src 'self'; img-src 'self' data:; frame-ancestors 'none'\r\n\r\n",
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nContent-Security-Policy: default-src 'self'; img-src 'self' data:; frame-ancestors 'none'\r\n{extra}\r\n",
         response.status,
         reason(response.status),
         response.content_type,
@@ -348,7 +363,7 @@ fn serve_connection(mut stream: TcpStream, handler: &Handler) {
         Ok(request) => handler(&request),
         Err(ReadError::Closed) => return,
         Err(ReadError::Io(e)) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-            Response { status: 408, content_type: "text/plain; charset=utf-8", body: b"request not received in time\n".to_vec() }
+            Response { status: 408, content_type: "text/plain; charset=utf-8", body: b"request not received in time\n".to_vec(), headers: Vec::new() }
         }
         Err(ReadError::Io(_)) => return,
         Err(ReadError::Http(e)) => e.response(),

@@ -1,6 +1,7 @@
 //! What `ringmq-admin`'s end-to-end tests share (each test file is its own binary and
 //! `mod common;`s this): a NameServer and a 2-shard broker in this process on ephemeral
-//! ports and a fresh store, and running the CLI binary.
+//! ports and a fresh store, running the CLI binary, and the dashboard as a child
+//! process with a login token (`dashboard`) with a raw HTTP exchange (`http_with`).
 //!
 //! Invariants: nothing binds a fixed port; the broker's disk watermarks do not depend on
 //! how full the host's disk is.
@@ -8,7 +9,12 @@
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
-use std::process::Command;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Bound on the dashboard's start and on one HTTP exchange with it.
+const DASHBOARD_WAIT: Duration = Duration::from_secs(30);
 
 pub struct Cluster {
     pub namesrv: String,
@@ -60,3 +66,60 @@ pub fn ok(args: &[&str]) -> String {
     assert_eq!(code, 0, "ringmq-admin {args:?} failed: {err}{out}");
     out
 }
+
+/// The login token every dashboard a test starts is given (`RINGMQ_DASHBOARD_TOKEN`).
+pub const DASHBOARD_TOKEN: &str = "test-token-0123456789abcdef";
+
+/// The dashboard as a child process; killed when dropped.
+pub struct Dashboard {
+    child: Child,
+    pub addr: String,
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `ringmq-admin dashboard` on an ephemeral loopback port, logged in with
+/// `DASHBOARD_TOKEN`.
+pub fn dashboard(namesrv: &str) -> Dashboard {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq-admin"))
+        .args(["dashboard", "-n", namesrv, "--listen", "127.0.0.1:0"])
+        .env("RINGMQ_DASHBOARD_TOKEN", DASHBOARD_TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("dashboard starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx.recv_timeout(DASHBOARD_WAIT).expect("the dashboard prints its address");
+    let addr = line
+        .strip_prefix("listening on http://")
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("first line: {line:?}"))
+        .to_string();
+    Dashboard { child, addr }
+}
+
+/// `(status, head, body)` of one request with exactly `headers` (lines without CRLF).
+pub fn http_with(addr: &str, method: &str, target: &str, headers: &[&str], body: &str) -> (u16, String, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(DASHBOARD_WAIT)).unwrap();
+    let lines: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
+    write!(s, "{method} {target} HTTP/1.1\r\n{lines}Content-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no head end: {text}"));
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("status line: {head}"));
+    (status, head.to_string(), body.to_string())
+}
+

@@ -11,7 +11,7 @@
 //! Invariant: a key set twice is refused: Java's "last one wins" would hide a mistake.
 //! Invariant: `to_broker_conf` writes only keys `apply_conf_key` reads, and parsing
 //! what it writes gives the same settings, but for `innerClientAuthenticationCredentials`
-//! and `haAuthSecret` (secrets: never written back) (for every setting broker.conf can hold:
+//! and `haAuthSecret`, `metricsPromExporterBasicAuth` (secrets: never written back) (for every setting broker.conf can hold:
 //! TOML may put a disk watermark outside the range Apache clamps it to, which
 //! broker.conf refuses).
 //! Invariant: a disk watermark percentage is accepted only inside the range Apache
@@ -31,6 +31,7 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "metricsExporterType",
     "metricsPromExporterHost",
     "metricsPromExporterPort",
+    "metricsPromExporterBasicAuth",
     "namesrvAddr",
     "brokerClusterName",
     "brokerName",
@@ -284,6 +285,7 @@ pub(super) fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) 
         "metricsExporterType" => config.metrics_exporter_type = parse_metrics_exporter(value)?,
         "metricsPromExporterHost" => config.metrics_prom_exporter_host = value.to_string(),
         "metricsPromExporterPort" => config.metrics_prom_exporter_port = parse_number(value)?,
+        "metricsPromExporterBasicAuth" => config.metrics_prom_exporter_basic_auth = Some(value.to_string()),
         "brokerId" => config.broker_id = parse_number(value)?,
         "brokerIP1" => config.broker_ip = Some(value.to_string()),
         "brokerRole" => config.role = parse_role(value)?,
@@ -504,6 +506,7 @@ mod tests {
         metricsExporterType=PROM
         metricsPromExporterHost=127.0.0.1
         metricsPromExporterPort=15557
+        metricsPromExporterBasicAuth=prom:scrape-s3cret
         brokerPermission=4
         brokerTopicEnable=false
         clusterTopicEnable=false
@@ -559,6 +562,7 @@ mod tests {
             c.metrics_exporter_type = MetricsExporter::Prom;
             c.metrics_prom_exporter_host = "127.0.0.1".into();
             c.metrics_prom_exporter_port = 15557;
+            c.metrics_prom_exporter_basic_auth = Some("prom:scrape-s3cret".into());
             c.broker_permission = 4;
             c.broker_topic_enable = false;
             c.cluster_topic_enable = false;
@@ -647,9 +651,11 @@ mod tests {
         // The broker's own secret is never written back.
         assert!(!text.contains("12345678"), "{text}");
         assert!(!text.contains("replication-secret"), "{text}");
+        assert!(!text.contains("scrape-s3cret"), "{text}");
         let mut original = original;
         original.inner_client_authentication_credentials = None;
         original.ha_auth_secret = None;
+        original.metrics_prom_exporter_basic_auth = None;
         assert_eq!(again, original, "{text}");
         // Every key it writes is one broker.conf reads.
         for (k, _) in original.to_broker_conf() {

@@ -267,10 +267,16 @@ pub struct BrokerConfig {
     pub cluster_topic_enable: bool,
     /// Metrics exporter (`metricsExporterType`): `disable` or `prom`.
     pub metrics_exporter_type: MetricsExporter,
-    /// Address the Prometheus endpoint binds (`metricsPromExporterHost`; empty = all).
+    /// Address the Prometheus endpoint binds (`metricsPromExporterHost`; empty =
+    /// 127.0.0.1, this host only: Apache binds every interface, but an open scrape
+    /// endpoint names every topic and group, so exposing it is the operator's choice).
     pub metrics_prom_exporter_host: String,
     /// Its port (`metricsPromExporterPort`, 5557; 0 picks a free one, logged).
     pub metrics_prom_exporter_port: u16,
+    /// `user:password` every scrape must send as HTTP basic auth
+    /// (`metricsPromExporterBasicAuth`, RingMQ's key: Apache's exporter has no
+    /// authentication). Never written back (GET_BROKER_CONFIG): it holds a secret.
+    pub metrics_prom_exporter_basic_auth: Option<String>,
     /// RocketMQ's `aclEnable` (off by default, as Apache): every client request is
     /// authenticated and authorized by the plain ACL of `plain_acl.yml` (`acl/`,
     /// `shard/acl.rs`), as Apache 4.x's `PlainAccessValidator`.
@@ -347,6 +353,7 @@ impl Default for BrokerConfig {
             metrics_exporter_type: MetricsExporter::Disable,
             metrics_prom_exporter_host: String::new(),
             metrics_prom_exporter_port: METRICS_PROM_PORT_DEFAULT,
+            metrics_prom_exporter_basic_auth: None,
             acl_enable: false,
             plain_acl_file: None,
             inner_client_authentication_credentials: None,
@@ -380,6 +387,13 @@ impl BrokerConfig {
     /// The replication secret's bytes; `None` when replication is not authenticated.
     pub fn ha_auth_secret(&self) -> Option<&[u8]> {
         self.ha_auth_secret.as_deref().filter(|s| !s.is_empty()).map(str::as_bytes)
+    }
+
+    /// The Prometheus scrape credentials (`metricsPromExporterBasicAuth`); `Err` says
+    /// why the value is refused (without echoing it: it holds a secret).
+    pub fn metrics_basic_auth(&self) -> Result<Option<metrics_export::BasicAuth>, String> {
+        let Some(text) = self.metrics_prom_exporter_basic_auth.as_deref().filter(|t| !t.trim().is_empty()) else { return Ok(None) };
+        metrics_export::BasicAuth::parse(text.trim()).map(Some).map_err(|e| format!("metricsPromExporterBasicAuth (metrics_prom_exporter_basic_auth): {e}"))
     }
 
     /// The broker's own request credentials (`innerClientAuthenticationCredentials`);

@@ -64,6 +64,7 @@ impl BrokerConfig {
             .and_then(|()| self.check_schedule())
             .and_then(|()| self.inner_credentials().map(|_| ()).map_err(|e| format!("innerClientAuthenticationCredentials: {e}")))
             .and_then(|()| self.check_ha_auth_secret())
+            .and_then(|()| self.metrics_basic_auth().map(|_| ()))
             .map_err(ConfigError::Invalid)?;
         self.store.validate()?;
         Ok(())

@@ -12,8 +12,8 @@ use std::sync::Arc;
 pub use metrics_export::http::{HTTP_IO_TIMEOUT_MS, HTTP_REQUEST_BYTES_MAX};
 
 /// Binds `addr` and serves until `stop`; returns the bound address (port 0 picks one).
-pub fn spawn(addr: SocketAddr, node: Node, published: Arc<Published>, stop: Arc<AtomicBool>) -> std::io::Result<SocketAddr> {
+pub fn spawn(addr: SocketAddr, node: Node, published: Arc<Published>, stop: Arc<AtomicBool>, auth: Option<metrics_export::BasicAuth>) -> std::io::Result<SocketAddr> {
     // The broker does not join the thread: it ends within one accept poll of `stop`.
-    let exporter = metrics_export::spawn(addr, "metrics-exporter", stop, move || render(&node, &published.collect()))?;
+    let exporter = metrics_export::spawn(addr, "metrics-exporter", stop, auth, move || render(&node, &published.collect()))?;
     Ok(exporter.local_addr())
 }
