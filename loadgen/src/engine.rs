@@ -701,11 +701,16 @@ struct Workers {
 }
 
 /// Whole-run counts the reporter keeps across intervals, the tail and the drain.
+/// How much of a send error a record's error label quotes.
+const ERROR_LABEL_CHARS_MAX: usize = 160;
+
 struct Totals {
     sent: u64,
     received: u64,
     /// Whole-run transaction counts (warm-up and drain included), for `errors`.
     txn: TxnStats,
+    /// The newest send error of the run, so a record that counts failed sends says why.
+    last_send_error: Option<String>,
 }
 
 /// Runs the workload and returns its record. `on_interval` sees each closed interval.
@@ -714,7 +719,7 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
     let mut workers = start_workers(spec, &spec_arc)?;
     let mut record = RunRecord::new(system, config_label, durability, spec.workload.clone());
     record.txn = spec.transactional.map(TxnStats::new);
-    let mut totals = Totals { sent: 0, received: 0, txn: TxnStats::new(0) };
+    let mut totals = Totals { sent: 0, received: 0, txn: TxnStats::new(0), last_send_error: None };
     let interval = Duration::from_millis(spec.interval_ms.max(100));
     let started = report_intervals(spec, &workers, &mut record, &mut totals, interval);
     workers.stop_producers.store(true, Ordering::SeqCst);
@@ -732,7 +737,12 @@ pub fn run(spec: &EngineSpec, system: &str, config_label: &str, durability: Dura
     workers.stop_consumers.store(true, Ordering::SeqCst);
     join_workers(std::mem::take(&mut workers.consumer_threads), "a consumer thread panicked", &mut thread_errors);
     if record.send_failed > 0 {
-        record.errors.push(("send failed".into(), record.send_failed));
+        let label = match totals.last_send_error.as_deref() {
+            // The label lands in a Markdown table cell: no pipes or newlines, and short.
+            Some(e) => format!("send failed (last: {})", e.replace(['|', '\n'], " ").chars().take(ERROR_LABEL_CHARS_MAX).collect::<String>()),
+            None => "send failed".into(),
+        };
+        record.errors.push((label, record.send_failed));
     }
     // A few ms for rolled-back messages that would arrive right after the last commit.
     let late = take(&workers.consumer_accs);
@@ -894,6 +904,9 @@ fn close_interval(spec: &EngineSpec, workers: &Workers, totals: &mut Totals, ela
     totals.received += c.received;
     totals.txn.add_counts(&p.txn);
     totals.txn.add_counts(&c.txn);
+    if p.last_error.is_some() {
+        totals.last_send_error.clone_from(&p.last_error);
+    }
     let warmup = elapsed <= spec.workload.warmup_secs as f64 + 1e-6;
     let mut stats = IntervalStats::new(elapsed, interval_secs, warmup);
     stats.sent = p.sent;
@@ -956,6 +969,9 @@ fn fold_send_tail(workers: &Workers, record: &mut RunRecord, totals: &mut Totals
     record.sent += tail.sent;
     record.sent_bytes += tail.sent_bytes;
     record.send_failed += tail.send_failed + tail.response_failed;
+    if tail.last_error.is_some() {
+        totals.last_send_error.clone_from(&tail.last_error);
+    }
     let _ = record.send_latency_us.add(&tail.send_us);
     if let Some(t) = record.txn.as_mut() {
         t.add(&tail.txn);

@@ -274,7 +274,17 @@ pub fn statvfs(path: &Path) -> Result<DiskSpace, IoError> {
         return Err(IoError::from_std("statvfs", path, &std::io::Error::last_os_error()));
     }
     let block = stat.f_frsize as u64;
-    Ok(DiskSpace { total_bytes: stat.f_blocks as u64 * block, free_bytes: stat.f_bavail as u64 * block })
+    Ok(disk_space_of(stat.f_blocks as u64 * block, stat.f_bfree as u64 * block, stat.f_bavail as u64 * block))
+}
+
+/// The space the broker can use, as `df` and Apache's `UtilAll.getDiskPartitionSpaceUsedPercent`
+/// count it: what is used plus what this process may still write. Blocks that are free but
+/// not available (root's reserve, or a host that caps a large filesystem's usable part) are
+/// left out; counting them as total made a disk with 66 % in use (`df`) read 88 %, and the
+/// 90 % write watermark then refused sends on a machine with 25 GB still free.
+pub fn disk_space_of(blocks_bytes: u64, free_bytes: u64, available_bytes: u64) -> DiskSpace {
+    let used_bytes = blocks_bytes.saturating_sub(free_bytes);
+    DiskSpace { total_bytes: used_bytes.saturating_add(available_bytes), free_bytes: available_bytes }
 }
 
 impl DiskFile for DmaDiskFile {
@@ -411,5 +421,34 @@ mod tests {
         assert!(unknown.contains("unknown failure probe \"write_eio=x\""), "{unknown}");
         assert!(Failpoints::parse("read_eio=").is_err());
         assert!(Failpoints::parse("read_eio").is_err());
+    }
+}
+
+#[cfg(test)]
+mod disk_space_tests {
+    use super::disk_space_of;
+
+    const GB: u64 = 1_000_000_000;
+
+    fn check(blocks: u64, free: u64, available: u64, expected_used_percent: u64) {
+        let space = disk_space_of(blocks, free, available);
+        let percent = (space.used_ratio() * 100.0).round() as u64;
+        assert_eq!(percent, expected_used_percent, "blocks {blocks} free {free} available {available}: {space:?}");
+        assert_eq!(space.free_bytes, available);
+    }
+
+    #[test]
+    fn used_ratio_counts_only_space_this_process_may_write() {
+        // The CI machine's root: 252 GB of blocks, 192 GB free, 31 GB available (df says 66 %).
+        check(252 * GB, 192 * GB, 31 * GB, 66);
+        // ext4 with the usual 5 % root reserve.
+        check(100 * GB, 50 * GB, 45 * GB, 53);
+        check(100 * GB, 100 * GB, 100 * GB, 0);
+        check(100 * GB, 0, 0, 100);
+        // Reserve bigger than free (root wrote into it): nothing available, all used.
+        check(100 * GB, 3 * GB, 0, 100);
+        // Nonsense from a broken filesystem never underflows.
+        check(0, 10 * GB, 10 * GB, 0);
+        check(0, 0, 0, 100);
     }
 }
