@@ -275,3 +275,79 @@ fn ringmq_client_signs_its_requests() {
     let err = outcome("not-the-secret").expect_err("a wrong secret is refused");
     assert!(err.contains("Check signature failed"), "{err}");
 }
+
+/// A consumer's heartbeat on a raw connection of its own (signed as `creds`).
+fn consumer_heartbeat(client_id: &str, group: &str, creds: (&str, &str)) -> RemotingCommand {
+    use ringmq_client::remoting::heartbeat::{ConsumerData, HeartbeatData};
+    let data = HeartbeatData {
+        client_id: client_id.into(),
+        consumer_data_set: vec![ConsumerData {
+            consume_from_where: Default::default(),
+            consume_type: Default::default(),
+            group_name: group.into(),
+            message_model: Default::default(),
+            subscription_data_set: Vec::new(),
+            unit_mode: false,
+        }],
+        producer_data_set: Vec::new(),
+    };
+    let mut cmd = RemotingCommand::request(rq::HEART_BEAT);
+    cmd.body = bytes::Bytes::from(data.encode());
+    signed(cmd, creds)
+}
+
+/// The broker's own requests to a client (here NOTIFY_CONSUMER_IDS_CHANGED, when a
+/// second consumer joins the group) carry `innerClientAuthenticationCredentials`'
+/// AccessKey and a Signature that verifies with its secret, as its registrations do.
+/// (The consumer's own heartbeat changes the group too, so the notification may come
+/// first.)
+#[test]
+fn broker_to_client_requests_carry_the_inner_credentials() {
+    use bytes::BytesMut;
+    use ringmq_client::remoting::frame::FrameLimits;
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+    let (cluster, _file) = acl_cluster(dir.path());
+    let group = "GroupSignedNotify";
+    let mut first = std::net::TcpStream::connect(cluster.broker_addr()).expect("connect");
+    first.set_read_timeout(Some(WAIT)).expect("read timeout");
+    let write = |stream: &mut std::net::TcpStream, mut cmd: RemotingCommand, opaque: i32| {
+        cmd.opaque = opaque;
+        let mut out = BytesMut::new();
+        cmd.encode(&mut out).expect("encode");
+        stream.write_all(&out).expect("write");
+    };
+    write(&mut first, consumer_heartbeat("10.0.0.1@first", group, SUB_ONLY), 1);
+    let mut buf = BytesMut::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let mut next = |stream: &mut std::net::TcpStream, buf: &mut BytesMut| loop {
+        if let Some(frame) = RemotingCommand::decode(buf, &FrameLimits::default()).expect("decode") {
+            return frame;
+        }
+        let n = stream.read(&mut chunk).expect("a frame within WAIT");
+        assert!(n > 0, "the broker closed the connection");
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    // The group changed with this very heartbeat, so a notification may come before
+    // or after its answer; if none came, the second consumer joining from its own
+    // connection makes the broker tell the first one.
+    let mut notified = None;
+    loop {
+        let frame = next(&mut first, &mut buf);
+        if frame.is_response() {
+            assert_eq!(frame.code, rs::SUCCESS, "first heartbeat: {:?}", frame.remark);
+            break;
+        }
+        notified.get_or_insert(frame);
+    }
+    if notified.is_none() {
+        let second = raw_call(cluster.broker_addr(), consumer_heartbeat("10.0.0.2@second", group, SUB_ONLY));
+        assert_eq!(second.code, rs::SUCCESS, "second heartbeat: {:?}", second.remark);
+    }
+    let notify = notified.unwrap_or_else(|| next(&mut first, &mut buf));
+    assert_eq!((notify.is_response(), notify.code), (false, rq::NOTIFY_CONSUMER_IDS_CHANGED), "{notify:?}");
+    assert_eq!(notify.ext("consumerGroup"), Some(group));
+    assert_eq!(notify.ext("AccessKey"), Some(ADMIN.0), "the broker signs as its inner account: {:?}", notify.ext_fields);
+    assert!(ringmq_client::remoting::acl::signature_matches(&notify, ADMIN.1), "the signature verifies with the inner secret: {:?}", notify.ext_fields);
+    assert!(!ringmq_client::remoting::acl::signature_matches(&notify, RIGHT.1), "and with no other secret");
+}

@@ -56,18 +56,28 @@ pub async fn create_topic_on_cluster(
     topic: &str,
     queue_nums: i32,
 ) -> Result<Vec<String>, ClientError> {
-    let info = cluster_info(instance).await?;
-    let names: Vec<&String> = match cluster {
-        Some(c) => info.cluster_addr_table.get(c).map(|s| s.iter().collect()).unwrap_or_default(),
-        None => info.broker_addr_table.keys().collect(),
+    // A broker that has just started may not have registered yet (it listens before
+    // its first REGISTER_BROKER lands): the NameServer is asked again, within the same
+    // bound as the route wait below.
+    let registered_by = Instant::now() + Duration::from_millis(ROUTE_WAIT_MS);
+    let masters = loop {
+        let info = cluster_info(instance).await?;
+        let names: Vec<&String> = match cluster {
+            Some(c) => info.cluster_addr_table.get(c).map(|s| s.iter().collect()).unwrap_or_default(),
+            None => info.broker_addr_table.keys().collect(),
+        };
+        let masters: Vec<(String, String)> = names
+            .iter()
+            .filter_map(|n| info.broker_addr_table.get(*n).and_then(|b| b.master_addr().map(|a| (n.to_string(), a.to_string()))))
+            .collect();
+        if !masters.is_empty() {
+            break masters;
+        }
+        if Instant::now() >= registered_by {
+            return Err(ClientError::Config(format!("no master broker registered in cluster {cluster:?} within {ROUTE_WAIT_MS} ms")));
+        }
+        glommio::timer::sleep(Duration::from_millis(100)).await;
     };
-    let masters: Vec<(String, String)> = names
-        .iter()
-        .filter_map(|n| info.broker_addr_table.get(*n).and_then(|b| b.master_addr().map(|a| (n.to_string(), a.to_string()))))
-        .collect();
-    if masters.is_empty() {
-        return Err(ClientError::Config(format!("no master broker registered in cluster {cluster:?}")));
-    }
     for (_, addr) in &masters {
         create_topic(instance, addr, topic, queue_nums, false).await?;
     }

@@ -24,6 +24,8 @@ pub struct EmbeddedCluster {
     namesrv: Option<namesrv::server::ServerHandle>,
     /// `shard_threads_cpu_ms()` right after the broker started.
     shard_cpu_ms_at_start: u64,
+    /// The account loadgen's own calls are signed with, when the broker checks an ACL.
+    acl: Option<ringmq_client::remoting::acl::Credentials>,
 }
 
 /// How long `start` waits for every shard of the slave to attach.
@@ -49,6 +51,10 @@ pub struct EmbeddedSpec {
     pub read_ahead_windows: usize,
     /// Host or shard route mode.
     pub route_mode: ringmq_broker::config::RouteMode,
+    /// `aclEnable` with a `plain_acl.yml` whose one account (an admin) is this: every
+    /// request must be signed with it (`--access-key`/`--secret-key` without
+    /// `--namesrv`, to measure what the ACL check costs).
+    pub acl: Option<ringmq_client::remoting::acl::Credentials>,
 }
 
 impl EmbeddedSpec {
@@ -68,6 +74,7 @@ impl EmbeddedSpec {
             spin_before_park_us: a.spin_before_park_us,
             read_ahead_windows: a.read_ahead_windows,
             route_mode: a.route_mode,
+            acl: crate::workload_cmd::credentials(a),
         }
     }
 
@@ -76,6 +83,9 @@ impl EmbeddedSpec {
         let mut s = String::new();
         if self.route_mode == ringmq_broker::config::RouteMode::Shard {
             s.push_str(", shard route mode");
+        }
+        if self.acl.is_some() {
+            s.push_str(", ACL (every request signed and checked)");
         }
         let store = ringmq_broker::store::config::StoreConfig { flush_mode: self.flush, write_through: self.write_through, ..Default::default() };
         if store.write_through() {
@@ -91,6 +101,17 @@ impl EmbeddedSpec {
         }
         s
     }
+}
+
+/// A `plain_acl.yml` with one admin account and no white-listed address: every request
+/// pays the signature check (YAML double-quoted scalars, so any key text is safe).
+fn plain_acl_yml(account: &ringmq_client::remoting::acl::Credentials) -> String {
+    let quoted = |s: &str| serde_json::Value::String(s.to_string()).to_string();
+    format!(
+        "globalWhiteRemoteAddresses: []\naccounts:\n  - accessKey: {}\n    secretKey: {}\n    admin: true\n",
+        quoted(&account.access_key),
+        quoted(&account.secret_key)
+    )
 }
 
 impl EmbeddedCluster {
@@ -119,6 +140,15 @@ impl EmbeddedCluster {
         config.store.read_ahead_windows_max = spec.read_ahead_windows;
         config.spin_before_park_us = spec.spin_before_park_us;
         config.message_delay_level = spec.delay_levels.clone();
+        if let Some(account) = &spec.acl {
+            std::fs::create_dir_all(&store_root).map_err(|e| format!("{}: {e}", store_root.display()))?;
+            let file = store_root.join("plain_acl.yml");
+            std::fs::write(&file, plain_acl_yml(account)).map_err(|e| format!("{}: {e}", file.display()))?;
+            config.acl_enable = true;
+            config.plain_acl_file = Some(file);
+            config.inner_client_authentication_credentials =
+                Some(serde_json::json!({ "accessKey": account.access_key, "secretKey": account.secret_key }).to_string());
+        }
         let mut slave_config = None;
         if let Some(role) = spec.replication {
             config.role = role;
@@ -142,6 +172,7 @@ impl EmbeddedCluster {
             slave: None,
             namesrv: Some(namesrv),
             shard_cpu_ms_at_start,
+            acl: spec.acl.clone(),
         };
         if let Some(s) = slave_config {
             let slave = launch::start(s).map_err(|e| format!("embedded slave did not start: {e}"))?;
@@ -151,7 +182,7 @@ impl EmbeddedCluster {
             // A SYNC_MASTER refuses sends until a slave is attached: wait for all shards.
             let deadline = std::time::Instant::now() + std::time::Duration::from_millis(SLAVE_ATTACH_TIMEOUT_MS);
             loop {
-                let attached = crate::replication::runtime_info(&cluster.broker_addr).ok().and_then(|t| t.get("haSlaves").and_then(|v| v.parse::<u64>().ok()));
+                let attached = crate::replication::runtime_info_as(&cluster.broker_addr, cluster.acl.as_ref()).ok().and_then(|t| t.get("haSlaves").and_then(|v| v.parse::<u64>().ok()));
                 if attached == Some(shards) {
                     break;
                 }
@@ -221,7 +252,7 @@ pub fn process_cpu_ms(pid: u32) -> Option<u64> {
 /// What the broker spent on the run so far, for the result label: requests forwarded
 /// between shards (share of all requests) and shard-thread CPU per message put.
 pub fn broker_cost_note(cluster: &EmbeddedCluster) -> Option<String> {
-    let info = crate::replication::runtime_info(&cluster.broker_addr).ok()?;
+    let info = crate::replication::runtime_info_as(&cluster.broker_addr, cluster.acl.as_ref()).ok()?;
     let num = |k: &str| info.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     // Both summed over the shards.
     let requests = num("requestsTotal");

@@ -31,10 +31,19 @@ const CALL_TIMEOUT_MS: u64 = 2_000;
 
 /// GET_BROKER_RUNTIME_INFO of the broker at `addr`, as its string table.
 pub fn runtime_info(addr: &str) -> Result<BTreeMap<String, String>, String> {
+    runtime_info_as(addr, None)
+}
+
+/// `runtime_info`, signed with `credentials` for a broker that checks an ACL.
+pub fn runtime_info_as(addr: &str, credentials: Option<&ringmq_client::remoting::acl::Credentials>) -> Result<BTreeMap<String, String>, String> {
     let mut s = TcpStream::connect(addr).map_err(|e| format!("{addr}: {e}"))?;
     s.set_read_timeout(Some(Duration::from_millis(CALL_TIMEOUT_MS))).map_err(|e| e.to_string())?;
     let mut out = BytesMut::new();
-    RemotingCommand::request(rq::GET_BROKER_RUNTIME_INFO).with_opaque(1).encode(&mut out).map_err(|e| e.to_string())?;
+    let mut request = RemotingCommand::request(rq::GET_BROKER_RUNTIME_INFO).with_opaque(1);
+    if let Some(c) = credentials {
+        ringmq_client::remoting::acl::sign(&mut request, c);
+    }
+    request.encode(&mut out).map_err(|e| e.to_string())?;
     s.write_all(&out).map_err(|e| e.to_string())?;
     let mut buf = BytesMut::new();
     let mut chunk = [0u8; 16 * 1024];

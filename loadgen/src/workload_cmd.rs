@@ -31,8 +31,10 @@ pub struct WorkloadArgs {
     /// NameServer and broker on a temporary store.
     #[arg(short = 'n', long)]
     pub namesrv: Option<String>,
-    /// With --namesrv against brokers with `aclEnable=true`: sign every request with
-    /// this ACL account (Apache's AclClientRPCHook form; costs one HMAC per request).
+    /// Sign every request with this ACL account (Apache's AclClientRPCHook form; one
+    /// HMAC per request). With --namesrv: for brokers with `aclEnable=true`. Without:
+    /// the embedded broker turns `aclEnable` on with this account as its only (admin)
+    /// account, so the run measures the ACL's cost.
     #[arg(long = "access-key", requires = "secret_key")]
     pub access_key: Option<String>,
     /// The account's secret key (with --access-key).

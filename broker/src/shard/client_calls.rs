@@ -78,6 +78,17 @@ pub enum ClientCallError {
 }
 
 impl<R: crate::rt::Runtime> Shard<R> {
+    /// Signs a request the broker itself sends (to a NameServer or to a client) with
+    /// `innerClientAuthenticationCredentials`, as Apache 5's `BrokerOuterAPI` signs its
+    /// calls: a NameServer or client that checks signatures sees the broker's account.
+    /// Unset credentials leave the request as it is (they were checked valid at start-up
+    /// and on every runtime change).
+    pub(super) fn sign_as_broker(&self, cmd: &mut RemotingCommand) {
+        if let Ok(Some(credentials)) = self.config().inner_credentials() {
+            ringmq_client::remoting::acl::sign(cmd, &credentials);
+        }
+    }
+
     /// Sends `cmd` to connection `conn_id` of this shard and waits for its answer.
     pub async fn call_client(&self, conn_id: u64, mut cmd: RemotingCommand, timeout: Duration) -> Result<RemotingCommand, ClientCallError> {
         let rx = {
@@ -94,6 +105,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
             };
             cmd.opaque = opaque;
             cmd.flag &= !ringmq_client::remoting::command::FLAG_ONEWAY;
+            self.sign_as_broker(&mut cmd);
             let sent = match self.clients.conns.borrow().get(&conn_id) {
                 Some(tx) => tx.try_send(cmd).map_err(|_| ClientCallError::Busy),
                 None => Err(ClientCallError::NotConnected),

@@ -710,7 +710,8 @@ impl<R: Runtime> Shard<R> {
             }
             let local = self.clients.consumers.borrow().local_members(group, self.place.id);
             for (_, conn_id) in local {
-                let notify = RemotingCommand::request(rq::NOTIFY_CONSUMER_IDS_CHANGED).with_ext("consumerGroup", group.clone()).oneway();
+                let mut notify = RemotingCommand::request(rq::NOTIFY_CONSUMER_IDS_CHANGED).with_ext("consumerGroup", group.clone()).oneway();
+                self.sign_as_broker(&mut notify);
                 if let Some(tx) = self.clients.conns.borrow().get(&conn_id) {
                     // A full queue means the client is not reading: it rebalances on
                     // its own timer anyway (every 20 s).

@@ -27,11 +27,7 @@ impl<R: Runtime> Shard<R> {
     }
 
     async fn call_namesrv(&self, addr: &str, mut cmd: RemotingCommand) -> Result<RemotingCommand, String> {
-        // Apache 5's BrokerOuterAPI signs with innerClientAuthenticationCredentials
-        // (checked valid at start-up).
-        if let Ok(Some(credentials)) = self.config().inner_credentials() {
-            ringmq_client::remoting::acl::sign(&mut cmd, &credentials);
-        }
+        self.sign_as_broker(&mut cmd);
         self.rt.call_remote(addr, cmd, Duration::from_millis(NAMESRV_CALL_TIMEOUT_MS)).await
     }
 

@@ -572,7 +572,8 @@ impl<R: Runtime> Shard<R> {
     }
 
     /// Queues a server request on one of this shard's connections.
-    pub(super) fn push_local(&self, conn_id: u64, cmd: RemotingCommand) -> bool {
+    pub(super) fn push_local(&self, conn_id: u64, mut cmd: RemotingCommand) -> bool {
+        self.sign_as_broker(&mut cmd);
         match self.clients.conns.borrow().get(&conn_id) {
             // A full queue means the client is not reading: checked again later.
             Some(tx) => tx.try_send(cmd).is_ok(),
