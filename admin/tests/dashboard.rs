@@ -22,7 +22,9 @@
 //! link (`/login?token=..&next=PAGE`), which sets the session cookie and redirects, so
 //! the page's own API calls run on the cookie. Asserted too: no session → 401 (API) or
 //! a redirect to /login (page); a foreign Host or a cross-origin POST → 403; a login
-//! form posted from the dashboard's own origin → a cookie that works;
+//! form posted from the dashboard's own origin → a cookie that works; and in Chromium,
+//! logged in, an attacker's page (127.0.0.1 on another port, and `localhost`) whose form
+//! POSTs the DLQ resend is answered 403 cross-origin and resends nothing;
 //! `refuses_to_listen_beyond_loopback_without_a_token` needs no cluster.
 //!
 //! No fixed ports and no sleeps for ordering: every wait polls with a deadline.
@@ -208,6 +210,29 @@ impl Browser {
         self.run(&[format!("--screenshot={}", path.display()), "--window-size=1280,900".into(), "--hide-scrollbars".into()], url);
         assert!(path.metadata().is_ok_and(|m| m.len() > 0), "no screenshot at {}", path.display());
     }
+}
+
+/// An attacker's page on 127.0.0.1 (any port, any name that resolves there): every
+/// request gets HTML whose form POSTs to `action` as soon as it loads. Served from a
+/// thread of its own until the test process ends.
+fn evil_page(action: &str) -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the evil page");
+    let addr = listener.local_addr().expect("addr");
+    let html = format!(r#"<!doctype html><html><body><form id="f" method="POST" action="{action}"><input name="x" value="1"></form><script>document.getElementById("f").submit()</script></body></html>"#);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            // The request head, then the page (the request itself does not matter).
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                head.push(byte[0]);
+            }
+            let _ = write!(stream, "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{html}", html.len());
+        }
+    });
+    addr
 }
 
 /// The HTML of the table row with `id` (up to its `</tr>`).
@@ -497,6 +522,18 @@ fn every_page_against_a_live_cluster_in_headless_chromium() {
     assert_eq!(cell(r, "origin"), "DASH_ORDERS", "{r}");
     assert!(r.contains(&format!(r#"data-id="{dead}""#)) && r.contains(">Resend<"), "{r}");
     browser.screenshot(&url("/dlq?g=DASH_CG"), "dlq");
+
+    // A cross-site page in the same (logged-in) browser posts the resend form: refused
+    // by the Origin check, nothing resent. Served from 127.0.0.1 on another port (same
+    // site, so the SameSite=Strict cookie is sent and the Origin check alone decides)
+    // and from `localhost` (another site: the cookie is withheld as well).
+    for host in ["127.0.0.1", "localhost"] {
+        let evil = evil_page(&format!("http://{a}/api/dlq/resend?id={dead}"));
+        let dom = browser.run(&["--dump-dom".into()], &format!("http://{host}:{}/", evil.port()));
+        assert!(dom.contains("cross-origin request refused"), "a form posted from http://{host}:{} was not refused:\n{dom}", evil.port());
+        let now_stored: i64 = api(a, "/api/topic?t=DASH_ORDERS")["queues"].as_array().unwrap().iter().map(|q| q["maxOffset"].as_i64().unwrap()).sum();
+        assert_eq!(now_stored, stored, "the cross-site POST from {host} resent nothing");
+    }
 
     // Resend, as the button does: a real send to the original topic.
     let (status, body) = http(a, "POST", &format!("/api/dlq/resend?id={dead}"));
