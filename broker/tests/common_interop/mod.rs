@@ -1,6 +1,7 @@
 //! Setup shared by the interop tests with the crates.io `rocketmq-client-rust` client
 //! (`interop_rocketmq_client.rs`, `interop_retry_dlq.rs`, `interop_txn.rs`, `interop_admin.rs`,
-//! `interop_compressed.rs`; each `mod common_interop;`s this). It is apart from `tests/common/` because that module
+//! `interop_compressed.rs`, `interop_acl.rs`, `interop_acl_clients.rs`; each
+//! `mod common_interop;`s this). It is apart from `tests/common/` because that module
 //! is compiled into every test binary, and this one pulls in the RocketMQ client crates.
 //!
 //! Owns: the client's Tokio runtime owner and per-encoding `ClientRuntime`s, the
