@@ -41,7 +41,7 @@ fn acl_yaml(extra: &str) -> String {
     )
 }
 
-/// A cluster with `aclEnable` and the ACL file at `dir/plain_acl.yml`.
+/// A cluster with `aclEnable`, the ACL file at `dir/plain_acl.yml` and `/metrics` on loopback.
 fn acl_cluster(dir: &Path) -> (Cluster, PathBuf) {
     let file = dir.join("plain_acl.yml");
     std::fs::write(&file, acl_yaml("")).expect("write plain_acl.yml");
@@ -51,6 +51,9 @@ fn acl_cluster(dir: &Path) -> (Cluster, PathBuf) {
         c.plain_acl_file = Some(f);
         // The broker signs its own registrations (RingMQ's NameServer does not check).
         c.inner_client_authentication_credentials = Some(format!(r#"{{"accessKey":"{}","secretKey":"{}"}}"#, ADMIN.0, ADMIN.1));
+        c.metrics_exporter_type = ringmq_broker::config::MetricsExporter::Prom;
+        c.metrics_prom_exporter_host = "127.0.0.1".into();
+        c.metrics_prom_exporter_port = 0;
     });
     (cluster, file)
 }
@@ -239,12 +242,31 @@ fn the_file_reloads_and_a_bad_one_keeps_the_rules() {
     let probe = || raw_call(cluster.broker_addr(), signed(RemotingCommand::request(rq::GET_BROKER_RUNTIME_INFO), late));
     assert_eq!(probe().code, rs::NO_PERMISSION);
     std::fs::write(&file, acl_yaml(&format!("\x20 - accessKey: {}\n    secretKey: {}\n", late.0, late.1))).expect("rewrite");
+    // Each shard polls the file on its own timer: wait until every shard loaded it
+    // (its second load), not until one probe happened to land on a shard that had.
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
-    rt.block_on(wait_until("the new account is accepted", || probe().code == rs::SUCCESS));
-    // A broken file: the rules in force stay (the late account still works).
+    rt.block_on(wait_until("every shard loaded the new file", || per_shard(&cluster, "ringmq_acl_file_loads").iter().all(|&n| n >= 2.0)));
+    for _ in 0..8 {
+        assert_eq!(probe().code, rs::SUCCESS, "the new account is accepted on every shard");
+    }
+    // A broken file: every shard notices it does not load and keeps the rules in
+    // force (the late account still works).
     std::fs::write(&file, "accounts: [\n  this is not yaml").expect("break");
-    std::thread::sleep(Duration::from_millis(ringmq_broker::shard::ACL_RELOAD_INTERVAL_MS + 1_000));
-    assert_eq!(probe().code, rs::SUCCESS, "a broken file keeps the rules loaded before");
+    rt.block_on(wait_until("every shard tried the broken file", || per_shard(&cluster, "ringmq_acl_file_load_failures").iter().all(|&n| n >= 1.0)));
+    for _ in 0..8 {
+        assert_eq!(probe().code, rs::SUCCESS, "a broken file keeps the rules loaded before");
+    }
+    assert!(per_shard(&cluster, "ringmq_acl_file_loads").iter().all(|&n| n == 2.0), "the broken file was not installed");
+}
+
+/// One value per shard of the per-shard counter `name` (`<name>_total` in the
+/// exposition; shards publish every second);
+/// a shard that has not published yet reads 0.
+fn per_shard(cluster: &Cluster, name: &str) -> Vec<f64> {
+    let metrics = cluster_metrics(cluster);
+    let mut values: Vec<f64> = metrics.lines().filter(|l| l.starts_with(&format!("{name}_total{{"))).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).collect();
+    values.resize(values.len().max(cluster.shard_count()), 0.0);
+    values
 }
 
 /// The RingMQ client signs with `ClientConfig::credentials`: sends succeed with the

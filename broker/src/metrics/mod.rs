@@ -190,6 +190,10 @@ pub struct Snapshot {
     pub disk_watermark_crossings: u64,
     /// Requests refused by the plain ACL (`aclEnable`), per shard that held the connection.
     pub acl_refusals: u64,
+    /// `plain_acl.yml` loads that took effect (the one at start-up included) and changed
+    /// files that did not load (the rules in force kept), per shard.
+    pub acl_file_loads: u64,
+    pub acl_file_load_failures: u64,
     /// Replication connections refused for want of authentication (`haAuthSecret`).
     pub ha_auth_refusals: u64,
 }
@@ -311,6 +315,8 @@ pub fn render(node: &Node, snaps: &[Arc<Snapshot>]) -> String {
     reg.register("ringmq_shard_scrubbed_bytes", "CommitLog bytes the background scrub re-read and checked, per shard", per_shard(MetricType::Counter, |s| s.scrubbed_bytes as f64));
     reg.register("ringmq_shard_scrub_corrupt_records", "Corrupt records the background scrub found, per shard", per_shard(MetricType::Counter, |s| s.scrub_corrupt_records as f64));
     reg.register("ringmq_shard_disk_watermark_crossings", "Times disk usage rose past diskMaxUsedSpaceRatio or the refuse watermark, per shard", per_shard(MetricType::Counter, |s| s.disk_watermark_crossings as f64));
+    reg.register("ringmq_acl_file_loads", "plain_acl.yml loads that took effect (start-up included), per shard", per_shard(MetricType::Counter, |s| s.acl_file_loads as f64));
+    reg.register("ringmq_acl_file_load_failures", "Changed plain_acl.yml files that did not load (the rules in force were kept), per shard", per_shard(MetricType::Counter, |s| s.acl_file_load_failures as f64));
     reg.register("ringmq_acl_refusals", "Requests refused by the ACL (aclEnable: no or unknown access key, bad signature, missing permission), per shard", per_shard(MetricType::Counter, |s| s.acl_refusals as f64));
     reg.register("ringmq_shard_ha_auth_refusals", "Replication connections refused because the peer did not prove haAuthSecret, per shard", per_shard(MetricType::Counter, |s| s.ha_auth_refusals as f64));
     reg.register("ringmq_shard_ha_behind_bytes", "Replication bytes not yet confirmed by a slave (master) or not yet received (slave), per shard", per_shard(MetricType::Gauge, |s| s.ha_behind_bytes as f64));

@@ -34,6 +34,8 @@ pub struct ShardAcl {
     rules: RefCell<Rc<AclRules>>,
     stamp: Cell<Option<ConfStamp>>,
     refusals: Cell<u64>,
+    file_loads: Cell<u64>,
+    file_load_failures: Cell<u64>,
     /// Per refusal kind: when its last line was logged (monotonic µs) and refusals of
     /// that kind not logged since.
     logged_at_us: [Cell<Option<u64>>; KINDS],
@@ -45,7 +47,16 @@ impl ShardAcl {
         self.refusals.get()
     }
 
+    pub fn file_loads(&self) -> u64 {
+        self.file_loads.get()
+    }
+
+    pub fn file_load_failures(&self) -> u64 {
+        self.file_load_failures.get()
+    }
+
     fn install(&self, rules: AclRules, stamp: ConfStamp) {
+        self.file_loads.set(self.file_loads.get() + 1);
         *self.rules.borrow_mut() = Rc::new(rules);
         self.stamp.set(Some(stamp));
     }
@@ -107,6 +118,7 @@ impl<R: Runtime> Shard<R> {
             Err(e) => {
                 // Not retried until the file changes again.
                 acl.stamp.set(Some(stamp));
+                acl.file_load_failures.set(acl.file_load_failures.get() + 1);
                 tracing::warn!(shard = self.place.id, file = %path.display(), error = %e, "plain_acl.yml changed but does not load: the rules loaded before stay in force");
             }
         }

@@ -403,6 +403,8 @@ impl<R: Runtime> Shard<R> {
             scrub_corrupt_records: stats.scrub_corrupt_records,
             disk_watermark_crossings: stats.disk_watermark_crossings,
             acl_refusals: self.clients.acl.refusals(),
+            acl_file_loads: self.clients.acl.file_loads(),
+            acl_file_load_failures: self.clients.acl.file_load_failures(),
             ha_auth_refusals: self.ha_auth_refusals(),
         }
     }

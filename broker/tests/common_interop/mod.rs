@@ -382,6 +382,11 @@ impl Cluster {
         SocketAddr::from(([127, 0, 0, 1], self.broker.as_ref().expect("broker").addr.port()))
     }
 
+    #[allow(dead_code)] // not every test binary asks
+    pub fn shard_count(&self) -> usize {
+        self.broker.as_ref().expect("broker").shard_count
+    }
+
     /// The broker names clients see: `broker-a`, or in shard route mode one per shard
     /// (`broker-a-s<i>`).
     #[allow(dead_code)] // not every test binary runs in shard mode
