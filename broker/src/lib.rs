@@ -1,7 +1,6 @@
 //! RingMQ broker library: per-shard store, shards and request handlers, the runtime
 //! that starts one pinned executor per shard, and NameServer registration.
 
-pub mod acl;
 pub mod config;
 pub mod copy_probe;
 pub mod fatal;

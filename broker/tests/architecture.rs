@@ -78,7 +78,7 @@ fn the_store_depends_only_on_its_own_traits() {
 
 #[test]
 fn rules_modules_import_no_shard_or_process_code() {
-    for scope in ["meta", "schedule", "txn", "ha", "metrics", "routing.rs", "namesrv_client.rs", "config", "acl"] {
+    for scope in ["meta", "schedule", "txn", "ha", "metrics", "routing.rs", "namesrv_client.rs", "config"] {
         check(scope, ABOVE_THE_SHARD);
     }
 }

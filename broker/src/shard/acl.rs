@@ -1,5 +1,5 @@
 //! The shard's plain ACL (`aclEnable`): its own copy of the `plain_acl.yml` rules
-//! (`crate::acl`), their reload when the file changes, the check of every client request
+//! (the `ringmq-acl` crate), their reload when the file changes, the check of every client request
 //! where it enters the shard (`Shard::handle`, before any forwarding: a forwarded request
 //! is not checked again, internal and mesh calls never are), the refusal counter
 //! (`ringmq_acl_refusals`) and the rate-limited refusal log.
@@ -13,7 +13,7 @@
 //! only when its length or modification time changed.
 
 use super::{error_response, ConnCtx, OpenError, Shard};
-use crate::acl::{self, AclRules, RefusalKind};
+use ringmq_acl::{self as acl, AclRules, RefusalKind};
 use crate::rt::{ConfStamp, Runtime};
 use ringmq_client::remoting::codes::response_code as rs;
 use ringmq_client::remoting::command::RemotingCommand;

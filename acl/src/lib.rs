@@ -12,8 +12,10 @@
 //! (an admin account with no entries at all may do anything), checked as Java's
 //! `Permission.checkPermission` (DENY wins; the needed bit must be owned).
 //!
-//! This is a rules module: it knows nothing of shards or runtimes (the shard's owner of
-//! the loaded rules, their reload and the refusal counter is `shard/acl.rs`).
+//! This is a rules crate (`ringmq-acl`, shared by the broker and the NameServer): it
+//! knows nothing of shards, runtimes or IO; the caller reads the file and owns the
+//! loaded rules (the broker's owner, their reload and the refusal counter, is its
+//! `shard/acl.rs`).
 //! Invariant: `check` never panics on any request and allocates nothing for a request
 //! from a globally white-listed address.
 

@@ -2,7 +2,7 @@
 //! parse decide a request (signed by a parsed account or not) without panicking.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use ringmq_broker::acl;
+use ringmq_acl as acl;
 use ringmq_client::remoting::acl::{sign, Credentials};
 use ringmq_client::remoting::codes::request_code as rq;
 use ringmq_client::remoting::command::RemotingCommand;
