@@ -20,6 +20,7 @@
 //! from a globally white-listed address.
 
 pub mod addr;
+pub mod namesrv;
 pub mod file;
 pub mod resource;
 
@@ -135,23 +136,7 @@ impl AclRules {
     /// Whether the caller at `remote` may send `cmd` (`None`: an address unknown, which
     /// matches no white list).
     pub fn check(&self, cmd: &RemotingCommand, remote: Option<IpAddr>) -> Result<(), Refusal> {
-        if let Some(ip) = remote {
-            if self.global_white.iter().any(|p| p.matches(ip)) {
-                return Ok(());
-            }
-        }
-        let Some(ak) = cmd.ext(sign::ACCESS_KEY) else {
-            return refuse(RefusalKind::NoAccessKey, "No accessKey is configured".into());
-        };
-        let Some(account) = self.accounts.get(ak) else {
-            return refuse(RefusalKind::UnknownAccessKey, format!("No acl config for {ak}"));
-        };
-        if remote.is_some_and(|ip| account.white.matches(ip)) {
-            return Ok(());
-        }
-        if !sign::signature_matches(cmd, &account.secret_key) {
-            return refuse(RefusalKind::BadSignature, format!("Check signature failed for accessKey={ak}"));
-        }
+        let Some(account) = self.authenticate(cmd, remote)? else { return Ok(()) };
         let needed = match resource::resources(cmd) {
             Ok(r) => r,
             Err(e) => return refuse(RefusalKind::BadRequest, e),
@@ -160,6 +145,31 @@ impl AclRules {
             return Ok(());
         }
         account.check_perm(cmd.code, &needed)
+    }
+
+    /// The first steps of Apache's decision, shared by the broker's and the NameServer's
+    /// checks: `Ok(None)` when the caller's address is white-listed (globally, or for the
+    /// account it names: no signature or permission is checked then), `Ok(Some)` the
+    /// account whose signature the request carries.
+    pub fn authenticate(&self, cmd: &RemotingCommand, remote: Option<IpAddr>) -> Result<Option<&Account>, Refusal> {
+        if let Some(ip) = remote {
+            if self.global_white.iter().any(|p| p.matches(ip)) {
+                return Ok(None);
+            }
+        }
+        let Some(ak) = cmd.ext(sign::ACCESS_KEY) else {
+            return Err(Refusal { kind: RefusalKind::NoAccessKey, remark: "No accessKey is configured".into() });
+        };
+        let Some(account) = self.accounts.get(ak) else {
+            return Err(Refusal { kind: RefusalKind::UnknownAccessKey, remark: format!("No acl config for {ak}") });
+        };
+        if remote.is_some_and(|ip| account.white.matches(ip)) {
+            return Ok(None);
+        }
+        if !sign::signature_matches(cmd, &account.secret_key) {
+            return Err(Refusal { kind: RefusalKind::BadSignature, remark: format!("Check signature failed for accessKey={ak}") });
+        }
+        Ok(Some(account))
     }
 }
 

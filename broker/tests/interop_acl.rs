@@ -41,15 +41,21 @@ fn acl_yaml(extra: &str) -> String {
     )
 }
 
-/// A cluster with `aclEnable`, the ACL file at `dir/plain_acl.yml` and `/metrics` on loopback.
+/// A cluster with `aclEnable` on the broker and the NameServer, the ACL file at
+/// `dir/plain_acl.yml`, and `/metrics` on loopback.
 fn acl_cluster(dir: &Path) -> (Cluster, PathBuf) {
     let file = dir.join("plain_acl.yml");
     std::fs::write(&file, acl_yaml("")).expect("write plain_acl.yml");
-    let f = file.clone();
-    let cluster = Cluster::start(BrokerPath::Direct, move |c| {
+    let (f, ns_file) = (file.clone(), file.clone());
+    // The NameServer checks the same file: the broker's registrations carry its inner
+    // (admin) account, the clients' route lookups their own.
+    let ns_acl = move |ns: &mut namesrv::config::ServerConfig| {
+        ns.acl_enable = true;
+        ns.plain_acl_file = Some(ns_file);
+    };
+    let cluster = Cluster::start_with_namesrv(BrokerPath::Direct, ns_acl, move |c| {
         c.acl_enable = true;
         c.plain_acl_file = Some(f);
-        // The broker signs its own registrations (RingMQ's NameServer does not check).
         c.inner_client_authentication_credentials = Some(format!(r#"{{"accessKey":"{}","secretKey":"{}"}}"#, ADMIN.0, ADMIN.1));
         c.metrics_exporter_type = ringmq_broker::config::MetricsExporter::Prom;
         c.metrics_prom_exporter_host = "127.0.0.1".into();
@@ -372,4 +378,60 @@ fn broker_to_client_requests_carry_the_inner_credentials() {
     assert_eq!(notify.ext("AccessKey"), Some(ADMIN.0), "the broker signs as its inner account: {:?}", notify.ext_fields);
     assert!(ringmq_client::remoting::acl::signature_matches(&notify, ADMIN.1), "the signature verifies with the inner secret: {:?}", notify.ext_fields);
     assert!(!ringmq_client::remoting::acl::signature_matches(&notify, RIGHT.1), "and with no other secret");
+}
+
+/// The NameServer checks the same `plain_acl.yml` on what changes routes: registering
+/// (or unregistering) a broker, KV changes and write-permission changes need an admin
+/// account's signature, and each refusal is NO_PERMISSION with the reason. Reads stay
+/// open (as Apache's). The real broker's registrations (signed with its inner admin
+/// account) are what made the topic routable at all.
+#[test]
+fn the_namesrv_refuses_unsigned_and_non_admin_requests() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+    let (cluster, _file) = acl_cluster(dir.path());
+    let topic = "AclTopicJson";
+    check(&cluster, signed(create_topic_cmd(topic), ADMIN), rs::SUCCESS, "");
+    let route = |who: Option<(&str, &str)>, topic: &str| {
+        let cmd = RemotingCommand::request(rq::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic);
+        cluster.namesrv_call(match who {
+            Some(c) => signed(cmd, c),
+            None => cmd,
+        })
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
+    rt.block_on(wait_until("the broker's signed registration routes the topic", || route(Some(ADMIN), topic).code == rs::SUCCESS));
+    let expect = |r: RemotingCommand, code: i32, remark: &str| {
+        assert_eq!(r.code, code, "remark {:?}", r.remark);
+        assert!(r.remark.as_deref().unwrap_or("").contains(remark), "remark {:?} lacks {remark:?}", r.remark);
+    };
+    // Reads: open, signed or not.
+    expect(route(None, topic), rs::SUCCESS, "");
+    expect(route(Some(SUB_ONLY), topic), rs::SUCCESS, "");
+    // A forged broker: a non-admin account cannot register or unregister one.
+    let register = RemotingCommand::request(rq::REGISTER_BROKER)
+        .with_ext("brokerName", "forged-broker")
+        .with_ext("brokerAddr", "10.6.6.6:10911")
+        .with_ext("clusterName", "DefaultCluster")
+        .with_ext("haServerAddr", "10.6.6.6:10912")
+        .with_ext("brokerId", "0");
+    expect(cluster.namesrv_call(signed(register.clone(), RIGHT)), rs::NO_PERMISSION, "Need admin permission for request code=103, but accessKey=rightAccount is not");
+    expect(cluster.namesrv_call(signed(register.clone(), (ADMIN.0, "not-the-secret"))), rs::NO_PERMISSION, "Check signature failed for accessKey=adminAccount");
+    expect(cluster.namesrv_call(register), rs::NO_PERMISSION, "No accessKey is configured");
+    let unregister = RemotingCommand::request(rq::UNREGISTER_BROKER)
+        .with_ext("brokerName", "broker-a")
+        .with_ext("brokerAddr", cluster.broker_addr().to_string())
+        .with_ext("clusterName", "DefaultCluster")
+        .with_ext("brokerId", "0");
+    expect(cluster.namesrv_call(signed(unregister, SUB_ONLY)), rs::NO_PERMISSION, "Need admin permission for request code=104");
+    let wipe = RemotingCommand::request(rq::WIPE_WRITE_PERM_OF_BROKER).with_ext("brokerName", "broker-a");
+    expect(cluster.namesrv_call(signed(wipe, RIGHT)), rs::NO_PERMISSION, "Need admin permission for request code=205");
+    let kv = || RemotingCommand::request(rq::PUT_KV_CONFIG).with_ext("namespace", "ORDER_TOPIC_CONFIG").with_ext("key", "AclTopicJson").with_ext("value", "broker-a:4");
+    expect(cluster.namesrv_call(signed(kv(), RIGHT)), rs::NO_PERMISSION, "Need admin permission for request code=100");
+    expect(cluster.namesrv_call(signed(kv(), ADMIN)), rs::SUCCESS, "");
+    // The refused registration added nothing, the refused unregistration removed nothing.
+    let info = cluster.namesrv_call(RemotingCommand::request(rq::GET_BROKER_CLUSTER_INFO));
+    assert_eq!(info.code, rs::SUCCESS);
+    let body = String::from_utf8_lossy(&info.body);
+    assert!(!body.contains("forged-broker") && body.contains("broker-a"), "{body}");
+    expect(route(None, topic), rs::SUCCESS, "");
 }

@@ -5,7 +5,9 @@
 //! controller keys, snake_case as in the broker's TOML; Apache's NamesrvConfig has no
 //! metrics keys — and RingMQ's `metrics_prom_exporter_basic_auth`, `user:password`
 //! every scrape must send). An empty exporter host binds 127.0.0.1 (not Apache's every
-//! interface: exposing the endpoint is the operator's choice).
+//! interface: exposing the endpoint is the operator's choice). `acl_enable` /
+//! `plain_acl_file` (or the broker's `aclEnable` / `plainAclFile`) turn on the plain ACL
+//! (`acl.rs`); a relative file is relative to the config file.
 //!
 //! Invariants: a file with any other key is refused with an error naming the key;
 //! `ServerConfig::validate` refuses zero intervals and limits, so the server never
@@ -90,6 +92,9 @@ pub struct ServerConfig {
     /// `user:password` every scrape must send as HTTP basic auth; `None`: no auth.
     pub metrics_prom_exporter_basic_auth: Option<String>,
     pub metrics_publish_interval_ms: u64,
+    /// The plain ACL (`acl_enable`): every request is checked against `plain_acl_file`.
+    pub acl_enable: bool,
+    pub plain_acl_file: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -113,6 +118,8 @@ impl Default for ServerConfig {
             metrics_prom_exporter_port: METRICS_PROM_PORT_DEFAULT,
             metrics_prom_exporter_basic_auth: None,
             metrics_publish_interval_ms: METRICS_PUBLISH_INTERVAL_MS_DEFAULT,
+            acl_enable: false,
+            plain_acl_file: None,
         }
     }
 }
@@ -128,7 +135,17 @@ pub struct FileConfig {
     pub metrics_prom_exporter_host: Option<String>,
     pub metrics_prom_exporter_port: Option<u16>,
     pub metrics_prom_exporter_basic_auth: Option<String>,
+    /// The plain ACL, as the broker's `aclEnable` (both spellings accepted).
+    #[serde(alias = "aclEnable")]
+    pub acl_enable: Option<bool>,
+    /// The broker's `plainAclFile`; relative to the config file's directory, and by
+    /// default `plain_acl.yml` beside it (Apache's `conf/plain_acl.yml`).
+    #[serde(alias = "plainAclFile")]
+    pub plain_acl_file: Option<PathBuf>,
 }
+
+/// The ACL file's name beside the config file when `plain_acl_file` is not set.
+pub const PLAIN_ACL_FILE_NAME: &str = "plain_acl.yml";
 
 impl FileConfig {
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
@@ -138,7 +155,20 @@ impl FileConfig {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text =
             std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
-        Self::parse(&text, path)
+        let mut file = Self::parse(&text, path)?;
+        file.resolve_acl_file(path.parent().unwrap_or(Path::new(".")));
+        Ok(file)
+    }
+
+    /// Makes `plain_acl_file` absolute against `dir` (the config file's directory), and
+    /// names `dir/plain_acl.yml` when the ACL is on and no file is named.
+    pub fn resolve_acl_file(&mut self, dir: &Path) {
+        match &self.plain_acl_file {
+            Some(p) if p.is_relative() => self.plain_acl_file = Some(dir.join(p)),
+            Some(_) => {}
+            None if self.acl_enable == Some(true) => self.plain_acl_file = Some(dir.join(PLAIN_ACL_FILE_NAME)),
+            None => {}
+        }
     }
 
     /// Overrides `config` with the keys the file sets.
@@ -164,6 +194,12 @@ impl FileConfig {
         if let Some(v) = &self.metrics_prom_exporter_basic_auth {
             config.metrics_prom_exporter_basic_auth = Some(v.clone());
         }
+        if let Some(v) = self.acl_enable {
+            config.acl_enable = v;
+        }
+        if let Some(v) = &self.plain_acl_file {
+            config.plain_acl_file = Some(v.clone());
+        }
     }
 }
 
@@ -186,6 +222,9 @@ impl ServerConfig {
         }
         self.metrics_addr()?;
         self.metrics_basic_auth()?;
+        if self.acl_enable && self.plain_acl_file.is_none() {
+            return Err(ConfigError::Invalid { key: "acl_enable", reason: "needs plain_acl_file (or a config file with plain_acl.yml beside it)".into() });
+        }
         Ok(())
     }
 

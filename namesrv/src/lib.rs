@@ -10,11 +10,15 @@
 //! - `metrics`: what the server counts, its snapshot and Prometheus exposition (served
 //!   by the shared `metrics-export` endpoint on its own thread);
 //! - `config`: `ServerConfig` and the TOML file;
-//! - `bodies`: the few wire bodies the shared codec lacks.
+//! - `bodies`: the few wire bodies the shared codec lacks;
+//! - `acl`: the plain ACL (`acl_enable`): the rules from `plain_acl.yml`, their reload,
+//!   the check of every request before `processor` sees it.
 //!
-//! Invariant: only `server` does IO (it also starts the metrics endpoint's thread);
+//! Invariant: only `server` does IO (it also starts the metrics endpoint's thread), and
+//! `acl`, which reads its file (at start, and when its stamp changed);
 //! everything it calls is synchronous and deterministic given `now_ms`.
 
+pub mod acl;
 pub mod bodies;
 pub mod config;
 pub mod metrics;

@@ -50,6 +50,10 @@ pub struct NamesrvMetrics {
     routes_failed: u64,
     bad_frames: u64,
     connections_refused: u64,
+    /// The plain ACL's (`acl_enable`): requests refused, file loads, failed reloads.
+    pub acl_refusals: u64,
+    pub acl_file_loads: u64,
+    pub acl_file_load_failures: u64,
 }
 
 impl NamesrvMetrics {
@@ -200,6 +204,17 @@ pub fn render(node_id: &str, s: &Snapshot) -> String {
         "ringmq_namesrv_bad_frames",
         "Frames that did not decode (each closed its connection)",
         Values::counter(one(c.bad_frames)),
+    );
+    reg.register(
+        "ringmq_namesrv_acl_refusals",
+        "Requests refused by the plain ACL (acl_enable): no or unknown access key, bad signature, not admin, no permission",
+        Values::counter(one(c.acl_refusals)),
+    );
+    reg.register("ringmq_namesrv_acl_file_loads", "plain_acl.yml loads that took effect (start-up included)", Values::counter(one(c.acl_file_loads)));
+    reg.register(
+        "ringmq_namesrv_acl_file_load_failures",
+        "Changed plain_acl.yml files that did not load (the rules in force were kept)",
+        Values::counter(one(c.acl_file_load_failures)),
     );
     metrics_export::encode(&reg)
 }

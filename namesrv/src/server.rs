@@ -22,6 +22,7 @@
 //!   exporter thread only reads published snapshots, and publishing never waits for it
 //!   (`Slot::publish` skips a round), so a scrape, slow or not, never delays a request.
 
+use crate::acl::{NamesrvAcl, ACL_RELOAD_INTERVAL_MS};
 use crate::config::{ConfigError, ServerConfig};
 use crate::metrics::{self, NamesrvMetrics, Snapshot};
 use crate::processor::process;
@@ -58,6 +59,8 @@ pub enum ServerError {
     Metrics { addr: SocketAddr, source: io::Error },
     #[error("the server thread ended before it was listening")]
     StartAborted,
+    #[error("plain ACL (acl_enable): {0}")]
+    Acl(String),
 }
 
 /// Why one connection ended early.
@@ -77,6 +80,8 @@ struct Shared {
     rim: RefCell<RouteInfoManager>,
     metrics: RefCell<NamesrvMetrics>,
     connections: Cell<usize>,
+    /// The plain ACL, when `acl_enable`.
+    acl: Option<NamesrvAcl>,
     /// Time origin: the registry sees monotonic milliseconds since start.
     started: Instant,
 }
@@ -115,9 +120,19 @@ fn start_metrics(
     Ok(Some(MetricsExport { exporter, slot }))
 }
 
+/// The plain ACL when `acl_enable`, loaded before anything listens (a file that does not
+/// load fails the start).
+fn open_acl(config: &ServerConfig) -> Result<Option<NamesrvAcl>, ServerError> {
+    match (&config.plain_acl_file, config.acl_enable) {
+        (Some(path), true) => NamesrvAcl::open(path).map(Some).map_err(ServerError::Acl),
+        _ => Ok(None),
+    }
+}
+
 /// Serves on the calling thread until the process ends.
 pub fn run(config: ServerConfig) -> Result<(), ServerError> {
     config.validate()?;
+    let acl = open_acl(&config)?;
     let listener = bind(config.listen)?;
     let local_addr = listener.local_addr().map_err(|source| ServerError::Bind { addr: config.listen, source })?;
     // Never set: the process ends with the server.
@@ -129,7 +144,7 @@ pub fn run(config: ServerConfig) -> Result<(), ServerError> {
         .map_err(|e| ServerError::Executor(e.into()))?;
     let slot = metrics.as_ref().map(|m| m.slot.clone());
     ex.run(async move {
-        serve(into_glommio(listener), config, stop, slot).await;
+        serve(into_glommio(listener), config, acl, stop, slot).await;
     });
     Ok(())
 }
@@ -190,6 +205,7 @@ impl Drop for ServerHandle {
 /// its metrics endpoint does).
 pub fn spawn(config: ServerConfig) -> Result<ServerHandle, ServerError> {
     config.validate()?;
+    let acl = open_acl(&config)?;
     let listener = bind(config.listen)?;
     let local_addr = listener.local_addr().map_err(|source| ServerError::Bind { addr: config.listen, source })?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -211,7 +227,7 @@ pub fn spawn(config: ServerConfig) -> Result<ServerHandle, ServerError> {
     let thread = LocalExecutorBuilder::new(Placement::Unbound).name("namesrv").spawn(move || async move {
         let listener = into_glommio(listener);
         let _ = tx.send(());
-        serve(listener, config, stop_flag, slot).await;
+        serve(listener, config, acl, stop_flag, slot).await;
     });
     let thread = match thread {
         Ok(t) => t,
@@ -236,7 +252,7 @@ fn into_glommio(listener: std::net::TcpListener) -> TcpListener {
     unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) }
 }
 
-async fn serve(listener: TcpListener, config: ServerConfig, stop: Arc<AtomicBool>, slot: Option<Arc<Slot<Snapshot>>>) {
+async fn serve(listener: TcpListener, config: ServerConfig, acl: Option<NamesrvAcl>, stop: Arc<AtomicBool>, slot: Option<Arc<Slot<Snapshot>>>) {
     let local = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
     tracing::info!(
         addr = %local,
@@ -249,9 +265,13 @@ async fn serve(listener: TcpListener, config: ServerConfig, stop: Arc<AtomicBool
         metrics: RefCell::new(NamesrvMetrics::default()),
         config,
         connections: Cell::new(0),
+        acl,
         started: Instant::now(),
     });
     glommio::spawn_local(scan_loop(Rc::downgrade(&shared))).detach();
+    if shared.acl.is_some() {
+        glommio::spawn_local(acl_reload_loop(Rc::downgrade(&shared))).detach();
+    }
     if let Some(slot) = slot {
         glommio::spawn_local(publish_loop(Rc::downgrade(&shared), slot)).detach();
     }
@@ -315,13 +335,29 @@ async fn scan_loop(shared: Weak<Shared>) {
     }
 }
 
+/// Looks at the ACL file every `ACL_RELOAD_INTERVAL_MS` until the server ends.
+async fn acl_reload_loop(shared: Weak<Shared>) {
+    loop {
+        glommio::timer::sleep(Duration::from_millis(ACL_RELOAD_INTERVAL_MS)).await;
+        let Some(s) = shared.upgrade() else { return };
+        if let Some(acl) = &s.acl {
+            acl.reload();
+        }
+    }
+}
+
 /// Publishes a metrics snapshot now and every `metrics_publish_interval_ms` until the
 /// server ends. Copying the counters costs a few kilobytes per interval (the maps are
 /// bounded, see `metrics`); no borrow is held across the sleep.
 async fn publish_loop(shared: Weak<Shared>, slot: Arc<Slot<Snapshot>>) {
     loop {
         let Some(s) = shared.upgrade() else { return };
-        let snapshot = s.metrics.borrow().snapshot(&s.rim.borrow(), s.connections.get());
+        let mut snapshot = s.metrics.borrow().snapshot(&s.rim.borrow(), s.connections.get());
+        if let Some(acl) = &s.acl {
+            snapshot.counters.acl_refusals = acl.refusals.get();
+            snapshot.counters.acl_file_loads = acl.file_loads.get();
+            snapshot.counters.acl_file_load_failures = acl.file_load_failures.get();
+        }
         // Skipped if the exporter is reading the slot right now; the next round catches up.
         slot.publish(snapshot);
         let interval_ms = s.config.metrics_publish_interval_ms;
@@ -334,6 +370,11 @@ async fn publish_loop(shared: Weak<Shared>, slot: Arc<Slot<Snapshot>>) {
 /// `peer` (the client's address) is logged with the requests that change state.
 fn handle(shared: &Shared, req: &RemotingCommand, peer: &str) -> RemotingCommand {
     let started = Instant::now();
+    if let Some(refusal) = shared.acl.as_ref().and_then(|acl| acl.refusal(req, peer)) {
+        let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        shared.metrics.borrow_mut().on_request(req.code, refusal.code, us, 0);
+        return refusal;
+    }
     let mut rim = shared.rim.borrow_mut();
     let live_before = rim.live_broker_count();
     let resp = process(&mut rim, req, shared.now_ms(), peer);

@@ -305,7 +305,13 @@ pub struct Cluster {
 
 /// A NameServer on a free port of 127.0.0.1.
 pub fn start_namesrv() -> namesrv::server::ServerHandle {
-    let config = namesrv::config::ServerConfig { listen: "127.0.0.1:0".parse().expect("address"), ..Default::default() };
+    start_namesrv_with(|_| {})
+}
+
+/// `start_namesrv`, configured further by `tweak`.
+pub fn start_namesrv_with(tweak: impl FnOnce(&mut namesrv::config::ServerConfig)) -> namesrv::server::ServerHandle {
+    let mut config = namesrv::config::ServerConfig { listen: "127.0.0.1:0".parse().expect("address"), ..Default::default() };
+    tweak(&mut config);
     namesrv::server::spawn(config).expect("namesrv starts")
 }
 
@@ -340,8 +346,13 @@ impl Cluster {
     /// A NameServer and broker "broker-a" (2 shards, sync flush, no auto-created
     /// topics), the broker configured further by `tweak` (the test's own settings).
     pub fn start(path: BrokerPath, tweak: impl FnOnce(&mut BrokerConfig)) -> Self {
+        Self::start_with_namesrv(path, |_| {}, tweak)
+    }
+
+    /// `start`, with the NameServer configured further by `namesrv_tweak`.
+    pub fn start_with_namesrv(path: BrokerPath, namesrv_tweak: impl FnOnce(&mut namesrv::config::ServerConfig), tweak: impl FnOnce(&mut BrokerConfig)) -> Self {
         init_logging();
-        let namesrv = start_namesrv();
+        let namesrv = start_namesrv_with(namesrv_tweak);
         let ns_addr = namesrv.local_addr();
         let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp store");
         let mut config = broker_config(root.path().to_path_buf(), BROKER_NAME, ns_addr.to_string());
@@ -443,8 +454,12 @@ impl Cluster {
 
     /// Whether the NameServer itself (not the proxy) routes `topic`.
     pub fn namesrv_routes(&self, topic: &str) -> bool {
-        let ns = self.namesrv.as_ref().expect("namesrv").local_addr();
-        raw_call(ns, RemotingCommand::request(rq::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic)).code == rs::SUCCESS
+        self.namesrv_call(RemotingCommand::request(rq::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic)).code == rs::SUCCESS
+    }
+
+    /// One request to the NameServer itself (not the proxy), answered.
+    pub fn namesrv_call(&self, cmd: RemotingCommand) -> RemotingCommand {
+        raw_call(self.namesrv.as_ref().expect("namesrv").local_addr(), cmd)
     }
 
     /// Every header encoding the clients used, to the NameServer and (when proxied) to
