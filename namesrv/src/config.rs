@@ -5,7 +5,9 @@
 //! controller keys, snake_case as in the broker's TOML; Apache's NamesrvConfig has no
 //! metrics keys — and RingMQ's `metrics_prom_exporter_basic_auth`, `user:password`
 //! every scrape must send). An empty exporter host binds 127.0.0.1 (not Apache's every
-//! interface: exposing the endpoint is the operator's choice).
+//! interface: exposing the endpoint is the operator's choice). TLS takes Apache's
+//! `tls.server.*` keys under `[tls.server]` (`mode`, `cert_path`, `key_path`,
+//! `need_client_auth`, `trust_cert_path`; camelCase accepted), as the broker's TOML.
 //!
 //! Invariants: a file with any other key is refused with an error naming the key;
 //! `ServerConfig::validate` refuses zero intervals and limits, so the server never
@@ -13,6 +15,7 @@
 //! IP address before anything listens.
 
 use crate::route::{RouteLimits, BROKER_EXPIRY_MS_DEFAULT};
+use ringmq_client::net::tls::TlsServerSettings;
 use ringmq_client::remoting::frame::FRAME_LEN_MAX_BYTES;
 use ringmq_client::remoting::FrameLimits;
 use serde::Deserialize;
@@ -64,6 +67,8 @@ pub enum ConfigError {
     Parse { path: PathBuf, source: toml::de::Error },
     #[error("config `{key}`: {reason}")]
     Invalid { key: &'static str, reason: String },
+    #[error("TLS: {0}")]
+    Tls(#[from] ringmq_client::net::tls::TlsError),
 }
 
 /// Everything the server needs. `Default` is the production setting.
@@ -90,6 +95,8 @@ pub struct ServerConfig {
     /// `user:password` every scrape must send as HTTP basic auth; `None`: no auth.
     pub metrics_prom_exporter_basic_auth: Option<String>,
     pub metrics_publish_interval_ms: u64,
+    /// What the port accepts (Apache's `tls.server.*`); disabled by default.
+    pub tls: TlsServerSettings,
 }
 
 impl Default for ServerConfig {
@@ -113,6 +120,7 @@ impl Default for ServerConfig {
             metrics_prom_exporter_port: METRICS_PROM_PORT_DEFAULT,
             metrics_prom_exporter_basic_auth: None,
             metrics_publish_interval_ms: METRICS_PUBLISH_INTERVAL_MS_DEFAULT,
+            tls: TlsServerSettings::default(),
         }
     }
 }
@@ -128,6 +136,15 @@ pub struct FileConfig {
     pub metrics_prom_exporter_host: Option<String>,
     pub metrics_prom_exporter_port: Option<u16>,
     pub metrics_prom_exporter_basic_auth: Option<String>,
+    /// `[tls.server]`: Apache's `tls.server.*` keys.
+    pub tls: Option<TlsFile>,
+}
+
+/// The file's `[tls]` table: the NameServer only serves, so only `server`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFile {
+    pub server: Option<TlsServerSettings>,
 }
 
 impl FileConfig {
@@ -164,6 +181,9 @@ impl FileConfig {
         if let Some(v) = &self.metrics_prom_exporter_basic_auth {
             config.metrics_prom_exporter_basic_auth = Some(v.clone());
         }
+        if let Some(TlsFile { server: Some(v) }) = &self.tls {
+            config.tls = v.clone();
+        }
     }
 }
 
@@ -186,6 +206,7 @@ impl ServerConfig {
         }
         self.metrics_addr()?;
         self.metrics_basic_auth()?;
+        self.tls.check()?;
         Ok(())
     }
 
@@ -326,6 +347,24 @@ mod tests {
         prom_file().apply(&mut config);
         assert_eq!(config.metrics_addr().unwrap(), Some("127.0.0.1:0".parse().unwrap()));
         assert!(ServerConfig { metrics_publish_interval_ms: 0, ..config }.validate().is_err());
+    }
+
+    #[test]
+    fn tls_keys() {
+        use ringmq_client::net::tls::{ClientAuth, ServerMode};
+        let file = "[tls.server]\nmode = \"enforcing\"\ncert_path = \"/c.pem\"\nkeyPath = \"/k.pem\"\nneed_client_auth = \"optional\"\ntrustCertPath = \"/ca.pem\"\n";
+        let mut config = ServerConfig::default();
+        FileConfig::parse(file, Path::new("n.toml")).unwrap().apply(&mut config);
+        assert_eq!((config.tls.mode, config.tls.need_client_auth), (ServerMode::Enforcing, ClientAuth::Optional));
+        assert_eq!(config.tls.trust_cert_path.as_deref(), Some(Path::new("/ca.pem")));
+        assert!(config.validate().is_ok(), "files are read at start, not by validate");
+        check("[tls.server]\nmodee = \"x\"", Err("unknown field `modee`"));
+        check("[tls.client]\nenable = true", Err("unknown field `client`"));
+        let mut config = ServerConfig::default();
+        config.tls.mode = ServerMode::Permissive;
+        assert!(config.validate().unwrap_err().to_string().contains("tls.server.certPath"));
+        config.tls = TlsServerSettings { key_password: Some("pw".into()), ..TlsServerSettings::default() };
+        assert!(config.validate().unwrap_err().to_string().contains("tls.server.keyPassword"));
     }
 
     fn prom_file() -> FileConfig {

@@ -404,6 +404,9 @@ impl<R: Runtime> Shard<R> {
             disk_watermark_crossings: stats.disk_watermark_crossings,
             acl_refusals: self.clients.acl.refusals(),
             ha_auth_refusals: self.ha_auth_refusals(),
+            // Counted by the TLS edges beside the listeners (`net::tls`), filled in there.
+            tls_handshake_failures: 0,
+            tls_plain_refusals: 0,
         }
     }
 
