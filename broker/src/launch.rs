@@ -3,8 +3,11 @@
 //! background tasks, and a clean stop on SIGTERM / SIGINT.
 //!
 //! Architecture Invariant: the only state shared between shard threads is the stop
-//! flag (an `AtomicBool` set by the signal handler); everything else is owned by one
-//! executor and changes by message.
+//! flag (an `AtomicBool` set by the signal handler) and what was loaded before they
+//! started and never changes (the TLS configuration, `net::tls::TlsStart`); everything
+//! else is owned by one executor and changes by message.
+//! With `tls.server.mode` other than disabled each accepted connection passes the
+//! shard's `ServerEdge` before it is served (client and replication ports alike).
 //! Architecture Invariant: a shard that cannot start or whose store fails calls
 //! `fatal()`: the process never serves with some shards missing.
 
