@@ -62,7 +62,14 @@ impl TlsCluster {
     /// The NameServer with `ns_server`, the broker with `server`.
     fn start_with(pki: &TestPki, ns_server: TlsServerSettings, server: TlsServerSettings, tweak: impl FnOnce(&mut BrokerConfig)) -> Self {
         common_interop::init_logging();
-        let ns_config = namesrv::config::ServerConfig { listen: "127.0.0.1:0".parse().expect("address"), tls: ns_server, ..Default::default() };
+        let ns_config = namesrv::config::ServerConfig {
+            listen: "127.0.0.1:0".parse().expect("address"),
+            tls: ns_server,
+            metrics_exporter_type: namesrv::config::MetricsExporter::Prom,
+            metrics_prom_exporter_host: "127.0.0.1".into(),
+            metrics_prom_exporter_port: 0,
+            ..Default::default()
+        };
         let namesrv = namesrv::server::spawn(ns_config).expect("namesrv starts");
         let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp store");
         let mut config = broker_config(root.path().to_path_buf(), "broker-a", namesrv.local_addr().to_string());
@@ -85,6 +92,11 @@ impl TlsCluster {
 
     fn namesrv_addr(&self) -> SocketAddr {
         self.namesrv.as_ref().expect("namesrv").local_addr()
+    }
+
+    /// A NameServer counter from its `/metrics`.
+    fn namesrv_metric(&self, name: &str) -> f64 {
+        metric_sum(self.namesrv.as_ref().and_then(|n| n.metrics_addr()).expect("NameServer metrics"), name)
     }
 
     /// A `ringmq_tls_*` counter summed over the shards, from `/metrics`.
@@ -338,6 +350,7 @@ fn enforcing_refuses_plain_and_counts_it_permissive_serves_both_disabled_is_plai
         assert!(r.remark.as_deref().unwrap_or("").contains("TLS required"), "{addr}: {:?}", r.remark);
     }
     wait_for("ringmq_tls_plain_refusals ≥ 1", || cluster.tls_metric("ringmq_tls_plain_refusals") >= 1.0);
+    wait_for("ringmq_namesrv_tls_plain_refusals ≥ 1", || cluster.namesrv_metric("ringmq_namesrv_tls_plain_refusals") >= 1.0);
     // A TLS client that does not trust the server's CA fails its handshake.
     let stranger = TlsClientSettings { trust_cert_path: Some(pki.stranger_cert.clone()), ..tls.clone() };
     assert!(tls_call(cluster.broker_addr(), &stranger, runtime_info()).is_err(), "an untrusted server certificate is refused by the client");

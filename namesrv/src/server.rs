@@ -276,7 +276,7 @@ async fn serve(listener: TcpListener, config: ServerConfig, stop: Arc<AtomicBool
         }
     };
     if let Some(slot) = slot {
-        glommio::spawn_local(publish_loop(Rc::downgrade(&shared), slot)).detach();
+        glommio::spawn_local(publish_loop(Rc::downgrade(&shared), slot, edge.as_ref().map(Rc::downgrade))).detach();
     }
     loop {
         let accepted = listener.accept().await;
@@ -342,10 +342,15 @@ async fn scan_loop(shared: Weak<Shared>) {
 /// Publishes a metrics snapshot now and every `metrics_publish_interval_ms` until the
 /// server ends. Copying the counters costs a few kilobytes per interval (the maps are
 /// bounded, see `metrics`); no borrow is held across the sleep.
-async fn publish_loop(shared: Weak<Shared>, slot: Arc<Slot<Snapshot>>) {
+async fn publish_loop(shared: Weak<Shared>, slot: Arc<Slot<Snapshot>>, edge: Option<Weak<ServerEdge>>) {
     loop {
         let Some(s) = shared.upgrade() else { return };
-        let snapshot = s.metrics.borrow().snapshot(&s.rim.borrow(), s.connections.get());
+        let mut snapshot = s.metrics.borrow().snapshot(&s.rim.borrow(), s.connections.get());
+        // The TLS edge counts its refusals (`ringmq_namesrv_tls_*`).
+        if let Some(edge) = edge.as_ref().and_then(Weak::upgrade) {
+            snapshot.tls_handshake_failures = edge.handshake_failures();
+            snapshot.tls_plain_refusals = edge.plain_refusals();
+        }
         // Skipped if the exporter is reading the slot right now; the next round catches up.
         slot.publish(snapshot);
         let interval_ms = s.config.metrics_publish_interval_ms;
