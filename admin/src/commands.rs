@@ -31,16 +31,37 @@ pub struct Common {
     /// The account's secret key (with `--accessKey`).
     #[arg(long = "secretKey", requires = "access_key")]
     pub secret_key: Option<String>,
+    /// Connect with TLS (the NameServers' and brokers' `tls.server.mode` permissive or
+    /// enforcing), as mqadmin with `-Dtls.enable=true`.
+    #[arg(long)]
+    pub tls: bool,
+    /// PEM CA that signs the servers' certificates: they are checked when it is given
+    /// (without it the connection is encrypted but the server not checked).
+    #[arg(long = "tls-ca", requires = "tls")]
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// PEM client certificate, for servers with `tls.server.need.client.auth`.
+    #[arg(long = "tls-cert", requires_all = ["tls", "tls_key"])]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// PEM key of `--tls-cert` (unencrypted).
+    #[arg(long = "tls-key", requires_all = ["tls", "tls_cert"])]
+    pub tls_key: Option<std::path::PathBuf>,
 }
 
 impl Common {
-    /// The client configuration these options give: the NameServers and, with an
-    /// account, the credentials every request is signed with.
+    /// The client configuration these options give: the NameServers, with an account
+    /// the credentials every request is signed with, with `--tls` TLS.
     pub fn client_config(&self, namesrvs: Vec<String>) -> ClientConfig {
         let mut client = ClientConfig::new(namesrvs);
         if let (Some(ak), Some(sk)) = (&self.access_key, &self.secret_key) {
             client.credentials = Some(ringmq_client::remoting::acl::Credentials::new(ak.clone(), sk.clone()));
         }
+        client.tls = ringmq_client::net::tls::TlsClientSettings {
+            enable: self.tls,
+            trust_cert_path: self.tls_ca.clone(),
+            cert_path: self.tls_cert.clone(),
+            key_path: self.tls_key.clone(),
+            ..Default::default()
+        };
         client
     }
 }

@@ -3,8 +3,11 @@
 //! background tasks, and a clean stop on SIGTERM / SIGINT.
 //!
 //! Architecture Invariant: the only state shared between shard threads is the stop
-//! flag (an `AtomicBool` set by the signal handler); everything else is owned by one
-//! executor and changes by message.
+//! flag (an `AtomicBool` set by the signal handler) and what was loaded before they
+//! started and never changes (the TLS configuration, `net::tls::TlsStart`); everything
+//! else is owned by one executor and changes by message.
+//! With `tls.server.mode` other than disabled each accepted connection passes the
+//! shard's `ServerEdge` before it is served (client and replication ports alike).
 //! Architecture Invariant: a shard that cannot start or whose store fails calls
 //! `fatal()`: the process never serves with some shards missing.
 
@@ -44,6 +47,8 @@ pub enum StartError {
     Failpoints(#[from] crate::store::io::dma::FailpointError),
     #[error("metrics exporter cannot listen on {addr}: {source}")]
     Metrics { addr: String, source: std::io::Error },
+    #[error("TLS: {0}")]
+    Tls(#[from] ringmq_client::net::tls::TlsError),
 }
 
 pub struct BrokerHandle {
@@ -99,6 +104,8 @@ fn lock_store_root(root: &std::path::Path) -> Result<std::fs::File, StartError> 
 /// Starts the broker; returns once every shard's thread is running.
 pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
     config.validate().map_err(|e| StartError::Config(e.to_string()))?;
+    // Every certificate, key and CA file loads, or the start fails naming it.
+    let tls = crate::net::tls::TlsStart::load(&config.tls)?;
     crate::store::io::dma::init_failpoints()?;
     let lock = lock_store_root(&config.store_root)?;
     let shard_count = if config.shard_count == 0 {
@@ -172,13 +179,14 @@ pub fn start(mut config: BrokerConfig) -> Result<BrokerHandle, StartError> {
         let ready = ready_tx.clone();
         let registered = registered_tx.clone();
         let published = published.clone();
+        let tls = tls.clone();
         let mut builder = LocalExecutorBuilder::new(placement).name(&format!("ringmq-shard-{shard}"));
         if config.spin_before_park_us > 0 {
             builder = builder.spin_before_park(Duration::from_micros(config.spin_before_park_us));
         }
         let shard_addr = SocketAddr::new(ip, config.shard_listen_port(shard));
         let handle = builder
-            .spawn(move || async move { run_shard(shard, shard_count, config, mesh, stop, shard_addr, ready, registered, published).await })
+            .spawn(move || async move { run_shard(shard, shard_count, config, mesh, stop, shard_addr, ready, registered, published, tls).await })
             .map_err(|e| StartError::Thread { shard, reason: e.to_string() })?;
         threads.push(handle);
     }
@@ -219,13 +227,19 @@ async fn run_shard(
     ready: std::sync::mpsc::Sender<usize>,
     registered: std::sync::mpsc::Sender<()>,
     published: Option<Arc<crate::metrics::Published>>,
+    tls: crate::net::tls::TlsStart,
 ) {
     let config = Rc::new(config);
+    let (shard_tls, tls_reloader) = match tls.for_shard(config.role.is_master()) {
+        Ok(v) => v,
+        Err(e) => fatal(&format!("shard {id}: TLS: {e}")),
+    };
+    let shard_tls = Rc::new(shard_tls);
     let (senders, mut receivers) = match mesh.join().await {
         Ok(v) => v,
         Err(e) => fatal(&format!("shard {id} could not join the mesh: {e}")),
     };
-    let shard = match Shard::open(Glommio, id, count, config.clone(), senders, store_host).await {
+    let shard = match Shard::open(Glommio::with_outgoing_tls(shard_tls.outgoing.clone()), id, count, config.clone(), senders, store_host).await {
         Ok(shard) => shard,
         Err(e) => fatal(&e.to_string()),
     };
@@ -238,13 +252,20 @@ async fn run_shard(
         })
         .detach();
     }
-    start_replication(&shard, &config, id, stop.clone());
+    start_replication(&shard, &config, id, stop.clone(), &shard_tls);
+    if let Some(reloader) = tls_reloader {
+        glommio::spawn_local(shard_tls.clone().reload_task(reloader, stop.clone(), id, id == 0)).detach();
+    }
     if let Some(published) = published {
         // Publishing never waits on the exporter (`Published::publish` uses try_lock).
-        let (shard, stop) = (shard.clone(), stop.clone());
+        let (shard, stop, shard_tls) = (shard.clone(), stop.clone(), shard_tls.clone());
         glommio::spawn_local(async move {
             while !stop.load(Ordering::SeqCst) {
-                published.publish(shard.metrics_snapshot());
+                let mut snapshot = shard.metrics_snapshot();
+                // The TLS edges live here, beside the listeners, not in the shard.
+                snapshot.tls_handshake_failures = shard_tls.handshake_failures();
+                snapshot.tls_plain_refusals = shard_tls.plain_refusals();
+                published.publish(snapshot);
                 glommio::timer::sleep(Duration::from_millis(crate::metrics::METRICS_PUBLISH_INTERVAL_MS)).await;
             }
         })
@@ -280,9 +301,18 @@ async fn run_shard(
                 let shard = shard.clone();
                 let conns = conns.clone();
                 conns.set(conns.get() + 1);
+                let edge = shard_tls.client_port.clone();
                 glommio::spawn_local(async move {
                     let remote = stream.peer_addr().ok();
-                    conn::serve(shard, stream, remote, conn_id).await;
+                    match edge {
+                        // tls.server.mode=disabled: the socket itself, as before TLS.
+                        None => conn::serve(shard, stream, remote, conn_id).await,
+                        Some(edge) => {
+                            if let Some(stream) = edge.accept(stream, remote).await {
+                                conn::serve(shard, stream, remote, conn_id).await;
+                            }
+                        }
+                    }
                     conns.set(conns.get() - 1);
                 })
                 .detach();
@@ -319,7 +349,7 @@ async fn accept_until_stop(listener: &glommio::net::TcpListener, stop: &AtomicBo
 /// A master shard listens for its slaves on `ha_port_base + id`; a slave shard keeps a
 /// connection to its master's shard `id` (master replication port + id; the master is
 /// `ha_master_address` or the one the NameServer names).
-fn start_replication(shard: &Rc<Shard<Glommio>>, config: &BrokerConfig, id: usize, stop: Arc<AtomicBool>) {
+fn start_replication(shard: &Rc<Shard<Glommio>>, config: &BrokerConfig, id: usize, stop: Arc<AtomicBool>, tls: &crate::net::tls::ShardTls) {
     if config.role.is_master() {
         let port = config.ha_port_base() as usize + id;
         let Ok(port) = u16::try_from(port) else { fatal(&format!("shard {id}: replication port {port} is out of range")) };
@@ -337,6 +367,7 @@ fn start_replication(shard: &Rc<Shard<Glommio>>, config: &BrokerConfig, id: usiz
             tracing::warn!(port, "haAuthSecret is not set: any peer that reaches the replication ports can read the whole CommitLog and confirm SYNC_MASTER sends (README, Replication)");
         }
         let shard = shard.clone();
+        let edge = tls.replication.clone();
         glommio::spawn_local(async move {
             let mut next = 0u64;
             loop {
@@ -347,7 +378,20 @@ fn start_replication(shard: &Rc<Shard<Glommio>>, config: &BrokerConfig, id: usiz
                         let _ = stream.set_nodelay(true);
                         next += 1;
                         let peer = stream.peer_addr().ok();
-                        glommio::spawn_local(shard.clone().serve_replica(stream, next, peer)).detach();
+                        let (shard, edge) = (shard.clone(), edge.clone());
+                        glommio::spawn_local(async move {
+                            match edge {
+                                None => shard.serve_replica(stream, next, peer).await,
+                                // With tls.server.need.client.auth=require a slave without a
+                                // valid certificate fails here: it never reaches HELLO.
+                                Some(edge) => {
+                                    if let Some(stream) = edge.accept(stream, peer).await {
+                                        shard.serve_replica(stream, next, peer).await;
+                                    }
+                                }
+                            }
+                        })
+                        .detach();
                     }
                     Some(Err(e)) => {
                         tracing::warn!(shard = id, error = %e, "replication accept failed");
@@ -361,12 +405,24 @@ fn start_replication(shard: &Rc<Shard<Glommio>>, config: &BrokerConfig, id: usiz
         // The target is read at each attempt: a slave may learn (or relearn) its
         // master from the NameServer while running.
         let target_of = shard.clone();
+        let outgoing = tls.outgoing.clone();
         let connect = move || {
             let target = target_of.ha_master_target();
+            let outgoing = outgoing.clone();
             async move {
-                let s = glommio::net::TcpStream::connect(target?).await.ok()?;
+                let target = target?;
+                let s = glommio::net::TcpStream::connect(target).await.ok()?;
                 let _ = s.set_nodelay(true);
-                Some(s)
+                match outgoing {
+                    None => Some(ringmq_client::net::tls::MaybeTls::Plain(s)),
+                    Some(tls) => match tls.connect(&target.to_string(), s).await {
+                        Ok(s) => Some(s),
+                        Err(e) => {
+                            tracing::warn!(shard = id, master = %target, error = %e, "TLS handshake with the master failed (useTLS, tls.client.*); retrying");
+                            None
+                        }
+                    },
+                }
             }
         };
         glommio::spawn_local(shard.clone().run_replication(connect)).detach();

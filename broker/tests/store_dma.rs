@@ -109,7 +109,7 @@ fn round_trip_across_segment_rolls_with_group_commit() {
     run(move || async move {
         let store = open(&path).await;
         let stop = Rc::new(Cell::new(false));
-        spawn_store_tasks(ringmq_broker::rt::Glommio, store.clone(), stop.clone(), Rc::new(|e| panic!("fatal: {e}")));
+        spawn_store_tasks(ringmq_broker::rt::Glommio::default(), store.clone(), stop.clone(), Rc::new(|e| panic!("fatal: {e}")));
         // 8 writers in flight, each waiting for durability before its next append.
         let mut tasks = Vec::new();
         for w in 0..8u32 {

@@ -60,6 +60,10 @@ pub struct ClientConfig {
     /// with, to brokers and NameServers alike, as Java's `AclClientRPCHook` (a broker
     /// with `aclEnable=true` checks them); `None` sends none.
     pub credentials: Option<crate::remoting::acl::Credentials>,
+    /// TLS to NameServers and brokers alike (Apache's `useTLS` and `tls.client.*`):
+    /// `enable`, the CA the servers' certificates are checked against, an optional
+    /// client certificate and key, the name to check (`crate::net::tls`). Off by default.
+    pub tls: crate::net::tls::TlsClientSettings,
 }
 
 impl Default for ClientConfig {
@@ -74,6 +78,7 @@ impl Default for ClientConfig {
             route_refresh_interval_ms: 30_000,
             serialize_type: SerializeType::Json,
             credentials: None,
+            tls: crate::net::tls::TlsClientSettings::default(),
         }
     }
 }
@@ -97,6 +102,7 @@ impl ClientConfig {
                 return Err(ClientError::Config(format!("{name} must be > 0")));
             }
         }
+        self.tls.check().map_err(|e| ClientError::Config(e.to_string()))?;
         Ok(())
     }
 }
@@ -217,6 +223,8 @@ pub struct ClientInstance {
     /// started); reads avoid such a master for `UNREACHABLE_AVOID_MS`. At most one
     /// entry per broker address of the cached routes.
     unreachable: RefCell<HashMap<String, Instant>>,
+    /// TLS for every connection when `config.tls.enable` (files loaded at start).
+    tls: Option<crate::net::tls::ClientTls>,
 }
 
 /// How long reads avoid a master that could not be reached (then it is tried again).
@@ -241,6 +249,7 @@ impl ClientInstance {
             .clone()
             .unwrap_or_else(|| format!("{}#{}", std::process::id(), INSTANCE_SEQ.fetch_add(1, Ordering::Relaxed)));
         let client_ip = config.client_ip.unwrap_or_else(|| detect_ip(config.namesrv_addrs.first()));
+        let tls = crate::net::tls::ClientTls::start(&config.tls).map_err(|e| ClientError::Config(e.to_string()))?;
         let instance = Rc::new(Self {
             client_id: format!("{client_ip}@{instance_name}"),
             client_ip,
@@ -256,6 +265,7 @@ impl ClientInstance {
             stopped: Cell::new(false),
             tasks: RefCell::new(Vec::new()),
             unreachable: RefCell::new(HashMap::new()),
+            tls,
         });
         let weak = Rc::downgrade(&instance);
         let refresh_every = Duration::from_millis(instance.config.route_refresh_interval_ms);
@@ -411,7 +421,7 @@ impl ClientInstance {
             }
         }
         let timeout = Duration::from_millis(self.config.connect_timeout_ms);
-        let conn = match Connection::connect(addr, timeout, self.config.serialize_type, Some(self.server_request_handler())).await {
+        let conn = match Connection::connect_with(addr, timeout, self.config.serialize_type, Some(self.server_request_handler()), self.tls.as_ref()).await {
             Ok(c) => {
                 c.set_credentials(self.config.credentials.clone().map(Rc::new));
                 self.unreachable.borrow_mut().remove(addr);

@@ -26,6 +26,13 @@ pub struct EmbeddedCluster {
     shard_cpu_ms_at_start: u64,
     /// The account loadgen's own calls are signed with, when the broker checks an ACL.
     acl: Option<ringmq_client::remoting::acl::Credentials>,
+    /// With `EmbeddedSpec::tls`: the CA of the certificate made for the run, which the
+    /// run's clients trust.
+    pub tls_ca: Option<PathBuf>,
+    /// Where that CA and the servers' certificate and key are (removed with the store).
+    tls_dir: Option<PathBuf>,
+    /// The TLS of loadgen's own runtime-info probes of the broker (`tls_ca` trusted).
+    probe_tls: Option<std::sync::Arc<ringmq_client::net::tls::rustls::ClientConfig>>,
 }
 
 /// How long `start` waits for every shard of the slave to attach.
@@ -55,6 +62,9 @@ pub struct EmbeddedSpec {
     /// request must be signed with it (`--access-key`/`--secret-key` without
     /// `--namesrv`, to measure what the ACL check costs).
     pub acl: Option<ringmq_client::remoting::acl::Credentials>,
+    /// TLS only on every port (`tls.server.mode=enforcing`, the broker's own
+    /// connections with `useTLS`), with a CA and a server certificate made for the run.
+    pub tls: bool,
 }
 
 impl EmbeddedSpec {
@@ -75,6 +85,7 @@ impl EmbeddedSpec {
             read_ahead_windows: a.read_ahead_windows,
             route_mode: a.route_mode,
             acl: crate::workload_cmd::credentials(a),
+            tls: a.tls && a.namesrv.is_none(),
         }
     }
 
@@ -99,6 +110,9 @@ impl EmbeddedSpec {
         if self.read_ahead_windows != ringmq_broker::store::config::StoreConfig::default().read_ahead_windows_max {
             s.push_str(&format!(", {} read-ahead windows", self.read_ahead_windows));
         }
+        if self.tls {
+            s.push_str(", TLS enforcing");
+        }
         s
     }
 }
@@ -118,9 +132,14 @@ impl EmbeddedCluster {
     pub fn start(spec: &EmbeddedSpec, dir: &Path) -> Result<Self, String> {
         let mut ns_config = namesrv::config::ServerConfig::default();
         ns_config.listen = "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?;
+        let run_name = format!("embedded-{}-{}", std::process::id(), crate::report::utc_now().replace(':', ""));
+        let tls = if spec.tls { Some(RunTls::make(&dir.join(format!("{run_name}-tls")))?) } else { None };
+        if let Some(t) = &tls {
+            ns_config.tls = t.server.clone();
+        }
         let namesrv = namesrv::server::spawn(ns_config).map_err(|e| format!("embedded NameServer did not start: {e}"))?;
         let namesrv_addr = namesrv.local_addr().to_string();
-        let store_root = dir.join(format!("embedded-{}-{}", std::process::id(), crate::report::utc_now().replace(':', "")));
+        let store_root = dir.join(&run_name);
         let _ = std::fs::remove_dir_all(&store_root);
         let mut config = BrokerConfig::default();
         config.store_root = store_root.clone();
@@ -149,6 +168,10 @@ impl EmbeddedCluster {
             config.inner_client_authentication_credentials =
                 Some(serde_json::json!({ "accessKey": account.access_key, "secretKey": account.secret_key }).to_string());
         }
+        if let Some(t) = &tls {
+            config.tls.server = t.server.clone();
+            config.tls.client = t.client.clone();
+        }
         let mut slave_config = None;
         if let Some(role) = spec.replication {
             config.role = role;
@@ -173,6 +196,9 @@ impl EmbeddedCluster {
             namesrv: Some(namesrv),
             shard_cpu_ms_at_start,
             acl: spec.acl.clone(),
+            tls_ca: tls.as_ref().map(|t| t.ca.clone()),
+            tls_dir: tls.as_ref().map(|t| t.dir.clone()),
+            probe_tls: tls.map(|t| t.probe),
         };
         if let Some(s) = slave_config {
             let slave = launch::start(s).map_err(|e| format!("embedded slave did not start: {e}"))?;
@@ -182,7 +208,7 @@ impl EmbeddedCluster {
             // A SYNC_MASTER refuses sends until a slave is attached: wait for all shards.
             let deadline = std::time::Instant::now() + std::time::Duration::from_millis(SLAVE_ATTACH_TIMEOUT_MS);
             loop {
-                let attached = crate::replication::runtime_info_as(&cluster.broker_addr, cluster.acl.as_ref()).ok().and_then(|t| t.get("haSlaves").and_then(|v| v.parse::<u64>().ok()));
+                let attached = crate::replication::runtime_info_as(&cluster.broker_addr, cluster.acl.as_ref(), cluster.probe_tls.as_ref()).ok().and_then(|t| t.get("haSlaves").and_then(|v| v.parse::<u64>().ok()));
                 if attached == Some(shards) {
                     break;
                 }
@@ -210,6 +236,38 @@ impl Drop for EmbeddedCluster {
             n.stop();
         }
         let _ = std::fs::remove_dir_all(&self.store_root);
+        if let Some(d) = &self.tls_dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// The TLS of a `--tls` run: a CA and a server certificate for 127.0.0.1 and localhost
+/// it signed (`ringmq_client::net::tls::gen`), written under `dir`; the servers accept
+/// TLS only and the broker's own connections use it.
+struct RunTls {
+    dir: PathBuf,
+    ca: PathBuf,
+    server: ringmq_client::net::tls::TlsServerSettings,
+    client: ringmq_client::net::tls::TlsClientSettings,
+    probe: std::sync::Arc<ringmq_client::net::tls::rustls::ClientConfig>,
+}
+
+impl RunTls {
+    fn make(dir: &Path) -> Result<Self, String> {
+        use ringmq_client::net::tls::gen::{write_atomically, Ca, SERVER_NAMES};
+        use ringmq_client::net::tls::{ServerMode, TlsClientSettings, TlsServerSettings};
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let ca = Ca::new("RingMQ loadgen run CA").map_err(|e| e.to_string())?;
+        let (cert, key) = ca.leaf("ringmq-loadgen", SERVER_NAMES, true).map_err(|e| e.to_string())?;
+        let (ca_path, cert_path, key_path) = (dir.join("ca.pem"), dir.join("server.pem"), dir.join("server-key.pem"));
+        write_atomically(&ca_path, &ca.pem, false).map_err(|e| e.to_string())?;
+        write_atomically(&cert_path, &cert, false).map_err(|e| e.to_string())?;
+        write_atomically(&key_path, &key, true).map_err(|e| e.to_string())?;
+        let server = TlsServerSettings { mode: ServerMode::Enforcing, cert_path: Some(cert_path), key_path: Some(key_path), ..TlsServerSettings::default() };
+        let client = TlsClientSettings { enable: true, trust_cert_path: Some(ca_path.clone()), ..TlsClientSettings::default() };
+        let probe = ringmq_client::net::tls::build_client_config(&client).map_err(|e| e.to_string())?;
+        Ok(Self { dir: dir.to_path_buf(), ca: ca_path, server, client, probe })
     }
 }
 
@@ -252,7 +310,7 @@ pub fn process_cpu_ms(pid: u32) -> Option<u64> {
 /// What the broker spent on the run so far, for the result label: requests forwarded
 /// between shards (share of all requests) and shard-thread CPU per message put.
 pub fn broker_cost_note(cluster: &EmbeddedCluster) -> Option<String> {
-    let info = crate::replication::runtime_info_as(&cluster.broker_addr, cluster.acl.as_ref()).ok()?;
+    let info = crate::replication::runtime_info_as(&cluster.broker_addr, cluster.acl.as_ref(), cluster.probe_tls.as_ref()).ok()?;
     let num = |k: &str| info.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     // Both summed over the shards.
     let requests = num("requestsTotal");

@@ -140,6 +140,8 @@ pub struct EngineSpec {
     pub role: Role,
     /// The ACL account every request is signed with (`--access-key`), if any.
     pub credentials: Option<ringmq_client::remoting::acl::Credentials>,
+    /// TLS on every connection (`--tls`; `enable` false: plain).
+    pub tls: ringmq_client::net::tls::TlsClientSettings,
     /// Messages a consumer asks for per pull (1..=1024; the broker also caps by bytes).
     pub pull_batch_size: i32,
     pub workload: Workload,
@@ -282,6 +284,7 @@ impl Pacer {
 fn client_config(spec: &EngineSpec, name: String) -> ClientConfig {
     let mut c = ClientConfig::new(spec.namesrv_addrs.clone());
     c.credentials = spec.credentials.clone();
+    c.tls = spec.tls.clone();
     c.instance_name = Some(name);
     c.request_timeout_ms = spec.send_timeout_ms;
     c

@@ -31,13 +31,31 @@ const CALL_TIMEOUT_MS: u64 = 2_000;
 
 /// GET_BROKER_RUNTIME_INFO of the broker at `addr`, as its string table.
 pub fn runtime_info(addr: &str) -> Result<BTreeMap<String, String>, String> {
-    runtime_info_as(addr, None)
+    runtime_info_as(addr, None, None)
 }
 
-/// `runtime_info`, signed with `credentials` for a broker that checks an ACL.
-pub fn runtime_info_as(addr: &str, credentials: Option<&ringmq_client::remoting::acl::Credentials>) -> Result<BTreeMap<String, String>, String> {
-    let mut s = TcpStream::connect(addr).map_err(|e| format!("{addr}: {e}"))?;
+/// `runtime_info`, signed with `credentials` for a broker that checks an ACL, and over
+/// TLS when `tls` is given (a `--tls` embedded broker accepts nothing else).
+pub fn runtime_info_as(
+    addr: &str,
+    credentials: Option<&ringmq_client::remoting::acl::Credentials>,
+    tls: Option<&std::sync::Arc<ringmq_client::net::tls::rustls::ClientConfig>>,
+) -> Result<BTreeMap<String, String>, String> {
+    let s = TcpStream::connect(addr).map_err(|e| format!("{addr}: {e}"))?;
     s.set_read_timeout(Some(Duration::from_millis(CALL_TIMEOUT_MS))).map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(Duration::from_millis(CALL_TIMEOUT_MS))).map_err(|e| e.to_string())?;
+    match tls {
+        None => runtime_info_over(addr, s, credentials),
+        Some(config) => {
+            use ringmq_client::net::tls::rustls;
+            let name = ringmq_client::net::tls::server_name_of(addr).map_err(|e| e.to_string())?;
+            let session = rustls::ClientConnection::new(config.clone(), name).map_err(|e| format!("{addr}: {e}"))?;
+            runtime_info_over(addr, rustls::StreamOwned::new(session, s), credentials)
+        }
+    }
+}
+
+fn runtime_info_over<S: Read + Write>(addr: &str, mut s: S, credentials: Option<&ringmq_client::remoting::acl::Credentials>) -> Result<BTreeMap<String, String>, String> {
     let mut out = BytesMut::new();
     let mut request = RemotingCommand::request(rq::GET_BROKER_RUNTIME_INFO).with_opaque(1);
     if let Some(c) = credentials {
@@ -45,6 +63,7 @@ pub fn runtime_info_as(addr: &str, credentials: Option<&ringmq_client::remoting:
     }
     request.encode(&mut out).map_err(|e| e.to_string())?;
     s.write_all(&out).map_err(|e| e.to_string())?;
+    s.flush().map_err(|e| e.to_string())?;
     let mut buf = BytesMut::new();
     let mut chunk = [0u8; 16 * 1024];
     let response = loop {

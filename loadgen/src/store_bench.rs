@@ -707,7 +707,7 @@ fn start_store_tasks(store: &BenchStore) -> (Rc<Cell<bool>>, Rc<Shared>) {
     let stop = Rc::new(Cell::new(false));
     let shared = Rc::new(Shared::new());
     let fatal_shared = shared.clone();
-    spawn_store_tasks(ringmq_broker::rt::Glommio, store.clone(), stop.clone(), Rc::new(move |m: String| fatal_shared.error(format!("store fatal: {m}"))));
+    spawn_store_tasks(ringmq_broker::rt::Glommio::default(), store.clone(), stop.clone(), Rc::new(move |m: String| fatal_shared.error(format!("store fatal: {m}"))));
     (stop, shared)
 }
 

@@ -817,6 +817,7 @@ pub fn run_slow_consumer(args: &SlowConsumerArgs) -> Result<SlowConsumerReport, 
     let backlog_secs = args.duration_secs as f64 * (args.produce_rate - args.consume_rate) / args.consume_rate;
     let spec = crate::engine::EngineSpec {
         credentials: None,
+        tls: Default::default(),
         role: crate::engine::Role::E2e,
         pull_batch_size: 64,
         workload,

@@ -5,6 +5,7 @@
 //! Invariant: every option is range-checked before anything starts, with an error that
 //! names the option.
 
+use ringmq_client::net::tls::TlsClientSettings;
 use ringmq_client::remoting::acl::Credentials;
 use crate::embedded::{EmbeddedCluster, EmbeddedSpec};
 use crate::engine::{self, EngineSpec, Role, SizeDist};
@@ -40,6 +41,20 @@ pub struct WorkloadArgs {
     /// The account's secret key (with --access-key).
     #[arg(long = "secret-key", requires = "access_key")]
     pub secret_key: Option<String>,
+    /// TLS on every connection. With --namesrv: to that cluster (`tls.server.mode`
+    /// permissive or enforcing). Without it: the embedded NameServer and broker accept
+    /// TLS only (enforcing), with a certificate made for the run under the store.
+    #[arg(long)]
+    pub tls: bool,
+    /// PEM CA that signs the servers' certificates: checked when given (with --tls).
+    #[arg(long = "tls-ca", requires = "tls")]
+    pub tls_ca: Option<PathBuf>,
+    /// PEM client certificate, for servers with `tls.server.need.client.auth`.
+    #[arg(long = "tls-cert", requires_all = ["tls", "tls_key"])]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM key of --tls-cert (unencrypted).
+    #[arg(long = "tls-key", requires_all = ["tls", "tls_cert"])]
+    pub tls_key: Option<PathBuf>,
     /// Topic name (several topics get `-0`, `-1`, ... suffixes).
     #[arg(long, default_value = "LoadgenBench")]
     pub topic: String,
@@ -256,11 +271,12 @@ pub fn validate(a: &WorkloadArgs) -> Result<SizeDist, String> {
 /// Creates `topics` with `queues` queues on every broker of the cluster (on a
 /// glommio thread: the client's runtime).
 pub fn create_topics(namesrv_addrs: &[String], topics: &[String], queues: usize) -> Result<(), String> {
-    create_topics_as(namesrv_addrs, topics, queues, None)
+    create_topics_as(namesrv_addrs, topics, queues, None, TlsClientSettings::default())
 }
 
-/// `create_topics`, signed with `credentials` when the brokers check an ACL.
-pub fn create_topics_as(namesrv_addrs: &[String], topics: &[String], queues: usize, credentials: Option<Credentials>) -> Result<(), String> {
+/// `create_topics`, signed with `credentials` when the brokers check an ACL, over TLS
+/// when `tls.enable`.
+pub fn create_topics_as(namesrv_addrs: &[String], topics: &[String], queues: usize, credentials: Option<Credentials>, tls: TlsClientSettings) -> Result<(), String> {
     let addrs = namesrv_addrs.to_vec();
     let topics = topics.to_vec();
     glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
@@ -268,6 +284,7 @@ pub fn create_topics_as(namesrv_addrs: &[String], topics: &[String], queues: usi
         .spawn(move || async move {
             let mut config = ringmq_client::ClientConfig::new(addrs);
             config.credentials = credentials;
+            config.tls = tls;
             let instance = ringmq_client::ClientInstance::start(config).map_err(|e| e.to_string())?;
             for t in &topics {
                 ringmq_client::admin::create_topic_on_cluster(&instance, None, t, queues as i32).await.map_err(|e| format!("create topic {t}: {e}"))?;
@@ -286,6 +303,11 @@ pub fn credentials(a: &WorkloadArgs) -> Option<Credentials> {
         (Some(ak), Some(sk)) => Some(Credentials::new(ak.clone(), sk.clone())),
         _ => None,
     }
+}
+
+/// The TLS `--tls`, `--tls-ca`, `--tls-cert`, `--tls-key` ask for.
+pub fn tls_settings(a: &WorkloadArgs) -> TlsClientSettings {
+    TlsClientSettings { enable: a.tls, trust_cert_path: a.tls_ca.clone(), cert_path: a.tls_cert.clone(), key_path: a.tls_key.clone(), ..TlsClientSettings::default() }
 }
 
 pub fn topic_names(a: &WorkloadArgs) -> Vec<String> {
@@ -318,6 +340,7 @@ pub fn engine_spec(role: Role, a: &WorkloadArgs, sizes: SizeDist, namesrv_addrs:
     EngineSpec {
         role,
         credentials: credentials(a),
+        tls: tls_settings(a),
         pull_batch_size: a.pull_batch_size,
         workload: workload(&format!("{}-{}{txn_suffix}", role.name(), a.message_bytes), a, &sizes, role),
         sizes,
@@ -468,22 +491,31 @@ fn run_row(role: Role, a: &WorkloadArgs, sizes: &SizeDist, baseline: bool) -> Re
     } else if baseline {
         config_label.push_str(", plain sends");
     }
+    // An embedded --tls cluster's clients trust the certificate made for the run.
+    let tls = match embedded.as_ref().and_then(|c| c.tls_ca.clone()) {
+        Some(ca) => TlsClientSettings { trust_cert_path: Some(a.tls_ca.clone().unwrap_or(ca)), ..tls_settings(a) },
+        None => tls_settings(a),
+    };
+    if tls.enable {
+        config_label.push_str(if tls.verifies_server() { ", TLS" } else { ", TLS (server not checked)" });
+    }
     let topics = topic_names(a);
-    create_topics_as(&namesrv_addrs, &topics, a.queues, credentials(a))?;
+    create_topics_as(&namesrv_addrs, &topics, a.queues, credentials(a), tls.clone())?;
+    let engine_spec = |role: Role| EngineSpec { tls: tls.clone(), ..engine_spec(role, a, sizes.clone(), namesrv_addrs.clone(), embedded.is_some()) };
     let record = if role == Role::Consume {
         // Build the backlog first, then read it back as fast as possible.
-        let mut preload = engine_spec(Role::Produce, a, sizes.clone(), namesrv_addrs.clone(), embedded.is_some());
+        let mut preload = engine_spec(Role::Produce);
         preload.workload.duration_secs = DURATION_SECS_MAX;
         preload.workload.warmup_secs = 0;
         preload.lines = false;
         preload.progress = false;
         eprintln!("loadgen: producing a backlog of {} messages", a.backlog_messages);
         let backlog = preload_backlog(&preload, a.backlog_messages)?;
-        let mut spec = engine_spec(Role::Consume, a, sizes.clone(), namesrv_addrs.clone(), embedded.is_some());
+        let mut spec = engine_spec(Role::Consume);
         spec.consume_target_messages = Some(backlog);
         engine::run(&spec, "RingMQ", &config_label, durability)?
     } else {
-        let spec = engine_spec(role, a, sizes.clone(), namesrv_addrs.clone(), embedded.is_some());
+        let spec = engine_spec(role);
         engine::run(&spec, "RingMQ", &config_label, durability)?
     };
     let mut record = record;

@@ -7,7 +7,9 @@
 //! every scrape must send). An empty exporter host binds 127.0.0.1 (not Apache's every
 //! interface: exposing the endpoint is the operator's choice). `acl_enable` /
 //! `plain_acl_file` (or the broker's `aclEnable` / `plainAclFile`) turn on the plain ACL
-//! (`acl.rs`); a relative file is relative to the config file.
+//! (`acl.rs`); a relative file is relative to the config file. TLS takes Apache's
+//! `tls.server.*` keys under `[tls.server]` (`mode`, `cert_path`, `key_path`,
+//! `need_client_auth`, `trust_cert_path`; camelCase accepted), as the broker's TOML.
 //!
 //! Invariants: a file with any other key is refused with an error naming the key;
 //! `ServerConfig::validate` refuses zero intervals and limits, so the server never
@@ -15,6 +17,7 @@
 //! IP address before anything listens.
 
 use crate::route::{RouteLimits, BROKER_EXPIRY_MS_DEFAULT};
+use ringmq_client::net::tls::TlsServerSettings;
 use ringmq_client::remoting::frame::FRAME_LEN_MAX_BYTES;
 use ringmq_client::remoting::FrameLimits;
 use serde::Deserialize;
@@ -66,6 +69,8 @@ pub enum ConfigError {
     Parse { path: PathBuf, source: toml::de::Error },
     #[error("config `{key}`: {reason}")]
     Invalid { key: &'static str, reason: String },
+    #[error("TLS: {0}")]
+    Tls(#[from] ringmq_client::net::tls::TlsError),
 }
 
 /// Everything the server needs. `Default` is the production setting.
@@ -95,6 +100,8 @@ pub struct ServerConfig {
     /// The plain ACL (`acl_enable`): every request is checked against `plain_acl_file`.
     pub acl_enable: bool,
     pub plain_acl_file: Option<PathBuf>,
+    /// What the port accepts (Apache's `tls.server.*`); disabled by default.
+    pub tls: TlsServerSettings,
 }
 
 impl Default for ServerConfig {
@@ -120,6 +127,7 @@ impl Default for ServerConfig {
             metrics_publish_interval_ms: METRICS_PUBLISH_INTERVAL_MS_DEFAULT,
             acl_enable: false,
             plain_acl_file: None,
+            tls: TlsServerSettings::default(),
         }
     }
 }
@@ -142,6 +150,15 @@ pub struct FileConfig {
     /// default `plain_acl.yml` beside it (Apache's `conf/plain_acl.yml`).
     #[serde(alias = "plainAclFile")]
     pub plain_acl_file: Option<PathBuf>,
+    /// `[tls.server]`: Apache's `tls.server.*` keys.
+    pub tls: Option<TlsFile>,
+}
+
+/// The file's `[tls]` table: the NameServer only serves, so only `server`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFile {
+    pub server: Option<TlsServerSettings>,
 }
 
 /// The ACL file's name beside the config file when `plain_acl_file` is not set.
@@ -200,6 +217,9 @@ impl FileConfig {
         if let Some(v) = &self.plain_acl_file {
             config.plain_acl_file = Some(v.clone());
         }
+        if let Some(TlsFile { server: Some(v) }) = &self.tls {
+            config.tls = v.clone();
+        }
     }
 }
 
@@ -225,6 +245,7 @@ impl ServerConfig {
         if self.acl_enable && self.plain_acl_file.is_none() {
             return Err(ConfigError::Invalid { key: "acl_enable", reason: "needs plain_acl_file (or a config file with plain_acl.yml beside it)".into() });
         }
+        self.tls.check()?;
         Ok(())
     }
 
@@ -365,6 +386,24 @@ mod tests {
         prom_file().apply(&mut config);
         assert_eq!(config.metrics_addr().unwrap(), Some("127.0.0.1:0".parse().unwrap()));
         assert!(ServerConfig { metrics_publish_interval_ms: 0, ..config }.validate().is_err());
+    }
+
+    #[test]
+    fn tls_keys() {
+        use ringmq_client::net::tls::{ClientAuth, ServerMode};
+        let file = "[tls.server]\nmode = \"enforcing\"\ncert_path = \"/c.pem\"\nkeyPath = \"/k.pem\"\nneed_client_auth = \"optional\"\ntrustCertPath = \"/ca.pem\"\n";
+        let mut config = ServerConfig::default();
+        FileConfig::parse(file, Path::new("n.toml")).unwrap().apply(&mut config);
+        assert_eq!((config.tls.mode, config.tls.need_client_auth), (ServerMode::Enforcing, ClientAuth::Optional));
+        assert_eq!(config.tls.trust_cert_path.as_deref(), Some(Path::new("/ca.pem")));
+        assert!(config.validate().is_ok(), "files are read at start, not by validate");
+        check("[tls.server]\nmodee = \"x\"", Err("unknown field `modee`"));
+        check("[tls.client]\nenable = true", Err("unknown field `client`"));
+        let mut config = ServerConfig::default();
+        config.tls.mode = ServerMode::Permissive;
+        assert!(config.validate().unwrap_err().to_string().contains("tls.server.certPath"));
+        config.tls = TlsServerSettings { key_password: Some("pw".into()), ..TlsServerSettings::default() };
+        assert!(config.validate().unwrap_err().to_string().contains("tls.server.keyPassword"));
     }
 
     fn prom_file() -> FileConfig {

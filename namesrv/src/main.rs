@@ -1,6 +1,7 @@
 //! `ringmq-namesrv`: the NameServer binary. Reads flags and an optional TOML file
 //! (`listen`, `broker_expiry_ms`, `scan_interval_ms`, `metrics_exporter_type`,
-//! `metrics_prom_exporter_host`, `metrics_prom_exporter_port`; flags win over the file),
+//! `metrics_prom_exporter_host`, `metrics_prom_exporter_port`, TLS under `[tls.server]`;
+//! flags win over the file),
 //! sets up tracing (`RUST_LOG`, default `info`) and serves until killed.
 //!
 //! Invariant: a bad flag, file or key ends the process with a message and a non-zero
@@ -20,7 +21,9 @@ struct Args {
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
     /// TOML config file (keys: listen, broker_expiry_ms, scan_interval_ms,
-    /// metrics_exporter_type, metrics_prom_exporter_host, metrics_prom_exporter_port).
+    /// metrics_exporter_type, metrics_prom_exporter_host, metrics_prom_exporter_port,
+    /// and Apache's tls.server.* under [tls.server]: mode, cert_path, key_path,
+    /// need_client_auth, trust_cert_path).
     #[arg(short = 'c', long = "config", value_name = "TOML")]
     config: Option<PathBuf>,
     /// `prom` serves Prometheus metrics at GET /metrics [default: disable].

@@ -109,6 +109,8 @@ impl NamesrvMetrics {
             brokers_by_cluster: rim.live_brokers_by_cluster(),
             topics: rim.topic_count(),
             connections,
+            tls_handshake_failures: 0,
+            tls_plain_refusals: 0,
         }
     }
 }
@@ -121,6 +123,11 @@ pub struct Snapshot {
     pub brokers_by_cluster: Vec<(String, usize)>,
     pub topics: usize,
     pub connections: usize,
+    /// TLS handshakes that failed on the port (`tls.server.mode` permissive or
+    /// enforcing; counted by the port's `ServerEdge`, copied in at publish).
+    pub tls_handshake_failures: u64,
+    /// Plain connections refused by `tls.server.mode=enforcing`.
+    pub tls_plain_refusals: u64,
 }
 
 /// The OpenMetrics text of one snapshot; `node_id` labels every series.
@@ -201,6 +208,16 @@ pub fn render(node_id: &str, s: &Snapshot) -> String {
         Values::counter(one(c.connections_refused)),
     );
     reg.register(
+        "ringmq_namesrv_tls_handshake_failures",
+        "TLS handshakes that failed (bad or missing client certificate, protocol errors, timeouts)",
+        Values::counter(one(s.tls_handshake_failures)),
+    );
+    reg.register(
+        "ringmq_namesrv_tls_plain_refusals",
+        "Plain (not TLS) connections refused by tls.server.mode=enforcing",
+        Values::counter(one(s.tls_plain_refusals)),
+    );
+    reg.register(
         "ringmq_namesrv_bad_frames",
         "Frames that did not decode (each closed its connection)",
         Values::counter(one(c.bad_frames)),
@@ -269,6 +286,8 @@ mod tests {
             brokers_by_cluster: vec![("C1".into(), 2), ("C2".into(), 1)],
             topics: 5,
             connections: 3,
+            tls_handshake_failures: 2,
+            tls_plain_refusals: 3,
         };
         let text = render("10.0.0.1:9876", &s);
         let l = "node_type=\"namesrv\",node_id=\"10.0.0.1:9876\"";
@@ -294,6 +313,8 @@ mod tests {
         check(format!("ringmq_namesrv_connections{{{l}}} 3.0"));
         check(format!("ringmq_namesrv_connections_refused_total{{{l}}} 1"));
         check(format!("ringmq_namesrv_bad_frames_total{{{l}}} 1"));
+        check(format!("ringmq_namesrv_tls_handshake_failures_total{{{l}}} 2"));
+        check(format!("ringmq_namesrv_tls_plain_refusals_total{{{l}}} 3"));
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }

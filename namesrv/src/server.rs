@@ -20,7 +20,13 @@
 //!   a second server on a port in use fails instead of silently sharing it;
 //! - metrics are plain integers on the executor's thread (`Shared::metrics`); the
 //!   exporter thread only reads published snapshots, and publishing never waits for it
-//!   (`Slot::publish` skips a round), so a scrape, slow or not, never delays a request.
+//!   (`Slot::publish` skips a round), so a scrape, slow or not, never delays a request;
+//! - TLS (`tls.server.*`): the certificate files load before anything listens (a bad
+//!   one fails the start); with a mode other than disabled each connection passes the
+//!   port's `ServerEdge` (permissive / enforcing, bounded handshake) before it is
+//!   served; changed files are reloaded every `TLS_RELOAD_INTERVAL_MS` on the blocking
+//!   pool, for new connections; the socket timeouts hold under TLS too (set on the
+//!   socket before the handshake).
 
 use crate::acl::{NamesrvAcl, ACL_RELOAD_INTERVAL_MS};
 use crate::config::{ConfigError, ServerConfig};
@@ -28,7 +34,8 @@ use crate::metrics::{self, NamesrvMetrics, Snapshot};
 use crate::processor::process;
 use crate::route::RouteInfoManager;
 use bytes::BytesMut;
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use ringmq_client::net::tls::{Reload, ServerEdge, ServerTlsReloader, TLS_RELOAD_INTERVAL_MS};
 use glommio::net::{TcpListener, TcpStream};
 use glommio::{LocalExecutorBuilder, Placement};
 use metrics_export::{Exporter, Slot};
@@ -61,6 +68,8 @@ pub enum ServerError {
     StartAborted,
     #[error("plain ACL (acl_enable): {0}")]
     Acl(String),
+    #[error("TLS: {0}")]
+    Tls(#[from] ringmq_client::net::tls::TlsError),
 }
 
 /// Why one connection ended early.
@@ -133,6 +142,7 @@ fn open_acl(config: &ServerConfig) -> Result<Option<NamesrvAcl>, ServerError> {
 pub fn run(config: ServerConfig) -> Result<(), ServerError> {
     config.validate()?;
     let acl = open_acl(&config)?;
+    let tls = ServerTlsReloader::start(&config.tls)?;
     let listener = bind(config.listen)?;
     let local_addr = listener.local_addr().map_err(|source| ServerError::Bind { addr: config.listen, source })?;
     // Never set: the process ends with the server.
@@ -144,7 +154,7 @@ pub fn run(config: ServerConfig) -> Result<(), ServerError> {
         .map_err(|e| ServerError::Executor(e.into()))?;
     let slot = metrics.as_ref().map(|m| m.slot.clone());
     ex.run(async move {
-        serve(into_glommio(listener), config, acl, stop, slot).await;
+        serve(into_glommio(listener), config, acl, stop, slot, tls).await;
     });
     Ok(())
 }
@@ -206,6 +216,7 @@ impl Drop for ServerHandle {
 pub fn spawn(config: ServerConfig) -> Result<ServerHandle, ServerError> {
     config.validate()?;
     let acl = open_acl(&config)?;
+    let tls = ServerTlsReloader::start(&config.tls)?;
     let listener = bind(config.listen)?;
     let local_addr = listener.local_addr().map_err(|source| ServerError::Bind { addr: config.listen, source })?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -227,7 +238,7 @@ pub fn spawn(config: ServerConfig) -> Result<ServerHandle, ServerError> {
     let thread = LocalExecutorBuilder::new(Placement::Unbound).name("namesrv").spawn(move || async move {
         let listener = into_glommio(listener);
         let _ = tx.send(());
-        serve(listener, config, acl, stop_flag, slot).await;
+        serve(listener, config, acl, stop_flag, slot, tls).await;
     });
     let thread = match thread {
         Ok(t) => t,
@@ -252,7 +263,10 @@ fn into_glommio(listener: std::net::TcpListener) -> TcpListener {
     unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) }
 }
 
-async fn serve(listener: TcpListener, config: ServerConfig, acl: Option<NamesrvAcl>, stop: Arc<AtomicBool>, slot: Option<Arc<Slot<Snapshot>>>) {
+/// The TLS configuration loaded at start and the reloader that follows its files.
+type TlsStart = Option<(Arc<ringmq_client::net::tls::rustls::ServerConfig>, ServerTlsReloader)>;
+
+async fn serve(listener: TcpListener, config: ServerConfig, acl: Option<NamesrvAcl>, stop: Arc<AtomicBool>, slot: Option<Arc<Slot<Snapshot>>>, tls: TlsStart) {
     let local = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
     tracing::info!(
         addr = %local,
@@ -272,8 +286,17 @@ async fn serve(listener: TcpListener, config: ServerConfig, acl: Option<NamesrvA
     if shared.acl.is_some() {
         glommio::spawn_local(acl_reload_loop(Rc::downgrade(&shared))).detach();
     }
+    let edge = match tls {
+        None => None,
+        Some((tls_config, reloader)) => {
+            let edge = Rc::new(ServerEdge::new("namesrv", shared.config.tls.mode, Some(tls_config)));
+            glommio::spawn_local(reload_loop(Rc::downgrade(&edge), reloader)).detach();
+            tracing::info!(mode = shared.config.tls.mode.as_str(), need_client_auth = shared.config.tls.need_client_auth.as_str(), "TLS on the name server port");
+            Some(edge)
+        }
+    };
     if let Some(slot) = slot {
-        glommio::spawn_local(publish_loop(Rc::downgrade(&shared), slot)).detach();
+        glommio::spawn_local(publish_loop(Rc::downgrade(&shared), slot, edge.as_ref().map(Rc::downgrade))).detach();
     }
     loop {
         let accepted = listener.accept().await;
@@ -298,8 +321,9 @@ async fn serve(listener: TcpListener, config: ServerConfig, acl: Option<NamesrvA
         }
         shared.connections.set(open + 1);
         let conn_shared = shared.clone();
+        let edge = edge.clone();
         glommio::spawn_local(async move {
-            match serve_connection(stream, &conn_shared, &peer).await {
+            match serve_connection(stream, &conn_shared, &peer, edge.as_deref()).await {
                 Ok(()) => tracing::debug!(peer, "connection closed"),
                 Err(ConnError::Io(e)) if e.kind() == io::ErrorKind::TimedOut => {
                     tracing::debug!(peer, "connection timed out; closed")
@@ -349,7 +373,7 @@ async fn acl_reload_loop(shared: Weak<Shared>) {
 /// Publishes a metrics snapshot now and every `metrics_publish_interval_ms` until the
 /// server ends. Copying the counters costs a few kilobytes per interval (the maps are
 /// bounded, see `metrics`); no borrow is held across the sleep.
-async fn publish_loop(shared: Weak<Shared>, slot: Arc<Slot<Snapshot>>) {
+async fn publish_loop(shared: Weak<Shared>, slot: Arc<Slot<Snapshot>>, edge: Option<Weak<ServerEdge>>) {
     loop {
         let Some(s) = shared.upgrade() else { return };
         let mut snapshot = s.metrics.borrow().snapshot(&s.rim.borrow(), s.connections.get());
@@ -357,6 +381,11 @@ async fn publish_loop(shared: Weak<Shared>, slot: Arc<Slot<Snapshot>>) {
             snapshot.counters.acl_refusals = acl.refusals.get();
             snapshot.counters.acl_file_loads = acl.file_loads.get();
             snapshot.counters.acl_file_load_failures = acl.file_load_failures.get();
+        }
+        // The TLS edge counts its refusals (`ringmq_namesrv_tls_*`).
+        if let Some(edge) = edge.as_ref().and_then(Weak::upgrade) {
+            snapshot.tls_handshake_failures = edge.handshake_failures();
+            snapshot.tls_plain_refusals = edge.plain_refusals();
         }
         // Skipped if the exporter is reading the slot right now; the next round catches up.
         slot.publish(snapshot);
@@ -389,11 +418,51 @@ fn handle(shared: &Shared, req: &RemotingCommand, peer: &str) -> RemotingCommand
     resp
 }
 
-async fn serve_connection(mut stream: TcpStream, shared: &Shared, peer: &str) -> Result<(), ConnError> {
+/// Reloads changed certificate files every `TLS_RELOAD_INTERVAL_MS` (reading them on the
+/// blocking pool) until the server is gone.
+async fn reload_loop(edge: Weak<ServerEdge>, mut reloader: ServerTlsReloader) {
+    loop {
+        glommio::timer::sleep(Duration::from_millis(TLS_RELOAD_INTERVAL_MS)).await;
+        if edge.upgrade().is_none() {
+            return;
+        }
+        let (polled, back) = glommio::executor()
+            .spawn_blocking(move || {
+                let polled = reloader.poll();
+                (polled, reloader)
+            })
+            .await;
+        reloader = back;
+        let Some(edge) = edge.upgrade() else { return };
+        match polled {
+            Reload::Unchanged => {}
+            Reload::Reloaded(config) => {
+                edge.install(config);
+                tracing::info!("TLS certificate files changed: new connections get the new certificate");
+            }
+            Reload::Failed(e) => tracing::warn!(error = %e, "TLS certificate files changed but do not load: keeping the certificate in force"),
+        }
+    }
+}
+
+async fn serve_connection(stream: TcpStream, shared: &Shared, peer: &str, edge: Option<&ServerEdge>) -> Result<(), ConnError> {
     let config = &shared.config;
+    // On the socket, so they bound the TLS handshake and every TLS read and write too.
     stream.set_read_timeout(Some(Duration::from_millis(config.connection_idle_timeout_ms))).map_err(io::Error::from)?;
     stream.set_write_timeout(Some(Duration::from_millis(config.write_timeout_ms))).map_err(io::Error::from)?;
     stream.set_nodelay(true).map_err(io::Error::from)?;
+    match edge {
+        None => serve_stream(stream, shared, peer).await,
+        Some(edge) => match edge.accept(stream, peer.parse().ok()).await {
+            Some(stream) => serve_stream(stream, shared, peer).await,
+            // Refused (counted and logged by the edge) or gone before a byte.
+            None => Ok(()),
+        },
+    }
+}
+
+async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, shared: &Shared, peer: &str) -> Result<(), ConnError> {
+    let config = &shared.config;
     let mut chunk = vec![0u8; config.read_chunk_bytes];
     let mut input = BytesMut::new();
     let mut out = BytesMut::new();
@@ -444,11 +513,13 @@ fn encode_response(req: &RemotingCommand, resp: &RemotingCommand, out: &mut Byte
 }
 
 /// Writes the queued responses; gives back memory a large response made the queue take.
-async fn flush(stream: &mut TcpStream, out: &mut BytesMut, write_queue_bytes_max: usize) -> Result<(), ConnError> {
+async fn flush<S: AsyncWrite + Unpin>(stream: &mut S, out: &mut BytesMut, write_queue_bytes_max: usize) -> Result<(), ConnError> {
     if out.is_empty() {
         return Ok(());
     }
     stream.write_all(out).await?;
+    // Over TLS: out of the session's buffer onto the socket (a no-op on a plain one).
+    stream.flush().await?;
     out.clear();
     if out.capacity() > 2 * write_queue_bytes_max {
         *out = BytesMut::new();

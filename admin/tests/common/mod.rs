@@ -31,7 +31,18 @@ pub fn cluster(broker_name: &str) -> Cluster {
 
 /// `cluster` with `adjust` applied to the broker's config before it starts.
 pub fn cluster_with(broker_name: &str, adjust: impl FnOnce(&mut ringmq_broker::config::BrokerConfig)) -> Cluster {
-    let ns = namesrv::server::spawn(namesrv::config::ServerConfig { listen: "127.0.0.1:0".parse().unwrap(), ..Default::default() }).expect("namesrv");
+    cluster_with_namesrv(broker_name, |_| {}, adjust)
+}
+
+/// `cluster_with`, the NameServer's config adjusted by `adjust_ns` (TLS).
+pub fn cluster_with_namesrv(
+    broker_name: &str,
+    adjust_ns: impl FnOnce(&mut namesrv::config::ServerConfig),
+    adjust: impl FnOnce(&mut ringmq_broker::config::BrokerConfig),
+) -> Cluster {
+    let mut ns_config = namesrv::config::ServerConfig { listen: "127.0.0.1:0".parse().unwrap(), ..Default::default() };
+    adjust_ns(&mut ns_config);
+    let ns = namesrv::server::spawn(ns_config).expect("namesrv");
     let namesrv = ns.local_addr().to_string();
     let dir = tempfile::tempdir().unwrap();
     let mut config = ringmq_broker::config::BrokerConfig {

@@ -82,7 +82,30 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "innerClientAuthenticationCredentials",
     "longPollingEnable",
     "shortPollingTimeMills",
+    "tls.server.mode",
+    "tls.server.certPath",
+    "tls.server.keyPath",
+    "tls.server.keyPassword",
+    "tls.server.need.client.auth",
+    "tls.server.trustCertPath",
+    "useTLS",
+    "tls.enable",
+    "tls.client.certPath",
+    "tls.client.keyPath",
+    "tls.client.keyPassword",
+    "tls.client.trustCertPath",
+    "tls.client.authServer",
+    "tls.client.serverName",
 ];
+
+/// Keys that set the same thing as another (`tls.enable`, the system property of
+/// Apache's clients, is `useTLS`, NettyClientConfig's key): one of them per file.
+fn canonical_key(key: &str) -> &str {
+    match key {
+        "tls.enable" => "useTLS",
+        k => k,
+    }
+}
 
 impl BrokerConfig {
     /// Parses a RocketMQ `broker.conf` (Java properties: `key=value` or `key:value`,
@@ -98,10 +121,10 @@ impl BrokerConfig {
             let Some((key, value)) = split_conf_line(raw, line)? else {
                 continue;
             };
-            if let Some(&first_line) = first_seen.get(key) {
+            if let Some(&first_line) = first_seen.get(canonical_key(key)) {
                 return Err(ConfigError::DuplicateKey { key: key.to_string(), line, first_line });
             }
-            first_seen.insert(key, line);
+            first_seen.insert(canonical_key(key), line);
             let bad =
                 |reason: String| ConfigError::BadValue { key: key.to_string(), line, value: value.to_string(), reason };
             match apply_conf_key(&mut config, key, value).map_err(bad)? {
@@ -199,6 +222,30 @@ impl BrokerConfig {
         out.push(("aclEnable", self.acl_enable.to_string()));
         if let Some(path) = &self.plain_acl_file {
             out.push(("plainAclFile", path.display().to_string()));
+        }
+        // TLS: the settings, never a key password (refused anyway).
+        let (server, client) = (&self.tls.server, &self.tls.client);
+        out.push(("tls.server.mode", server.mode.as_str().to_string()));
+        out.push(("tls.server.need.client.auth", server.need_client_auth.as_str().to_string()));
+        out.push(("useTLS", client.enable.to_string()));
+        let paths = [
+            ("tls.server.certPath", &server.cert_path),
+            ("tls.server.keyPath", &server.key_path),
+            ("tls.server.trustCertPath", &server.trust_cert_path),
+            ("tls.client.certPath", &client.cert_path),
+            ("tls.client.keyPath", &client.key_path),
+            ("tls.client.trustCertPath", &client.trust_cert_path),
+        ];
+        for (key, path) in paths {
+            if let Some(path) = path {
+                out.push((key, path.display().to_string()));
+            }
+        }
+        if let Some(auth) = client.auth_server {
+            out.push(("tls.client.authServer", auth.to_string()));
+        }
+        if let Some(name) = &client.server_name {
+            out.push(("tls.client.serverName", name.clone()));
         }
         out
     }
@@ -306,9 +353,30 @@ pub(super) fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) 
         "defaultTopicQueueNums" => config.default_topic_queue_nums = parse_number(value)?,
         "longPollingEnable" => config.long_polling_enable = parse_bool(value)?,
         "shortPollingTimeMills" => config.short_polling_time_ms = parse_number(value)?,
+        "tls.server.mode" => config.tls.server.mode = ringmq_client::net::tls::ServerMode::parse(value)?,
+        "tls.server.certPath" => config.tls.server.cert_path = Some(expand_home(value)),
+        "tls.server.keyPath" => config.tls.server.key_path = Some(expand_home(value)),
+        "tls.server.keyPassword" | "tls.client.keyPassword" => refuse_key_password(value)?,
+        "tls.server.need.client.auth" => config.tls.server.need_client_auth = ringmq_client::net::tls::ClientAuth::parse(value)?,
+        "tls.server.trustCertPath" => config.tls.server.trust_cert_path = Some(expand_home(value)),
+        "useTLS" | "tls.enable" => config.tls.client.enable = parse_bool(value)?,
+        "tls.client.certPath" => config.tls.client.cert_path = Some(expand_home(value)),
+        "tls.client.keyPath" => config.tls.client.key_path = Some(expand_home(value)),
+        "tls.client.trustCertPath" => config.tls.client.trust_cert_path = Some(expand_home(value)),
+        "tls.client.authServer" => config.tls.client.auth_server = Some(parse_bool(value)?),
+        "tls.client.serverName" => config.tls.client.server_name = Some(value.to_string()),
         _ => return Ok(ConfEffect::Unknown),
     }
     Ok(ConfEffect::Applied)
+}
+
+/// Apache's `tls.*.keyPassword`: empty (Apache's default) is accepted; a password is
+/// refused, since RingMQ (rustls) reads no encrypted keys and would not use it.
+fn refuse_key_password(value: &str) -> Result<(), String> {
+    if value.is_empty() {
+        return Ok(());
+    }
+    Err("encrypted private keys are not supported (rustls reads unencrypted PKCS#8, PKCS#1 or SEC1 keys): decrypt the key (e.g. `openssl pkey -in key.pem -out key-plain.pem`), protect the file with its permissions, and remove this line".into())
 }
 
 fn parse_bool(value: &str) -> Result<bool, String> {
@@ -515,6 +583,19 @@ mod tests {
         innerClientAuthenticationCredentials={\"accessKey\":\"rocketmq2\",\"secretKey\":\"12345678\"}
         longPollingEnable=false
         shortPollingTimeMills=500
+        tls.server.mode=enforcing
+        tls.server.certPath=/etc/ringmq/tls/server.pem
+        tls.server.keyPath=/etc/ringmq/tls/server-key.pem
+        tls.server.keyPassword=
+        tls.server.need.client.auth=require
+        tls.server.trustCertPath=/etc/ringmq/tls/ca.pem
+        useTLS=true
+        tls.client.certPath=/etc/ringmq/tls/client.pem
+        tls.client.keyPath=/etc/ringmq/tls/client-key.pem
+        tls.client.keyPassword=
+        tls.client.trustCertPath=/etc/ringmq/tls/ca.pem
+        tls.client.authServer=true
+        tls.client.serverName=broker.example
     ";
 
     #[test]
@@ -571,11 +652,29 @@ mod tests {
             c.plain_acl_file = Some("/etc/ringmq/plain_acl.yml".into());
             c.inner_client_authentication_credentials = Some(r#"{"accessKey":"rocketmq2","secretKey":"12345678"}"#.into());
             (c.long_polling_enable, c.short_polling_time_ms) = (false, 500);
+            c.tls.server = ringmq_client::net::tls::TlsServerSettings {
+                mode: ringmq_client::net::tls::ServerMode::Enforcing,
+                cert_path: Some("/etc/ringmq/tls/server.pem".into()),
+                key_path: Some("/etc/ringmq/tls/server-key.pem".into()),
+                key_password: None,
+                need_client_auth: ringmq_client::net::tls::ClientAuth::Require,
+                trust_cert_path: Some("/etc/ringmq/tls/ca.pem".into()),
+            };
+            c.tls.client = ringmq_client::net::tls::TlsClientSettings {
+                enable: true,
+                cert_path: Some("/etc/ringmq/tls/client.pem".into()),
+                key_path: Some("/etc/ringmq/tls/client-key.pem".into()),
+                key_password: None,
+                trust_cert_path: Some("/etc/ringmq/tls/ca.pem".into()),
+                auth_server: Some(true),
+                server_name: Some("broker.example".into()),
+            };
         });
         expected.validate().unwrap();
         check(EVERY_CONF_KEY, Ok(expected));
-        // Every documented key appears in the fixture.
-        for key in BROKER_CONF_KEYS {
+        // Every documented key appears in the fixture (`tls.enable` is `useTLS`'s other
+        // name: one of the two per file; `conf_tls` checks it).
+        for key in BROKER_CONF_KEYS.iter().filter(|k| **k != "tls.enable") {
             assert!(
                 EVERY_CONF_KEY.contains(&format!("{key}=")) || EVERY_CONF_KEY.contains(&format!("{key} =")),
                 "{key}"
@@ -641,6 +740,33 @@ mod tests {
                 ]
             })),
         );
+    }
+
+    #[test]
+    fn conf_tls() {
+        use ringmq_client::net::tls::{ClientAuth, ServerMode};
+        check("tls.server.mode=permissive", Ok(with(|c| c.tls.server.mode = ServerMode::Permissive)));
+        check("tls.server.mode=ENFORCING", Ok(with(|c| c.tls.server.mode = ServerMode::Enforcing)));
+        check("tls.server.mode=on", Err(&["line 1", "expected disabled, permissive or enforcing"]));
+        check("tls.server.need.client.auth=optional", Ok(with(|c| c.tls.server.need_client_auth = ClientAuth::Optional)));
+        check("tls.enable=true", Ok(with(|c| c.tls.client.enable = true)));
+        check("useTLS=true", Ok(with(|c| c.tls.client.enable = true)));
+        check("useTLS=true\ntls.enable=false", Err(&["line 2", "`tls.enable`"]));
+        check("tls.server.keyPassword=", Ok(BrokerConfig::default()));
+        check("tls.server.keyPassword=s3cret", Err(&["line 1", "encrypted private keys are not supported"]));
+        check("tls.client.keyPassword=s3cret", Err(&["encrypted private keys are not supported"]));
+        check("tls.client.authServer=false", Ok(with(|c| c.tls.client.auth_server = Some(false))));
+        // A mode without its files parses, and fails the start naming the key.
+        let e = BrokerConfig::from_broker_conf_str("tls.server.mode=enforcing").unwrap().validate().expect_err("no certificate");
+        assert!(e.to_string().contains("tls.server.certPath"), "{e}");
+        let e = BrokerConfig::from_broker_conf_str("useTLS=true\ntls.client.authServer=true").unwrap().validate().expect_err("nothing to verify against");
+        assert!(e.to_string().contains("tls.client.trustCertPath"), "{e}");
+        // TOML: the same keys under [tls.server] / [tls.client], snake_case or Apache's.
+        let toml = "[tls.server]\nmode = \"enforcing\"\ncert_path = \"/c.pem\"\nkeyPath = \"/k.pem\"\nneed_client_auth = \"require\"\ntrust_cert_path = \"/ca.pem\"\n[tls.client]\nenable = true\n";
+        let c = BrokerConfig::from_toml_str(toml).unwrap();
+        assert_eq!((c.tls.server.mode, c.tls.server.need_client_auth, c.tls.client.enable), (ServerMode::Enforcing, ClientAuth::Require, true));
+        assert_eq!(c.tls.server.key_path.as_deref(), Some(std::path::Path::new("/k.pem")));
+        assert!(BrokerConfig::from_toml_str("[tls.server]\nmodee = \"x\"\n").is_err(), "unknown TLS keys are refused");
     }
 
     #[test]

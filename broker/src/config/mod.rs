@@ -98,6 +98,15 @@ pub enum RouteMode {
 /// RocketMQ 5's default Prometheus exporter port (`metricsPromExporterPort`).
 pub const METRICS_PROM_PORT_DEFAULT: u16 = 5557;
 
+/// The broker's TLS: what its ports accept (`tls.server.*`) and how it connects
+/// (`useTLS` / `tls.enable`, `tls.client.*`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsSettings {
+    pub server: ringmq_client::net::tls::TlsServerSettings,
+    pub client: ringmq_client::net::tls::TlsClientSettings,
+}
+
 /// A broker's part in master/slave replication (RocketMQ `brokerRole`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
@@ -291,6 +300,10 @@ pub struct BrokerConfig {
     /// (registration with NameServers), as Apache's `BrokerOuterAPI`. Never written
     /// back (GET_BROKER_CONFIG): it holds a secret.
     pub inner_client_authentication_credentials: Option<String>,
+    /// TLS (Apache's `tls.*` keys; TOML `[tls.server]` / `[tls.client]`): the client and
+    /// replication ports (`server`), the broker's own connections to NameServers and a
+    /// slave's to its master (`client`). See `ringmq_client::net::tls`.
+    pub tls: TlsSettings,
     /// Apache RocketMQ broker.conf keys accepted with no effect here, and why
     /// (`conf_keys.rs`); logged once at start-up. Never read from TOML.
     #[serde(skip)]
@@ -357,6 +370,7 @@ impl Default for BrokerConfig {
             acl_enable: false,
             plain_acl_file: None,
             inner_client_authentication_credentials: None,
+            tls: TlsSettings::default(),
             ignored_conf_keys: Vec::new(),
             store: StoreConfig::default(),
         };

@@ -54,6 +54,20 @@ pub const START_UP_CONF_KEYS: &[(&str, &str)] = &[
     ("clusterTopicEnable", "the topic named after the cluster is created when the broker starts (updateTopic and deleteTopic change topics at runtime)"),
     ("aclEnable", "the ACL's rules are loaded on every shard when the broker starts (with it on, edits of plain_acl.yml are reloaded while it runs)"),
     ("plainAclFile", "the ACL file is located and loaded when the broker starts (with aclEnable, edits of that file are reloaded while it runs)"),
+    ("tls.server.mode", "whether the client and replication ports speak TLS is fixed when their listeners start"),
+    ("tls.server.certPath", "the certificate file is named when the broker starts (replace the file itself: it is reloaded within seconds, for new connections)"),
+    ("tls.server.keyPath", "the key file is named when the broker starts (replace the file itself: it is reloaded within seconds, for new connections)"),
+    ("tls.server.keyPassword", "encrypted private keys are not supported: decrypt the key"),
+    ("tls.server.need.client.auth", "client authentication is part of the TLS configuration the ports are started with"),
+    ("tls.server.trustCertPath", "the CA file is named when the broker starts (replace the file itself: it is reloaded within seconds, for new connections)"),
+    ("useTLS", "the broker's own connections (NameServers, a slave's master) are set up when it starts"),
+    ("tls.enable", "the broker's own connections (NameServers, a slave's master) are set up when it starts"),
+    ("tls.client.certPath", "the client certificate file is named when the broker starts (replace the file itself: it is reloaded within seconds)"),
+    ("tls.client.keyPath", "the client key file is named when the broker starts (replace the file itself: it is reloaded within seconds)"),
+    ("tls.client.keyPassword", "encrypted private keys are not supported: decrypt the key"),
+    ("tls.client.trustCertPath", "the CA file is named when the broker starts (replace the file itself: it is reloaded within seconds)"),
+    ("tls.client.authServer", "how server certificates are checked is fixed when the broker starts"),
+    ("tls.client.serverName", "the name server certificates are checked for is fixed when the broker starts"),
 ];
 
 /// Why `key` cannot change at runtime, if it cannot (a start-up key).
@@ -294,6 +308,20 @@ mod tests {
             ("innerClientAuthenticationCredentials", Runtime),
             ("longPollingEnable", Runtime),
             ("shortPollingTimeMills", Runtime),
+            ("tls.server.mode", StartUp("listeners start")),
+            ("tls.server.certPath", StartUp("reloaded within seconds")),
+            ("tls.server.keyPath", StartUp("reloaded within seconds")),
+            ("tls.server.keyPassword", StartUp("not supported")),
+            ("tls.server.need.client.auth", StartUp("ports are started with")),
+            ("tls.server.trustCertPath", StartUp("reloaded within seconds")),
+            ("useTLS", StartUp("own connections")),
+            ("tls.enable", StartUp("own connections")),
+            ("tls.client.certPath", StartUp("reloaded within seconds")),
+            ("tls.client.keyPath", StartUp("reloaded within seconds")),
+            ("tls.client.keyPassword", StartUp("not supported")),
+            ("tls.client.trustCertPath", StartUp("reloaded within seconds")),
+            ("tls.client.authServer", StartUp("checked")),
+            ("tls.client.serverName", StartUp("checked for")),
         ];
         let listed: Vec<&str> = table.iter().map(|(k, _)| *k).collect();
         assert_eq!(listed, BROKER_CONF_KEYS, "the table lists every mapped key, in BROKER_CONF_KEYS order");

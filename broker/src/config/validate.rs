@@ -65,6 +65,7 @@ impl BrokerConfig {
             .and_then(|()| self.inner_credentials().map(|_| ()).map_err(|e| format!("innerClientAuthenticationCredentials: {e}")))
             .and_then(|()| self.check_ha_auth_secret())
             .and_then(|()| self.metrics_basic_auth().map(|_| ()))
+            .and_then(|()| self.tls.server.check().and_then(|()| self.tls.client.check()).map_err(|e| e.to_string()))
             .map_err(ConfigError::Invalid)?;
         self.store.validate()?;
         Ok(())

@@ -196,6 +196,10 @@ pub struct Snapshot {
     pub acl_file_load_failures: u64,
     /// Replication connections refused for want of authentication (`haAuthSecret`).
     pub ha_auth_refusals: u64,
+    /// TLS handshakes that failed on this shard's client and replication ports.
+    pub tls_handshake_failures: u64,
+    /// Plain connections refused by this shard's ports (`tls.server.mode=enforcing`).
+    pub tls_plain_refusals: u64,
 }
 
 /// One slot per shard, written by that shard only, read by the exporter.
@@ -319,6 +323,8 @@ pub fn render(node: &Node, snaps: &[Arc<Snapshot>]) -> String {
     reg.register("ringmq_acl_file_load_failures", "Changed plain_acl.yml files that did not load (the rules in force were kept), per shard", per_shard(MetricType::Counter, |s| s.acl_file_load_failures as f64));
     reg.register("ringmq_acl_refusals", "Requests refused by the ACL (aclEnable: no or unknown access key, bad signature, missing permission), per shard", per_shard(MetricType::Counter, |s| s.acl_refusals as f64));
     reg.register("ringmq_shard_ha_auth_refusals", "Replication connections refused because the peer did not prove haAuthSecret, per shard", per_shard(MetricType::Counter, |s| s.ha_auth_refusals as f64));
+    reg.register("ringmq_tls_handshake_failures", "TLS handshakes that failed on the client and replication ports (bad or missing client certificate, protocol errors, timeouts), per shard", per_shard(MetricType::Counter, |s| s.tls_handshake_failures as f64));
+    reg.register("ringmq_tls_plain_refusals", "Plain (not TLS) connections refused by tls.server.mode=enforcing, per shard", per_shard(MetricType::Counter, |s| s.tls_plain_refusals as f64));
     reg.register("ringmq_shard_ha_behind_bytes", "Replication bytes not yet confirmed by a slave (master) or not yet received (slave), per shard", per_shard(MetricType::Gauge, |s| s.ha_behind_bytes as f64));
     metrics_export::encode(&reg)
 }

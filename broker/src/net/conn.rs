@@ -25,8 +25,10 @@
 //! - when the connection ends, every idle request task ends (they hold senders of the
 //!   write queue, whose end ends the writer); a busy one ends when its request is done.
 //!
-//! Generic over the byte stream (a glommio `TcpStream` in production, an in-memory
-//! pipe in the simulator) and the runtime.
+//! Generic over the byte stream (a glommio `TcpStream` in production, the same under
+//! TLS when `tls.server.mode` is not disabled — `net::tls` — and an in-memory pipe in
+//! the simulator) and the runtime. The writer flushes after each gathered write, so
+//! no response waits inside a TLS session's buffer.
 
 use crate::rt::chan;
 use crate::rt::Runtime;
@@ -226,6 +228,11 @@ async fn write_responses<W: AsyncWrite + Unpin>(rx: chan::Receiver<RemotingComma
             if writer.write_all(&body).await.is_err() {
                 break;
             }
+        }
+        // Over TLS, pushes out the records rustls still holds; a plain socket's flush
+        // does nothing.
+        if writer.flush().await.is_err() {
+            break;
         }
     }
     // Dropping the receiver fails every later send at once: a dead socket never

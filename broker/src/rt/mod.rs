@@ -15,11 +15,13 @@ pub mod chan;
 
 use crate::store::io::dma::DmaDisk;
 use crate::store::io::{Clock, Disk, SystemClock};
+use ringmq_client::net::tls::ClientTls;
 use ringmq_client::net::Connection;
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::frame::SerializeType;
 use std::future::Future;
 use std::path::Path;
+use std::rc::Rc;
 use std::time::Duration;
 
 /// An executor and the IO a shard runs on. Clones share one runtime.
@@ -96,9 +98,19 @@ pub trait MeshLink<M>: 'static {
     fn send_to(&self, to: usize, msg: M) -> impl Future<Output = Result<(), ()>>;
 }
 
-/// The production runtime: the current thread's glommio executor.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Glommio;
+/// The production runtime: the current thread's glommio executor, and the TLS of the
+/// shard's own outgoing connections (`useTLS`; `None`: plain).
+#[derive(Debug, Clone, Default)]
+pub struct Glommio {
+    outgoing_tls: Option<Rc<ClientTls>>,
+}
+
+impl Glommio {
+    /// The runtime of a shard whose calls to NameServers go over `tls` when given.
+    pub fn with_outgoing_tls(tls: Option<Rc<ClientTls>>) -> Self {
+        Self { outgoing_tls: tls }
+    }
+}
 
 fn process_start() -> std::time::Instant {
     static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
@@ -129,10 +141,10 @@ impl Runtime for Glommio {
     }
     fn call_remote(&self, addr: &str, cmd: RemotingCommand, timeout: Duration) -> impl Future<Output = Result<RemotingCommand, String>> + 'static {
         let addr = addr.to_string();
-        let rt = *self;
+        let rt = self.clone();
         async move {
             let started_us = rt.monotonic_us();
-            let conn = Connection::connect(&addr, timeout, SerializeType::Json, None).await.map_err(|e| e.to_string())?;
+            let conn = Connection::connect_with(&addr, timeout, SerializeType::Json, None, rt.outgoing_tls.as_deref()).await.map_err(|e| e.to_string())?;
             let spent = Duration::from_micros(rt.monotonic_us().saturating_sub(started_us));
             let answer = conn.request(cmd, timeout.saturating_sub(spent)).await.map_err(|e| e.to_string());
             conn.close();

@@ -406,6 +406,9 @@ impl<R: Runtime> Shard<R> {
             acl_file_loads: self.clients.acl.file_loads(),
             acl_file_load_failures: self.clients.acl.file_load_failures(),
             ha_auth_refusals: self.ha_auth_refusals(),
+            // Counted by the TLS edges beside the listeners (`net::tls`), filled in there.
+            tls_handshake_failures: 0,
+            tls_plain_refusals: 0,
         }
     }
 

@@ -14,6 +14,8 @@
 //! - `!Send`: a connection belongs to the executor that opened it.
 //! - with credentials set (`set_credentials`), every request and oneway leaving it is
 //!   signed as Java's `AclClientRPCHook` signs (`remoting::acl`).
+//! - over TLS (`connect_with` and a `ClientTls`) the handshake is part of the connect
+//!   timeout, and the writer flushes after each batch so no frame waits inside TLS.
 
 use crate::error::ClientError;
 use crate::remoting::codes::response_code as rs;
@@ -21,7 +23,8 @@ use crate::remoting::acl::Credentials;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::frame::{FrameLimits, SerializeType, FRAME_LEN_MAX_BYTES};
 use bytes::BytesMut;
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use crate::net::tls::{ClientTls, MaybeTls};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use glommio::channels::local_channel::{self, LocalSender};
 use glommio::net::TcpStream;
 use glommio::task::JoinHandle;
@@ -112,15 +115,35 @@ impl Connection {
         serialize_type: SerializeType,
         on_request: Option<ServerRequestHandler>,
     ) -> Result<Rc<Self>, ClientError> {
+        Self::connect_with(addr, timeout, serialize_type, on_request, None).await
+    }
+
+    /// `connect`, over TLS when `tls` is given (the handshake within the same timeout).
+    pub async fn connect_with(
+        addr: &str,
+        timeout: Duration,
+        serialize_type: SerializeType,
+        on_request: Option<ServerRequestHandler>,
+        tls: Option<&ClientTls>,
+    ) -> Result<Rc<Self>, ClientError> {
         let connect = async {
-            TcpStream::connect(addr).await.map_err(|e| ClientError::Connect { addr: addr.to_string(), reason: e.to_string() })
+            let stream = TcpStream::connect(addr).await.map_err(|e| ClientError::Connect { addr: addr.to_string(), reason: e.to_string() })?;
+            let _ = stream.set_nodelay(true);
+            match tls {
+                None => Ok(MaybeTls::Plain(stream)),
+                Some(tls) => tls.connect(addr, stream).await.map_err(|e| ClientError::Connect { addr: addr.to_string(), reason: format!("TLS handshake failed: {e}") }),
+            }
         };
         let stream = futures_lite::future::or(connect, async {
             glommio::timer::sleep(timeout).await;
             Err(ClientError::Connect { addr: addr.to_string(), reason: format!("no connection within {} ms", timeout.as_millis()) })
         })
         .await?;
-        let _ = stream.set_nodelay(true);
+        Ok(Self::over(addr, stream, serialize_type, on_request))
+    }
+
+    /// A connection over `stream`, already connected (and, for TLS, handshaken).
+    fn over<S: AsyncRead + AsyncWrite + Unpin + 'static>(addr: &str, stream: S, serialize_type: SerializeType, on_request: Option<ServerRequestHandler>) -> Rc<Self> {
         let (mut reader, mut writer) = futures_lite::io::split(stream);
         let shared = Rc::new(Shared { addr: addr.to_string(), pending: RefCell::new(HashMap::new()), closed: Cell::new(false) });
         let (tx, rx) = local_channel::new_bounded::<RemotingCommand>(WRITE_QUEUE_MAX);
@@ -144,7 +167,8 @@ impl Connection {
                         _ => break,
                     }
                 }
-                if writer.write_all(&out).await.is_err() {
+                // The flush pushes out what TLS holds encrypted (nothing, on a plain socket).
+                if writer.write_all(&out).await.is_err() || writer.flush().await.is_err() {
                     break;
                 }
             }
@@ -199,14 +223,14 @@ impl Connection {
             reader_shared.close();
         })
         .detach();
-        Ok(Rc::new(Self {
+        Rc::new(Self {
             shared,
             tx,
             next_opaque: Cell::new(1),
             serialize_type,
             tasks: RefCell::new(vec![writer_task, reader_task]),
             credentials: RefCell::new(None),
-        }))
+        })
     }
 
     pub fn addr(&self) -> &str {
