@@ -24,18 +24,12 @@ use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::heartbeat::HeartbeatData;
 use std::borrow::Cow;
 
-/// Apache's AUTH_* request codes (`RequestCode`, 3001..=3010).
+/// Apache's AUTH_* request codes (`RequestCode`, 3001..=3010; numbered in the client's
+/// code table).
 pub mod codes {
-    pub const AUTH_CREATE_USER: i32 = 3001;
-    pub const AUTH_UPDATE_USER: i32 = 3002;
-    pub const AUTH_DELETE_USER: i32 = 3003;
-    pub const AUTH_GET_USER: i32 = 3004;
-    pub const AUTH_LIST_USER: i32 = 3005;
-    pub const AUTH_CREATE_ACL: i32 = 3006;
-    pub const AUTH_UPDATE_ACL: i32 = 3007;
-    pub const AUTH_DELETE_ACL: i32 = 3008;
-    pub const AUTH_GET_ACL: i32 = 3009;
-    pub const AUTH_LIST_ACL: i32 = 3010;
+    pub use ringmq_client::remoting::codes::request_code::{
+        AUTH_CREATE_ACL, AUTH_CREATE_USER, AUTH_DELETE_ACL, AUTH_DELETE_USER, AUTH_GET_ACL, AUTH_GET_USER, AUTH_LIST_ACL, AUTH_LIST_USER, AUTH_UPDATE_ACL, AUTH_UPDATE_USER,
+    };
     /// Every AUTH_* code: the user and ACL administration.
     pub const ALL: [i32; 10] = [AUTH_CREATE_USER, AUTH_UPDATE_USER, AUTH_DELETE_USER, AUTH_GET_USER, AUTH_LIST_USER, AUTH_CREATE_ACL, AUTH_UPDATE_ACL, AUTH_DELETE_ACL, AUTH_GET_ACL, AUTH_LIST_ACL];
     /// The AUTH_* codes that change the tables.
