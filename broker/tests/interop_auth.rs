@@ -244,3 +244,27 @@ fn disabled_and_deleted_users_are_refused() {
     let bad_acl = RemotingCommand::request(rq::AUTH_CREATE_ACL).with_ext("subject", "User:rocketmq").with_body(body(r#"{"policies":[{"entries":[{"resource":"Topic:x","actions":["Pub"],"decision":"Allow","sourceIps":["999.1.1.1"]}]}]}"#));
     check(&cluster, signed(bad_acl, ROOT), rs::INVALID_PARAMETER, "The source ip is invalid");
 }
+
+/// Authorization alone (authentication off, as Apache allows): the AUTH_* codes need
+/// `Cluster` Update by ACL, and only a Super user makes, changes or deletes a Super user
+/// (Apache's `isNotSuperUserLogin`).
+#[test]
+fn without_authentication_super_users_stay_the_super_users_business() {
+    let cluster = Cluster::start(common_interop::BrokerPath::Direct, |c| {
+        c.authorization_enabled = true;
+        c.init_authentication_user = Some(format!(r#"{{"username":"{}","password":"{}"}}"#, ROOT.0, ROOT.1));
+    });
+    let body = |json: &str| json.as_bytes().to_vec();
+    let create = |name: &str, kind: &str| RemotingCommand::request(rq::AUTH_CREATE_USER).with_ext("username", name).with_body(body(&format!(r#"{{"password":"pw-{name}1","userType":"{kind}"}}"#)));
+    check(&cluster, signed(create("ops", "Normal"), ROOT), rs::SUCCESS, "");
+    check(&cluster, signed(create("x1", "Normal"), ("ops", "pw-ops1")), rs::NO_PERMISSION, "User:ops has no permission to access Cluster:DefaultCluster");
+    let acl = RemotingCommand::request(rq::AUTH_CREATE_ACL).with_ext("subject", "User:ops").with_body(body(r#"{"policies":[{"entries":[{"resource":"Cluster:DefaultCluster","actions":["Update"],"decision":"Allow"}]}]}"#));
+    check(&cluster, signed(acl, ROOT), rs::SUCCESS, "");
+    check(&cluster, signed(create("x1", "Normal"), ("ops", "pw-ops1")), rs::SUCCESS, "");
+    check(&cluster, signed(create("x2", "Super"), ("ops", "pw-ops1")), rs::SYSTEM_ERROR, "The super user can only be create by super user");
+    let promote = RemotingCommand::request(rq::AUTH_UPDATE_USER).with_ext("username", "x1").with_body(body(r#"{"userType":"Super"}"#));
+    check(&cluster, signed(promote, ("ops", "pw-ops1")), rs::SYSTEM_ERROR, "The super user can only be update by super user");
+    let delete_root = RemotingCommand::request(rq::AUTH_DELETE_USER).with_ext("username", ROOT.0);
+    check(&cluster, signed(delete_root, ("ops", "pw-ops1")), rs::NO_PERMISSION, "The super user can only be update by super user");
+    check(&cluster, signed(create("x3", "Super"), ROOT), rs::SUCCESS, "");
+}

@@ -168,6 +168,11 @@ impl<R: crate::rt::Runtime> Shard<R> {
     pub(super) async fn handle_auth(self: &Rc<Self>, cmd: &RemotingCommand) -> RemotingCommand {
         let invalid = |remark: String| error_response(cmd, rs::INVALID_PARAMETER, remark);
         let header = |key: &str| cmd.ext(key).map(str::trim).filter(|v| !v.is_empty());
+        // Apache's `isNotSuperUserLogin`: a request naming a user (`AccessKey`) that is not
+        // a Super user may not make, change or delete a Super user. With authentication on
+        // only Super users get here (`rules::check`); this is the rule without it.
+        let caller = cmd.ext(ringmq_client::remoting::acl::ACCESS_KEY).filter(|a| !a.is_empty()).map(str::to_string);
+        let not_super = move |t: &AuthTables| caller.as_deref().is_some_and(|a| t.user(a).is_none_or(|u| u.user_type != UserType::Super));
         match cmd.code {
             codes::AUTH_CREATE_USER | codes::AUTH_UPDATE_USER => {
                 let Some(username) = header("username") else { return invalid("The username is blank".into()) };
@@ -182,18 +187,33 @@ impl<R: crate::rt::Runtime> Shard<R> {
                         Ok(u) => u,
                         Err(e) => return invalid(e.to_string()),
                     };
+                    if user.user_type == UserType::Super && not_super(&self.clients.auth.tables()) {
+                        return error_response(cmd, rs::SYSTEM_ERROR, "The super user can only be create by super user");
+                    }
                     return self.change_auth(cmd, "create user", |t| t.create_user(user)).await;
                 }
                 let update = match (body.parsed_type(), body.parsed_status()) {
                     (Ok(user_type), Ok(user_status)) => UserUpdate { password: body.password.clone(), user_type, user_status },
                     (Err(e), _) | (_, Err(e)) => return invalid(e.to_string()),
                 };
-                self.change_auth(cmd, "update user", |t| t.update_user(username, update)).await
+                if update.user_type == Some(UserType::Super) && not_super(&self.clients.auth.tables()) {
+                    return error_response(cmd, rs::SYSTEM_ERROR, "The super user can only be update by super user");
+                }
+                self.change_auth(cmd, "update user", |t| {
+                    if t.user(username).is_some_and(|u| u.user_type == UserType::Super) && not_super(t) {
+                        return Err(TableError("The super user can only be update by super user".into()));
+                    }
+                    t.update_user(username, update)
+                })
+                .await
             }
             codes::AUTH_DELETE_USER => {
                 let Some(username) = header("username") else { return error_response(cmd, rs::NO_PERMISSION, "username can not be blank") };
                 let username = username.to_string();
                 self.change_auth(cmd, "delete user", move |t| {
+                    if t.user(&username).is_some_and(|u| u.user_type == UserType::Super) && not_super(t) {
+                        return Err(TableError("The super user can only be update by super user".into()));
+                    }
                     t.delete_user(&username);
                     Ok(())
                 })
