@@ -247,7 +247,7 @@ impl<R: Runtime> Shard<R> {
         // topic before it holds the topic's first record.
         let mut tables_sent = None;
         while !closed.get() && !self.store_stop.get() {
-            let tables_now = (self.meta.topics.borrow().version(), self.meta.groups.borrow().version(), self.auth_snapshot().map(|(v, _)| v));
+            let tables_now = (self.meta.topics.borrow().version(), self.meta.groups.borrow().version(), self.auth_version());
             let due = last_meta_us.is_none_or(|t| self.rt.monotonic_us().saturating_sub(t) >= META_INTERVAL_MS * 1000);
             if due || (self.meta.stores.is_some() && tables_sent != Some(tables_now)) {
                 last_meta_us = Some(self.rt.monotonic_us());
@@ -365,7 +365,7 @@ impl<R: Runtime> Shard<R> {
             if let Ok(g) = self.meta.groups.borrow().encode() {
                 out.push((MetaKind::Groups, g));
             }
-            if let Some((_, auth)) = self.auth_snapshot() {
+            if let Some(auth) = self.auth_snapshot() {
                 out.push((MetaKind::Auth, auth));
             }
         }
