@@ -1,3 +1,7 @@
+//! Access control as Apache RocketMQ does it, in two generations: RocketMQ 5's users and
+//! ACLs (`authenticationEnabled` / `authorizationEnabled`) in [`auth`], and, here and in
+//! `file.rs`, `addr.rs`, `resource.rs`, the 4.x plain ACL.
+//!
 //! RocketMQ 4.x plain ACL (`aclEnable=true`): the rules of a `plain_acl.yml`
 //! ([`AclRules`], parsed by `file.rs`, address patterns in `addr.rs`) and the decision
 //! for one request ([`AclRules::check`]), as Apache's `PlainPermissionManager.validate`
@@ -21,6 +25,7 @@
 
 pub mod addr;
 pub mod namesrv;
+pub mod auth;
 pub mod file;
 pub mod resource;
 
@@ -112,10 +117,12 @@ pub enum RefusalKind {
     NotAdmin,
     NoPermission,
     BadRequest,
+    /// RocketMQ 5 (`auth`): the user exists but is disabled.
+    UserDisabled,
 }
 
 impl RefusalKind {
-    pub const ALL: [RefusalKind; 6] = [Self::NoAccessKey, Self::UnknownAccessKey, Self::BadSignature, Self::NotAdmin, Self::NoPermission, Self::BadRequest];
+    pub const ALL: [RefusalKind; 7] = [Self::NoAccessKey, Self::UnknownAccessKey, Self::BadSignature, Self::NotAdmin, Self::NoPermission, Self::BadRequest, Self::UserDisabled];
     pub fn index(self) -> usize {
         self as usize
     }

@@ -24,11 +24,12 @@ pub struct Common {
     /// Print one JSON document instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Sign every request with this ACL account (brokers with `aclEnable=true`), as
-    /// mqadmin does with the accessKey of its `tools.yml`.
+    /// Sign every request with this ACL account (brokers with `aclEnable=true`) or user
+    /// (brokers with `authenticationEnabled=true`: the username), as mqadmin does with
+    /// the accessKey of its `tools.yml`.
     #[arg(long = "accessKey", requires = "secret_key")]
     pub access_key: Option<String>,
-    /// The account's secret key (with `--accessKey`).
+    /// The account's secret key, or the user's password (with `--accessKey`).
     #[arg(long = "secretKey", requires = "access_key")]
     pub secret_key: Option<String>,
     /// Connect with TLS (the NameServers' and brokers' `tls.server.mode` permissive or
@@ -326,6 +327,9 @@ pub enum Command {
     },
     #[command(flatten)]
     Ops(crate::ops::OpsCommand),
+    /// RocketMQ 5's users and ACLs (`auth.rs`).
+    #[command(flatten)]
+    Auth(crate::auth::AuthCommand),
 }
 
 
@@ -373,6 +377,7 @@ pub async fn run(command: Command) -> Outcome {
         // Runs on its own threads (main.rs), never through here.
         Command::dashboard { .. } => return Err("dashboard runs from main".into()),
         Command::Ops(ops) => ops.common().clone(),
+        Command::Auth(auth) => auth.common().clone(),
     };
     let namesrvs = namesrv_list(&common.namesrv)?;
     let client = common.client_config(namesrvs.clone());
@@ -391,7 +396,7 @@ async fn masters(instance: &Rc<ClientInstance>, cluster_name: &str) -> Result<Ve
     Ok(query::masters(instance, cluster_name).await?)
 }
 
-async fn targets(instance: &Rc<ClientInstance>, broker: &Option<String>, cluster_name: &Option<String>) -> Result<Vec<String>, String> {
+pub(crate) async fn targets(instance: &Rc<ClientInstance>, broker: &Option<String>, cluster_name: &Option<String>) -> Result<Vec<String>, String> {
     match (broker, cluster_name) {
         (Some(b), None) => Ok(vec![b.clone()]),
         (None, Some(c)) => masters(instance, c).await,
@@ -468,6 +473,8 @@ async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs:
         Command::queryMsgById { msg_id, .. } => describe(json, &query::view_by_offset_id(instance, &msg_id, usize::MAX).await?),
         // Offsets, stats and consumer operations.
         Command::Ops(ops) => crate::ops::run(instance, json, ops).await,
+        // Users and ACLs.
+        Command::Auth(auth) => crate::auth::run(instance, json, auth).await,
         Command::dashboard { .. } => Err("dashboard runs from main".into()),
     }
 }

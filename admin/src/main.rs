@@ -7,6 +7,7 @@
 //! and exits 1 (2 for bad flags); nothing is retried silently; every call is bounded by
 //! the client's request timeout.
 
+mod auth;
 mod commands;
 mod dashboard;
 mod ops;

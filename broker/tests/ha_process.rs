@@ -16,6 +16,11 @@
 //! - `a_master_that_comes_back_with_less_than_its_slave_refuses_it_and_the_slave_keeps_its_data`:
 //!   a master whose store was lost restarts empty; the slave is refused with the reason
 //!   and what to do, and keeps serving everything it holds.
+//! - `users_and_acls_reach_the_slave_and_survive_its_restart`: RocketMQ 5's users and
+//!   ACLs (authentication and authorization on both): a user and an ACL created on the
+//!   master are answered by the slave (GET_USER, LIST_USER, GET_ACL, signed by the
+//!   replicated Super user), the slave refuses AUTH_* changes, and a slave restarted
+//!   with its master gone still knows them (and still checks requests with them).
 //! - `an_empty_slave_is_reseeded_past_the_masters_retention`: a master whose retention
 //!   deleted its log's start (forced clean, 1 MiB segments); an empty slave is started
 //!   at the master's oldest segment, holds every retained message at the master's queue
@@ -392,4 +397,79 @@ fn an_empty_slave_is_reseeded_past_the_masters_retention() {
     println!("ha_process summary: master min offsets {before:?} after retention; empty slave re-seeded, holds {} messages from {slave_mins:?}", on_slave.len());
     slave.stop();
     master.stop();
+}
+
+const ROOT: (&str, &str) = ("root", "root-password");
+
+fn with_auth(mut config: ChildConfig) -> ChildConfig {
+    config.top += &format!("authentication_enabled = true\nauthorization_enabled = true\ninit_authentication_user = '{{\"username\":\"{}\",\"password\":\"{}\"}}'\n", ROOT.0, ROOT.1);
+    config
+}
+
+/// `cmd` signed as `who`.
+fn signed(mut cmd: RemotingCommand, who: (&str, &str), opaque: i32) -> RemotingCommand {
+    ringmq_client::remoting::acl::sign(&mut cmd, &ringmq_client::remoting::acl::Credentials::new(who.0, who.1));
+    cmd.with_opaque(opaque)
+}
+
+/// The usernames a LIST_USER through `addr` answers (signed as root), or its refusal.
+fn list_users(addr: SocketAddr) -> Result<Vec<String>, String> {
+    let r = Conn::open(addr).call(signed(RemotingCommand::request(rq::AUTH_LIST_USER), ROOT, 31));
+    if r.code != rs::SUCCESS {
+        return Err(format!("{} {:?}", r.code, r.remark));
+    }
+    let users = ringmq_acl::auth::info::UserInfo::decode_list(&r.body).map_err(|e| e.to_string())?;
+    Ok(users.into_iter().filter_map(|u| u.username).collect())
+}
+
+#[test]
+fn users_and_acls_reach_the_slave_and_survive_its_restart() {
+    let dir = temp_dir();
+    let mut master = ChildBroker::start_up(dir.path(), &dir.path().join("m"), &with_auth(master_config(2, "async_master")));
+    let slave_cfg = with_auth(slave_config(2, ha_port(&master)));
+    let mut slave = ChildBroker::start_up(dir.path(), &dir.path().join("s"), &slave_cfg);
+    let alice = ringmq_acl::auth::info::UserInfo { username: Some("alice".into()), password: Some("alice-password".into()), ..Default::default() };
+    let create = RemotingCommand::request(rq::AUTH_CREATE_USER).with_ext("username", "alice").with_body(ringmq_acl::auth::info::encode(&alice));
+    let r = Conn::open(master.addr).call(signed(create.clone(), ROOT, 1));
+    assert_eq!(r.code, rs::SUCCESS, "{:?}", r.remark);
+    let acl = br#"{"subject":"User:alice","policies":[{"entries":[{"resource":"Topic:HA_T","actions":["Pub"],"decision":"Allow"}]}]}"#;
+    let r = Conn::open(master.addr).call(signed(RemotingCommand::request(rq::AUTH_CREATE_ACL).with_ext("subject", "User:alice").with_body(acl.to_vec()), ROOT, 2));
+    assert_eq!(r.code, rs::SUCCESS, "{:?}", r.remark);
+    // The slave starts with no users: until its master's reach it, root itself is unknown.
+    let deadline = Instant::now() + CATCH_UP;
+    loop {
+        match list_users(slave.addr) {
+            Ok(users) if users == ["alice", "root"] => break,
+            other => assert!(Instant::now() < deadline, "users not on the slave: {other:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let get_acl = || {
+        let r = Conn::open(slave.addr).call(signed(RemotingCommand::request(rq::AUTH_GET_ACL).with_ext("subject", "User:alice"), ROOT, 3));
+        (r.code, String::from_utf8_lossy(&r.body).into_owned())
+    };
+    assert_eq!(get_acl(), (rs::SUCCESS, r#"{"policies":[{"entries":[{"actions":["Pub"],"decision":"Allow","resource":"Topic:HA_T"}],"policyType":"Custom"}],"subject":"User:alice"}"#.to_string()));
+    // Changes are the master's to make.
+    let mut bob = create.clone();
+    bob.ext_fields.set_str("username", "bob");
+    let r = Conn::open(slave.addr).call(signed(bob, ROOT, 4));
+    assert_eq!(r.code, rs::SERVICE_NOT_AVAILABLE, "{:?}", r.remark);
+    assert!(r.remark.as_deref().is_some_and(|m| m.contains("change users and ACLs on its master")), "{:?}", r.remark);
+    // The slave restarts with its master gone: what it holds is its own, on its disk.
+    master.kill();
+    slave.kill();
+    let slave = ChildBroker::start_up(dir.path(), &dir.path().join("s"), &slave_cfg);
+    assert_eq!(list_users(slave.addr), Ok(vec!["alice".to_string(), "root".to_string()]));
+    let get_user = Conn::open(slave.addr).call(signed(RemotingCommand::request(rq::AUTH_GET_USER).with_ext("username", "alice"), ROOT, 5));
+    let user = ringmq_acl::auth::info::UserInfo::decode(&get_user.body).expect("alice's UserInfo");
+    assert_eq!((user.user_type.as_deref(), user.user_status.as_deref()), (Some("Normal"), Some("enable")));
+    // And checks with them: alice's wrong password and an unsigned request are refused.
+    let r = Conn::open(slave.addr).call(signed(max_offset_cmd(), ("alice", "guess"), 6));
+    assert_eq!((r.code, r.remark.as_deref()), (rs::NO_PERMISSION, Some("check signature failed.")));
+    let r = Conn::open(slave.addr).call(max_offset_cmd().with_opaque(7));
+    assert_eq!((r.code, r.remark.as_deref()), (rs::NO_PERMISSION, Some("username cannot be null.")));
+}
+
+fn max_offset_cmd() -> RemotingCommand {
+    RemotingCommand::request(rq::GET_MAX_OFFSET).with_ext("topic", TOPIC).with_ext("queueId", "0")
 }

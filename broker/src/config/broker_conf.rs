@@ -11,7 +11,9 @@
 //! Invariant: a key set twice is refused: Java's "last one wins" would hide a mistake.
 //! Invariant: `to_broker_conf` writes only keys `apply_conf_key` reads, and parsing
 //! what it writes gives the same settings, but for `innerClientAuthenticationCredentials`
-//! and `haAuthSecret`, `metricsPromExporterBasicAuth` (secrets: never written back) (for every setting broker.conf can hold:
+//! and `haAuthSecret`, `metricsPromExporterBasicAuth`, `initAuthenticationUser` (secrets:
+//! never written back) and RocketMQ 5's provider and strategy class keys (checked, not
+//! kept: only Apache's defaults are accepted) (for every setting broker.conf can hold:
 //! TOML may put a disk watermark outside the range Apache clamps it to, which
 //! broker.conf refuses).
 //! Invariant: a disk watermark percentage is accepted only inside the range Apache
@@ -80,6 +82,18 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "aclEnable",
     "plainAclFile",
     "innerClientAuthenticationCredentials",
+    "authenticationEnabled",
+    "authorizationEnabled",
+    "authenticationWhitelist",
+    "authorizationWhitelist",
+    "initAuthenticationUser",
+    "authenticationProvider",
+    "authenticationMetadataProvider",
+    "authenticationStrategy",
+    "authorizationProvider",
+    "authorizationMetadataProvider",
+    "authorizationStrategy",
+    "migrateAuthFromV1Enabled",
     "longPollingEnable",
     "shortPollingTimeMills",
     "tls.server.mode",
@@ -220,6 +234,14 @@ impl BrokerConfig {
             out.push(("haMasterAddress", addr.clone()));
         }
         out.push(("aclEnable", self.acl_enable.to_string()));
+        out.push(("authenticationEnabled", self.authentication_enabled.to_string()));
+        out.push(("authorizationEnabled", self.authorization_enabled.to_string()));
+        if let Some(list) = &self.authentication_whitelist {
+            out.push(("authenticationWhitelist", list.clone()));
+        }
+        if let Some(list) = &self.authorization_whitelist {
+            out.push(("authorizationWhitelist", list.clone()));
+        }
         if let Some(path) = &self.plain_acl_file {
             out.push(("plainAclFile", path.display().to_string()));
         }
@@ -285,6 +307,33 @@ fn split_conf_line(raw: &str, line: usize) -> Result<Option<(&str, &str)>, Confi
     Ok(Some((key, value)))
 }
 
+/// The classes Apache's `AuthConfig` may name for a provider or strategy key and RingMQ
+/// implements: Apache's defaults (the local metadata providers keep users and ACLs in
+/// the broker; both strategies decide alike, the stateful one caches per connection).
+pub const AUTH_CLASSES: &[(&str, &[&str])] = &[
+    ("authenticationProvider", &["org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider"]),
+    ("authenticationMetadataProvider", &["org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider"]),
+    (
+        "authenticationStrategy",
+        &["org.apache.rocketmq.auth.authentication.strategy.StatelessAuthenticationStrategy", "org.apache.rocketmq.auth.authentication.strategy.StatefulAuthenticationStrategy"],
+    ),
+    ("authorizationProvider", &["org.apache.rocketmq.auth.authorization.provider.DefaultAuthorizationProvider"]),
+    ("authorizationMetadataProvider", &["org.apache.rocketmq.auth.authorization.provider.LocalAuthorizationMetadataProvider"]),
+    (
+        "authorizationStrategy",
+        &["org.apache.rocketmq.auth.authorization.strategy.StatelessAuthorizationStrategy", "org.apache.rocketmq.auth.authorization.strategy.StatefulAuthorizationStrategy"],
+    ),
+];
+
+/// A provider or strategy class: blank (Apache's default) or one RingMQ implements.
+fn check_auth_class(key: &str, value: &str) -> Result<(), String> {
+    let known = AUTH_CLASSES.iter().find(|(k, _)| *k == key).map_or(&[][..], |(_, c)| *c);
+    if value.trim().is_empty() || known.contains(&value.trim()) {
+        return Ok(());
+    }
+    Err(format!("RingMQ implements only Apache's default {key} ({}): another provider or strategy is not supported", known.join(" or ")))
+}
+
 /// What one `broker.conf` key does: its RocketMQ meaning mapped onto RingMQ's fields.
 pub(super) enum ConfEffect {
     Applied,
@@ -329,6 +378,19 @@ pub(super) fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) 
         "aclEnable" => config.acl_enable = parse_bool(value)?,
         "plainAclFile" => config.plain_acl_file = Some(expand_home(value)),
         "innerClientAuthenticationCredentials" => config.inner_client_authentication_credentials = Some(value.to_string()),
+        "authenticationEnabled" => config.authentication_enabled = parse_bool(value)?,
+        "authorizationEnabled" => config.authorization_enabled = parse_bool(value)?,
+        "authenticationWhitelist" => config.authentication_whitelist = Some(value.to_string()),
+        "authorizationWhitelist" => config.authorization_whitelist = Some(value.to_string()),
+        "initAuthenticationUser" => config.init_authentication_user = Some(value.to_string()),
+        "authenticationProvider" | "authenticationMetadataProvider" | "authenticationStrategy" | "authorizationProvider" | "authorizationMetadataProvider" | "authorizationStrategy" => {
+            check_auth_class(key, value)?
+        }
+        "migrateAuthFromV1Enabled" => {
+            if parse_bool(value)? {
+                return Err("RingMQ does not migrate plain_acl.yml into users and ACLs: leave it false and recreate the accounts with ringmq-admin createUser/createAcl".into());
+            }
+        }
         "metricsExporterType" => config.metrics_exporter_type = parse_metrics_exporter(value)?,
         "metricsPromExporterHost" => config.metrics_prom_exporter_host = value.to_string(),
         "metricsPromExporterPort" => config.metrics_prom_exporter_port = parse_number(value)?,
@@ -581,6 +643,18 @@ mod tests {
         aclEnable=true
         plainAclFile=/etc/ringmq/plain_acl.yml
         innerClientAuthenticationCredentials={\"accessKey\":\"rocketmq2\",\"secretKey\":\"12345678\"}
+        authenticationEnabled=false
+        authorizationEnabled=false
+        authenticationWhitelist=34,46
+        authorizationWhitelist=10
+        initAuthenticationUser={\"username\":\"rocketmq\",\"password\":\"init-s3cret\"}
+        authenticationProvider=org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider
+        authenticationMetadataProvider=org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider
+        authenticationStrategy=org.apache.rocketmq.auth.authentication.strategy.StatelessAuthenticationStrategy
+        authorizationProvider=org.apache.rocketmq.auth.authorization.provider.DefaultAuthorizationProvider
+        authorizationMetadataProvider=org.apache.rocketmq.auth.authorization.provider.LocalAuthorizationMetadataProvider
+        authorizationStrategy=org.apache.rocketmq.auth.authorization.strategy.StatefulAuthorizationStrategy
+        migrateAuthFromV1Enabled=false
         longPollingEnable=false
         shortPollingTimeMills=500
         tls.server.mode=enforcing
@@ -651,6 +725,10 @@ mod tests {
             c.acl_enable = true;
             c.plain_acl_file = Some("/etc/ringmq/plain_acl.yml".into());
             c.inner_client_authentication_credentials = Some(r#"{"accessKey":"rocketmq2","secretKey":"12345678"}"#.into());
+            // The fixture has aclEnable=true: RocketMQ 5's switches stay off with it.
+            c.authentication_whitelist = Some("34,46".into());
+            c.authorization_whitelist = Some("10".into());
+            c.init_authentication_user = Some(r#"{"username":"rocketmq","password":"init-s3cret"}"#.into());
             (c.long_polling_enable, c.short_polling_time_ms) = (false, 500);
             c.tls.server = ringmq_client::net::tls::TlsServerSettings {
                 mode: ringmq_client::net::tls::ServerMode::Enforcing,
@@ -732,6 +810,16 @@ mod tests {
             Ok(with(|c| c.inner_client_authentication_credentials = Some(r#"{"accessKey":"rocketmq2","secretKey":"12345678"}"#.into()))),
         );
         check("listenPort=1\naclEnable=maybe", Err(&["line 2", "`aclEnable=maybe`", "expected true or false"]));
+        // RocketMQ 5's provider and strategy keys: blank or Apache's defaults only.
+        check("authenticationProvider=", Ok(BrokerConfig::default()));
+        check("authorizationStrategy=org.apache.rocketmq.auth.authorization.strategy.StatelessAuthorizationStrategy", Ok(BrokerConfig::default()));
+        check(
+            "authenticationProvider=com.example.LdapAuthenticationProvider",
+            Err(&["line 1", "authenticationProvider", "implements only Apache's default authenticationProvider (org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider)"]),
+        );
+        check("authorizationMetadataProvider=org.apache.rocketmq.proxy.auth.ProxyAuthorizationMetadataProvider", Err(&["LocalAuthorizationMetadataProvider", "not supported"]));
+        check("migrateAuthFromV1Enabled=true", Err(&["does not migrate plain_acl.yml"]));
+        check("migrateAuthFromV1Enabled=false\nauthenticationEnabled=true", Ok(with(|c| c.authentication_enabled = true)));
         check(
             "sendMessageThreadPoolNums=16\naclEnable=false",
             Ok(with(|c| {
@@ -778,10 +866,12 @@ mod tests {
         assert!(!text.contains("12345678"), "{text}");
         assert!(!text.contains("replication-secret"), "{text}");
         assert!(!text.contains("scrape-s3cret"), "{text}");
+        assert!(!text.contains("init-s3cret"), "{text}");
         let mut original = original;
         original.inner_client_authentication_credentials = None;
         original.ha_auth_secret = None;
         original.metrics_prom_exporter_basic_auth = None;
+        original.init_authentication_user = None;
         assert_eq!(again, original, "{text}");
         // Every key it writes is one broker.conf reads.
         for (k, _) in original.to_broker_conf() {

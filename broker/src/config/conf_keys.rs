@@ -39,6 +39,9 @@ pub enum IgnoredWhy {
     FeatureOff,
     /// A switch of what RingMQ always does, set to true: what it asks for is done.
     AlwaysOn,
+    /// RocketMQ 5's auth metadata caches and where Apache keeps its users and ACLs:
+    /// RingMQ holds them all on every shard and keeps them in `<store>/config`.
+    AuthCache,
 }
 
 impl IgnoredWhy {
@@ -50,6 +53,7 @@ impl IgnoredWhy {
             IgnoredWhy::Cadence => "RocketMQ's flush/clean/persist thread cadences (RingMQ: flush_interval_ms and fixed store task intervals)",
             IgnoredWhy::FeatureOff => "features switched off that RingMQ does not have",
             IgnoredWhy::AlwaysOn => "switches of what RingMQ always does (the key index, timers, ...), set to true",
+            IgnoredWhy::AuthCache => "RocketMQ 5 auth caches and their storage path (RingMQ holds every user and ACL on each shard, saved under <store>/config)",
         }
     }
 }
@@ -75,6 +79,13 @@ const STORE_TUNING_KEYS: &[&str] = &[
     "mappedFileSizeConsumeQueue", "putConsumeQueueDataByFileChannel",
     "destroyMapedFileIntervalForcibly", "redeleteHangedFileInterval", "maxBatchDeleteFilesNum",
     "maxRecoveryCommitlogFiles", "recoverConcurrently", "enableAcceleratedRecovery", "checkCRCOnRecover",
+];
+
+/// RocketMQ 5 `AuthConfig` keys of its metadata caches and storage path.
+const AUTH_CACHE_KEYS: &[&str] = &[
+    "authConfigPath", "userCacheMaxNum", "userCacheExpiredSecond", "userCacheRefreshSecond", "aclCacheMaxNum", "aclCacheExpiredSecond",
+    "aclCacheRefreshSecond", "statefulAuthenticationCacheMaxNum", "statefulAuthenticationCacheExpiredSecond", "statefulAuthorizationCacheMaxNum",
+    "statefulAuthorizationCacheExpiredSecond",
 ];
 
 /// Cadence keys of RocketMQ's background threads.
@@ -213,6 +224,9 @@ pub fn classify(key: &str, value: &str, mapped: &[&'static str]) -> Unmapped {
     if CADENCE_KEYS.contains(&key) {
         return Unmapped::Ignored(IgnoredWhy::Cadence);
     }
+    if AUTH_CACHE_KEYS.contains(&key) {
+        return Unmapped::Ignored(IgnoredWhy::AuthCache);
+    }
     if APACHE_BROKER_KEYS.contains(&key) {
         if ALWAYS_ON_KEYS.contains(&key) {
             if value.trim().eq_ignore_ascii_case("true") {
@@ -283,6 +297,9 @@ mod tests {
         check("osPageCacheBusyTimeOutMills", "1000", Ok(IgnoredWhy::StoreTuning));
         check("flushConsumerOffsetInterval", "5000", Ok(IgnoredWhy::Cadence));
         check("enablePopMetrics", "FALSE", Ok(IgnoredWhy::FeatureOff));
+        check("userCacheMaxNum", "1000", Ok(IgnoredWhy::AuthCache));
+        check("authConfigPath", "/home/rocketmq/store/config", Ok(IgnoredWhy::AuthCache));
+        check("statefulAuthorizationCacheExpiredSecond", "60", Ok(IgnoredWhy::AuthCache));
         // Mapped since the plain ACL (issue 26) and runtime long polling (issue 25) are built: `broker_conf.rs` reads them.
         assert!(crate::config::BROKER_CONF_KEYS.contains(&"aclEnable"));
         assert!(crate::config::BROKER_CONF_KEYS.contains(&"longPollingEnable"));

@@ -304,6 +304,22 @@ pub struct BrokerConfig {
     /// replication ports (`server`), the broker's own connections to NameServers and a
     /// slave's to its master (`client`). See `ringmq_client::net::tls`.
     pub tls: TlsSettings,
+    /// RocketMQ 5's `authenticationEnabled` (off by default, as Apache): every client
+    /// request proves its user (`AccessKey` = username, signed with the password) against
+    /// the users the AUTH_* codes manage (`ringmq_acl::auth`, `shard/auth.rs`). Not with
+    /// `aclEnable` (refused at start-up: one access-control generation at a time).
+    pub authentication_enabled: bool,
+    /// RocketMQ 5's `authorizationEnabled`: every client request is checked against its
+    /// user's ACL (Super users pass).
+    pub authorization_enabled: bool,
+    /// `authenticationWhitelist`: request codes exempt from authentication, comma-separated.
+    pub authentication_whitelist: Option<String>,
+    /// `authorizationWhitelist`: request codes exempt from authorization, comma-separated.
+    pub authorization_whitelist: Option<String>,
+    /// `initAuthenticationUser`: `{"username":"..","password":".."}`, a Super user created
+    /// at start-up when no user of that name exists (master only: a slave follows its
+    /// master's users). Never written back (GET_BROKER_CONFIG): it holds a secret.
+    pub init_authentication_user: Option<String>,
     /// Apache RocketMQ broker.conf keys accepted with no effect here, and why
     /// (`conf_keys.rs`); logged once at start-up. Never read from TOML.
     #[serde(skip)]
@@ -371,6 +387,11 @@ impl Default for BrokerConfig {
             plain_acl_file: None,
             inner_client_authentication_credentials: None,
             tls: TlsSettings::default(),
+            authentication_enabled: false,
+            authorization_enabled: false,
+            authentication_whitelist: None,
+            authorization_whitelist: None,
+            init_authentication_user: None,
             ignored_conf_keys: Vec::new(),
             store: StoreConfig::default(),
         };
@@ -427,6 +448,35 @@ impl BrokerConfig {
             // Apache's `newAclRPCHook`: a blank key means no signing.
             _ => Ok(None),
         }
+    }
+
+    /// `initAuthenticationUser` as (username, password); `Err` says why it is refused.
+    pub fn init_auth_user(&self) -> Result<Option<(String, String)>, String> {
+        let Some(text) = self.init_authentication_user.as_deref().filter(|t| !t.trim().is_empty()) else { return Ok(None) };
+        #[derive(Deserialize)]
+        struct InitUser {
+            username: Option<String>,
+            password: Option<String>,
+        }
+        let user: InitUser = serde_json::from_str(text).map_err(|e| format!("expected {{\"username\":\"..\",\"password\":\"..\"}}: {e}"))?;
+        let username = user.username.unwrap_or_default();
+        let password = user.password.unwrap_or_default();
+        ringmq_acl::auth::model::check_username(&username).map_err(|e| e.to_string())?;
+        ringmq_acl::auth::model::check_password(&password).map_err(|e| e.to_string())?;
+        Ok(Some((username, password)))
+    }
+
+    /// RocketMQ 5's decision switches as this configuration sets them; `Err` names the
+    /// whitelist that does not parse.
+    pub fn auth_settings(&self) -> Result<ringmq_acl::auth::AuthSettings, String> {
+        let list = |text: &Option<String>, key: &str| ringmq_acl::auth::parse_whitelist(text.as_deref().unwrap_or_default()).map_err(|e| format!("{key}: {e}"));
+        Ok(ringmq_acl::auth::AuthSettings {
+            authentication_enabled: self.authentication_enabled,
+            authorization_enabled: self.authorization_enabled,
+            authentication_whitelist: list(&self.authentication_whitelist, "authenticationWhitelist")?,
+            authorization_whitelist: list(&self.authorization_whitelist, "authorizationWhitelist")?,
+            cluster_name: self.cluster_name.clone(),
+        })
     }
 
     /// The store's record bound: [`RECORD_BYTES_LIMIT`], which its geometry bounds

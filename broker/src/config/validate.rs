@@ -64,11 +64,24 @@ impl BrokerConfig {
             .and_then(|()| self.check_schedule())
             .and_then(|()| self.inner_credentials().map(|_| ()).map_err(|e| format!("innerClientAuthenticationCredentials: {e}")))
             .and_then(|()| self.check_ha_auth_secret())
+            .and_then(|()| self.check_auth())
             .and_then(|()| self.metrics_basic_auth().map(|_| ()))
             .and_then(|()| self.tls.server.check().and_then(|()| self.tls.client.check()).map_err(|e| e.to_string()))
             .map_err(ConfigError::Invalid)?;
         self.store.validate()?;
         Ok(())
+    }
+
+    /// RocketMQ 5's auth keys: not with the 4.x plain ACL, whitelists and the initial
+    /// user well-formed.
+    fn check_auth(&self) -> Result<(), String> {
+        if self.acl_enable && (self.authentication_enabled || self.authorization_enabled) {
+            return Err("aclEnable (RocketMQ 4.x plain ACL, plain_acl.yml) and authenticationEnabled/authorizationEnabled (RocketMQ 5 users and ACLs) cannot both be on: \
+                 choose one (Apache RocketMQ 5 ignores plain_acl.yml once authentication is on; recreate its accounts as users and ACLs with ringmq-admin createUser/createAcl)"
+                .into());
+        }
+        self.auth_settings()?;
+        self.init_auth_user().map(|_| ()).map_err(|e| format!("initAuthenticationUser: {e}"))
     }
 
     /// A replication secret is long enough to resist guessing and short enough to bound
@@ -321,6 +334,15 @@ mod tests {
             (with(|c| c.short_polling_time_ms = 0), Some("shortPollingTimeMills")),
             (with(|c| c.short_polling_time_ms = SHORT_POLLING_TIME_MS_MAX + 1), Some("shortPollingTimeMills")),
             (with(|c| (c.long_polling_enable, c.short_polling_time_ms) = (false, SHORT_POLLING_TIME_MS_MAX)), None),
+            // RocketMQ 5's auth: not with the plain ACL; whitelists and the first user checked.
+            (with(|c| (c.acl_enable, c.authentication_enabled) = (true, true)), Some("cannot both be on")),
+            (with(|c| (c.acl_enable, c.authorization_enabled) = (true, true)), Some("cannot both be on")),
+            (with(|c| (c.authentication_enabled, c.authorization_enabled) = (true, true)), None),
+            (with(|c| c.authentication_whitelist = Some("34, 46".into())), None),
+            (with(|c| c.authorization_whitelist = Some("34,HEART_BEAT".into())), Some("authorizationWhitelist: `HEART_BEAT` is not a request code")),
+            (with(|c| c.init_authentication_user = Some(r#"{"username":"admin","password":"admin-pw"}"#.into())), None),
+            (with(|c| c.init_authentication_user = Some(r#"{"username":"admin"}"#.into())), Some("initAuthenticationUser: password can not be blank")),
+            (with(|c| c.init_authentication_user = Some("admin:pw".into())), Some("initAuthenticationUser: expected {\"username\"")),
             (with(|c| c.ha_auth_secret = Some(String::new())), None),
             (with(|c| c.ha_auth_secret = Some("x".repeat(HA_AUTH_SECRET_BYTES_MIN))), None),
             (with(|c| c.ha_auth_secret = Some("x".repeat(HA_AUTH_SECRET_BYTES_MIN - 1))), Some("haAuthSecret has 15 bytes")),

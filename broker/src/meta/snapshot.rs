@@ -48,6 +48,8 @@ pub enum SnapshotError {
     TooLarge { name: String, payload_bytes: u64, max_bytes: u64 },
     #[error("invalid snapshot name {0:?}: use 1..={NAME_CHARS_MAX} characters of A-Z a-z 0-9 _ -")]
     BadName(String),
+    #[error("snapshot {name} in {dir}: files exist but none is valid (torn or corrupt; the log names each)")]
+    NoValidImage { name: String, dir: String },
 }
 
 /// Size of the image holding a payload of `payload_bytes`.
@@ -200,6 +202,16 @@ impl<D: Disk> SnapshotStore<D> {
             }
         }
         Ok(None)
+    }
+
+    /// `load` for a table whose loss must not go unnoticed: when files of this name exist
+    /// but none is valid, an error instead of `None` (no table at all).
+    pub async fn load_strict(&self) -> Result<Option<Vec<u8>>, SnapshotError> {
+        let found = self.load().await?;
+        if found.is_none() && self.sequence_max.get().is_some_and(|s| s > 0) {
+            return Err(SnapshotError::NoValidImage { name: self.name.clone(), dir: self.dir.display().to_string() });
+        }
+        Ok(found)
     }
 
     /// Writes `payload` durably as the newest image and returns its sequence. Once this

@@ -2,7 +2,8 @@
 //! (the `ringmq-acl` crate), their reload when the file changes, the check of every client request
 //! where it enters the shard (`Shard::handle`, before any forwarding: a forwarded request
 //! is not checked again, internal and mesh calls never are), the refusal counter
-//! (`ringmq_acl_refusals`) and the rate-limited refusal log.
+//! (`ringmq_acl_refusals`) and the rate-limited refusal log (both shared with RocketMQ 5's
+//! checks, `auth.rs`).
 //!
 //! Invariants: with `aclEnable` off the request path pays one branch on a config flag
 //! (`Shard::handle`), nothing else; each shard reads and parses the file itself (no state
@@ -130,6 +131,12 @@ impl<R: Runtime> Shard<R> {
         let remote = ctx.remote.map(|a| a.ip());
         let rules = self.clients.acl.rules.borrow().clone();
         let refusal = rules.check(cmd, remote).err()?;
+        Some(self.refused(cmd, ctx, refusal))
+    }
+
+    /// Counts and (rate-limited) logs a refusal of the plain ACL or of RocketMQ 5's
+    /// checks (`auth.rs`), and makes its NO_PERMISSION answer.
+    pub(super) fn refused(&self, cmd: &RemotingCommand, ctx: ConnCtx, refusal: ringmq_acl::Refusal) -> RemotingCommand {
         let acl = &self.clients.acl;
         acl.refusals.set(acl.refusals.get() + 1);
         let i = refusal.kind.index();
@@ -142,6 +149,6 @@ impl<R: Runtime> Shard<R> {
         } else {
             acl.unlogged[i].set(acl.unlogged[i].get() + 1);
         }
-        Some(error_response(cmd, rs::NO_PERMISSION, refusal.remark))
+        error_response(cmd, rs::NO_PERMISSION, refusal.remark)
     }
 }

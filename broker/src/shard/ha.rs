@@ -247,7 +247,7 @@ impl<R: Runtime> Shard<R> {
         // topic before it holds the topic's first record.
         let mut tables_sent = None;
         while !closed.get() && !self.store_stop.get() {
-            let tables_now = (self.meta.topics.borrow().version(), self.meta.groups.borrow().version());
+            let tables_now = (self.meta.topics.borrow().version(), self.meta.groups.borrow().version(), self.auth_version());
             let due = last_meta_us.is_none_or(|t| self.rt.monotonic_us().saturating_sub(t) >= META_INTERVAL_MS * 1000);
             if due || (self.meta.stores.is_some() && tables_sent != Some(tables_now)) {
                 last_meta_us = Some(self.rt.monotonic_us());
@@ -353,8 +353,9 @@ impl<R: Runtime> Shard<R> {
         self.ha.auth_refusals.get()
     }
 
-    /// The metadata this shard replicates, each in its snapshot encoding: topics and
-    /// groups from the metadata owner, consumer and delay offsets from every shard.
+    /// The metadata this shard replicates, each in its snapshot encoding: topics,
+    /// groups and (once there are any) users and ACLs from the metadata owner, consumer
+    /// and delay offsets from every shard.
     fn meta_snapshots(&self) -> Vec<(MetaKind, Vec<u8>)> {
         let mut out = Vec::new();
         if self.meta.stores.is_some() {
@@ -363,6 +364,9 @@ impl<R: Runtime> Shard<R> {
             }
             if let Ok(g) = self.meta.groups.borrow().encode() {
                 out.push((MetaKind::Groups, g));
+            }
+            if let Some(auth) = self.auth_snapshot() {
+                out.push((MetaKind::Auth, auth));
             }
         }
         if let Ok(o) = self.offsets.table.borrow().encode() {
@@ -417,6 +421,7 @@ impl<R: Runtime> Shard<R> {
                 let theirs = crate::schedule::DelayOffsets::decode(payload)?;
                 self.replace_delay_offsets(theirs).await;
             }
+            MetaKind::Auth => self.apply_replicated_auth(payload).await?,
         }
         Ok(())
     }

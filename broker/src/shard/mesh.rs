@@ -44,6 +44,8 @@ pub enum ShardEvent {
     /// A slave's master replication address (port of shard 0), as the NameServer named
     /// it to the metadata owner; every shard connects to its own port from there.
     HaMaster { addr: std::net::SocketAddr },
+    /// RocketMQ 5's users and ACLs changed (sent by the metadata owner): the snapshot.
+    Auth { encoded: Vec<u8> },
     /// UPDATE_BROKER_CONFIG: runtime keys (checked by `config::parse_runtime_update`)
     /// every shard applies to its configuration.
     RuntimeConfig { pairs: Vec<(String, String)> },

@@ -13,6 +13,7 @@
 //! `RefCell` borrows are never held across an await.
 
 mod acl;
+mod auth;
 pub mod consumers;
 pub mod delay;
 pub mod timer;
@@ -98,6 +99,8 @@ struct MetaStores<D: crate::store::io::Disk> {
     lock: Lock,
     topics: SnapshotStore<D>,
     groups: SnapshotStore<D>,
+    /// RocketMQ 5's users and ACLs (`auth.rs`).
+    auth: SnapshotStore<D>,
 }
 
 /// Where a shard sits: its id among `count` shards and the address its records name
@@ -143,6 +146,8 @@ struct Clients {
     calls: RefCell<client_calls::ClientCalls>,
     /// Who may do what (`aclEnable`): this shard's copy of the plain ACL (`acl.rs`).
     acl: acl::ShardAcl,
+    /// RocketMQ 5's users and ACLs: this shard's copy (`auth.rs`).
+    auth: auth::ShardAuth,
 }
 
 /// One core's state: the store, the metadata replicas, connections and dispatch, plus
@@ -285,9 +290,10 @@ impl<R: Runtime> Shard<R> {
         let txn_ids = ringmq_client::msgid::MsgIdGenerator::new(store_host.ip(), std::process::id(), id as u32);
         let txns = txn::Transactions::open(rt.disk(), &shard_meta_dir, id, &store, config.transaction_pending_max, txn_ids).await?;
         let (groups, meta) = if id == META_OWNER_SHARD {
-            let groups_store = SnapshotStore::new(rt.disk(), meta_dir, "subscriptionGroup");
+            let groups_store = SnapshotStore::new(rt.disk(), meta_dir.clone(), "subscriptionGroup");
             let groups = load(&groups_store, id, "subscription groups", |b| GroupTable::decode(b).map_err(|e| e.to_string()), Default::default).await?;
-            (groups, Some(MetaStores { lock: Lock::new(META_WRITERS_WAITING_MAX), topics: topics_store, groups: groups_store }))
+            let auth_store = SnapshotStore::new(rt.disk(), meta_dir, auth::AUTH_SNAPSHOT);
+            (groups, Some(MetaStores { lock: Lock::new(META_WRITERS_WAITING_MAX), topics: topics_store, groups: groups_store, auth: auth_store }))
         } else {
             (GroupTable::default(), None)
         };
@@ -334,6 +340,7 @@ impl<R: Runtime> Shard<R> {
             rt.spawn(shard.clone().run_txn_persist());
         }
         shard.open_acl().await?;
+        shard.open_auth().await?;
         if id == META_OWNER_SHARD {
             shard.broadcast_topics();
             shard.mesh.broadcast(shard.groups_event());
@@ -504,8 +511,14 @@ impl<R: Runtime> Shard<R> {
         self.stats.on_request_arrived();
         // The plain ACL, on the request as the client signed it (before any field is
         // stripped or stamped) and once: a forwarded request is not checked again.
-        if self.config.borrow().acl_enable {
-            if let Some(refusal) = self.acl_refusal(&cmd, ctx) {
+        let (acl_on, auth_on) = {
+            let c = self.config.borrow();
+            (c.acl_enable, c.authentication_enabled || c.authorization_enabled)
+        };
+        if acl_on || auth_on {
+            // One generation at a time (checked at start-up): 4.x plain ACL or 5's auth.
+            let refusal = if acl_on { self.acl_refusal(&cmd, ctx) } else { self.auth_refusal(&cmd, ctx) };
+            if let Some(refusal) = refusal {
                 return (!cmd.is_oneway()).then_some(refusal);
             }
         }
@@ -593,7 +606,7 @@ impl<R: Runtime> Shard<R> {
             | rq::GET_SUBSCRIPTIONGROUP_CONFIG
             | rq::UPDATE_BROKER_CONFIG => Some(META_OWNER_SHARD),
             rq::LOCK_BATCH_MQ | rq::UNLOCK_BATCH_MQ => locks::lock_request_group(&cmd.body).map(|g| crate::routing::group_owner(&g, self.place.count)),
-            _ => None,
+            code => auth::auth_route(code),
         }
     }
 
@@ -602,6 +615,10 @@ impl<R: Runtime> Shard<R> {
             // A slave's topic and group tables are its master's (replicated): a change
             // made here would be overwritten, so it is refused rather than accepted.
             return error_response(&cmd, rs::SERVICE_NOT_AVAILABLE, "this broker is a slave: change topics and groups on its master (they replicate here)");
+        }
+        if !self.config().role.is_master() && ringmq_acl::auth::request::codes::CHANGES.contains(&cmd.code) {
+            // Users and ACLs follow the master's the same way.
+            return error_response(&cmd, rs::SERVICE_NOT_AVAILABLE, "this broker is a slave: change users and ACLs on its master (they replicate here)");
         }
         match cmd.code {
             rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => self.handle_send(&cmd, ctx.remote).await,
@@ -644,6 +661,7 @@ impl<R: Runtime> Shard<R> {
             rq::GET_CONSUMER_RUNNING_INFO | rq::CONSUME_MESSAGE_DIRECTLY => self.handle_call_consumer(&cmd, ctx).await,
             rq::INVOKE_BROKER_TO_RESET_OFFSET => self.handle_reset_offset(&cmd, ctx).await,
             rq::VIEW_BROKER_STATS_DATA => self.handle_view_stats(&cmd).await,
+            rq::AUTH_CREATE_USER..=rq::AUTH_LIST_ACL => self.handle_auth(&cmd).await,
             // From another shard only (a client's request never arrives as FORWARDED
             // with a code `route` does not forward).
             edge::REGISTER_NOW_INTERNAL if ctx.conn_id == ConnCtx::FORWARDED.conn_id && ctx.remote.is_none() => {
@@ -695,6 +713,7 @@ impl<R: Runtime> Shard<R> {
                 self.notify_groups_changed(&changed);
             }
             ShardEvent::HaMaster { addr } => self.ha.set_master_addr(addr),
+            ShardEvent::Auth { encoded } => self.apply_auth_event(&encoded),
             ShardEvent::RuntimeConfig { pairs } => {
                 // Checked whole on the metadata owner (`runtime_updated`); every shard
                 // holds the same configuration, so it applies here too.

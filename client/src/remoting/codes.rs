@@ -98,6 +98,16 @@ code_table! {
         GET_SUBSCRIPTIONGROUP_CONFIG = 352,
         LITE_PULL_MESSAGE = 361,
         GET_BROKER_MEMBER_GROUP = 901,
+        AUTH_CREATE_USER = 3001,
+        AUTH_UPDATE_USER = 3002,
+        AUTH_DELETE_USER = 3003,
+        AUTH_GET_USER = 3004,
+        AUTH_LIST_USER = 3005,
+        AUTH_CREATE_ACL = 3006,
+        AUTH_UPDATE_ACL = 3007,
+        AUTH_DELETE_ACL = 3008,
+        AUTH_GET_ACL = 3009,
+        AUTH_LIST_ACL = 3010,
     }
 }
 

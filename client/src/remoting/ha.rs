@@ -18,7 +18,8 @@
 //!   an empty `DATA` is a heartbeat that carries the master's log end;
 //! - slave → master `ACK`: the slave's log end (received) and its durable end;
 //! - master → slave `META`: one metadata snapshot (`MetaKind`) of the master's shard,
-//!   sent when it changed (at most every `META_INTERVAL_MS`).
+//!   sent when it changed (at most every `META_INTERVAL_MS`); kind 5 (`Auth`, the users
+//!   and ACLs) was added later: the kinds before it and their payloads are unchanged.
 //!
 //! A proof is HMAC-SHA256(secret, side label ‖ the HELLO frame as encoded, nonce
 //! included ‖ the master's nonce): it binds the slave's shard, shard count, segment
@@ -85,6 +86,11 @@ pub enum MetaKind {
     ConsumerOffsets = 3,
     /// The shard's delay-level progress (`delayOffset`).
     DelayOffsets = 4,
+    /// RocketMQ 5's users and ACLs (from the metadata owner shard; the broker's auth
+    /// snapshot). Sent only by a master that has users or ACLs, so a slave of an older
+    /// build, which refuses a kind it does not know, keeps replicating from a master that
+    /// does not use them.
+    Auth = 5,
 }
 
 impl MetaKind {
@@ -94,6 +100,7 @@ impl MetaKind {
             2 => Some(MetaKind::Groups),
             3 => Some(MetaKind::ConsumerOffsets),
             4 => Some(MetaKind::DelayOffsets),
+            5 => Some(MetaKind::Auth),
             _ => None,
         }
     }
@@ -362,6 +369,7 @@ mod tests {
         check(Frame::Ack { received_phys: 5, durable_phys: 4 });
         check(Frame::Meta { kind: MetaKind::Topics, payload: b"table".to_vec() });
         check(Frame::Meta { kind: MetaKind::DelayOffsets, payload: Vec::new() });
+        check(Frame::Meta { kind: MetaKind::Auth, payload: br#"{"format":1}"#.to_vec() });
     }
 
     fn check_error(bytes: &[u8], expected: ProtoError) {
@@ -375,6 +383,9 @@ mod tests {
         check_error(&[0, 0, 0, 1, 99], ProtoError::UnknownKind(99));
         check_error(&[0, 0, 0, 3, KIND_ACK, 0, 0], ProtoError::Truncated("received"));
         check_error(&[0, 0, 0, 2, KIND_META, 9], ProtoError::UnknownKind(9));
+        check_error(&[0, 0, 0, 2, KIND_META, 6], ProtoError::UnknownKind(6));
+        // The frames of before decode as before: a topic table is kind 1.
+        assert_eq!(Frame::decode(&[0, 0, 0, 3, KIND_META, 1, 0xAB]).unwrap(), Some((Frame::Meta { kind: MetaKind::Topics, payload: vec![0xAB] }, 7)));
         check_error(&[0, 0, 0, 1, KIND_META], ProtoError::Truncated("meta kind"));
         // A payload past BATCH_BYTES_MAX inside an allowed frame is refused (it could
         // not be encoded back).
