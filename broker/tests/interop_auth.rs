@@ -199,6 +199,9 @@ async fn users_and_acls_decide(serialize_type: SerializeType) {
     consumer.shutdown().await;
     // The group she is not granted Sub on is refused (pull and heartbeat alike).
     check(&cluster, signed(pull_cmd(ALLOWED, GROUP_DENIED), ALICE), rs::NO_PERMISSION, &format!("User:alice has no permission to access Group:{GROUP_DENIED} from 127.0.0.1, no matched policies."));
+    // The producer's sends went to queues from a random start: put one on queue 0 so the
+    // allowed pull finds a message there.
+    check(&cluster, signed(send_cmd(ALLOWED), ALICE), rs::SUCCESS, "");
     check(&cluster, signed(pull_cmd(ALLOWED, GROUP_ALLOWED), ALICE), rs::SUCCESS, "");
 
     // A Normal user may not administer users or ACLs.
