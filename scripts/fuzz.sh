@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # scripts/fuzz.sh — runs every cargo-fuzz target of client/fuzz/ (the wire decoders:
 # frames, JSON and binary headers, heartbeat, route, batch and stored-message bodies,
-# the replication stream's frames, the admin tools' bodies)
-# for a fixed time each, and exits non-zero when any target crashed, printing the
+# the replication stream's frames, the admin tools' bodies) and acl/fuzz/ (plain_acl.yml,
+# RocketMQ 5's AUTH_* bodies, the signature path) for a fixed time each, and exits non-zero when any target crashed, printing the
 # artifact (the input that reproduces it).
 #
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   SECONDS_PER_TARGET  default 300 (the long run); `scripts/fuzz.sh 10` is the short one
-#   TARGET...           default: every target `cargo fuzz list` reports
+#   TARGET...           default: every target `cargo fuzz list` reports in each fuzz dir
 # Environment:
-#   CARGO_TARGET_DIR    where the fuzz build goes (default client/fuzz/target)
+#   CARGO_TARGET_DIR    where the fuzz builds go (default <fuzz dir>/target)
 #   FUZZ_ARGS           extra libFuzzer flags, e.g. "-jobs=2 -workers=2"
 #
 # Installs what it needs when missing: the nightly toolchain (rustup, minimal profile)
-# and cargo-fuzz. Corpora grow in client/fuzz/corpus/<target>/ and crashes land in
-# client/fuzz/artifacts/<target>/ (both git-ignored); replay a crash with
-#   cargo +nightly fuzz run --fuzz-dir client/fuzz <target> <artifact>
+# and cargo-fuzz. Corpora grow in <fuzz dir>/corpus/<target>/ and crashes land in
+# <fuzz dir>/artifacts/<target>/ (both git-ignored); replay a crash with
+#   cargo +nightly fuzz run --fuzz-dir <fuzz dir> <target> <artifact>
 # Exit status: 0 when no target crashed, 1 when one did, 2 on a setup or build error.
 set -uo pipefail
 
@@ -27,8 +27,7 @@ if ! [[ $secs =~ ^[0-9]+$ ]] || [ "$secs" -lt 1 ]; then
 fi
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-fuzz_dir=$root/client/fuzz
-target_dir=${CARGO_TARGET_DIR:-$fuzz_dir/target}
+fuzz_dirs=("$root/client/fuzz" "$root/acl/fuzz")
 export PATH="$HOME/.cargo/bin:$PATH"
 
 die() {
@@ -46,22 +45,33 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked || die "could not install cargo-fuzz"
 fi
 
-if [ $# -gt 0 ]; then
-    targets=("$@")
-else
-    mapfile -t targets < <(cargo +nightly fuzz list --fuzz-dir "$fuzz_dir") || die "cargo fuzz list failed"
-fi
-[ ${#targets[@]} -gt 0 ] || die "no fuzz targets in $fuzz_dir"
+# Every target as "fuzz_dir target"; each fuzz dir is its own cargo workspace.
+wanted=("$@")
+entries=()
+for dir in "${fuzz_dirs[@]}"; do
+    mapfile -t listed < <(cargo +nightly fuzz list --fuzz-dir "$dir") || die "cargo fuzz list failed in $dir"
+    for t in "${listed[@]}"; do
+        if [ ${#wanted[@]} -eq 0 ] || printf '%s\n' "${wanted[@]}" | grep -qx "$t"; then
+            entries+=("$dir $t")
+        fi
+    done
+done
+[ ${#entries[@]} -gt 0 ] || die "no fuzz targets (asked: ${wanted[*]:-all})"
 
-echo "fuzz.sh: ${#targets[@]} targets, ${secs}s each, build in $target_dir" >&2
+echo "fuzz.sh: ${#entries[@]} targets, ${secs}s each" >&2
 # Build every target once up front, so that the timed runs only fuzz.
-cargo +nightly fuzz build --fuzz-dir "$fuzz_dir" --target-dir "$target_dir" || die "fuzz build failed"
+for dir in "${fuzz_dirs[@]}"; do
+    cargo +nightly fuzz build --fuzz-dir "$dir" --target-dir "${CARGO_TARGET_DIR:-$dir/target}" || die "fuzz build failed in $dir"
+done
 
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 summary=()
 failed=0
-for t in "${targets[@]}"; do
+for entry in "${entries[@]}"; do
+    fuzz_dir=${entry%% *}
+    t=${entry#* }
+    target_dir=${CARGO_TARGET_DIR:-$fuzz_dir/target}
     log=$logs/$t.log
     echo "fuzz.sh: === $t (${secs}s)" >&2
     # shellcheck disable=SC2086 # FUZZ_ARGS is a list of flags
