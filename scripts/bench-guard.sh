@@ -3,6 +3,7 @@
 #
 #   scripts/bench-guard.sh BASE [--rounds N] [--secs S] [--warmup S] [--shapes a,b] [--out FILE]
 #   scripts/bench-guard.sh BASE --report RUN_DIR   (the table again, from an earlier call's runs)
+#   scripts/bench-guard.sh HEAD --head-args "--tls"  (one build, a setting against off)
 #
 # Builds BASE (any commit-ish) in a git worktree with a target directory of its own,
 # builds HEAD here, then runs the two builds' loadgen alternately (the order flips
@@ -18,6 +19,9 @@
 # It prints a table of medians and HEAD/BASE ratios, and exits 1 when HEAD is below
 # 0.95x BASE's throughput or its send or end-to-end p99 exceeds 1.25x BASE's + 2 ms
 # on any shape. Every run's OMB JSON is kept under the run directory it prints.
+# --base-args / --head-args add loadgen flags to one side's runs (ACL: "--access-key K
+# --secret-key S", TLS: "--tls"); when BASE is HEAD and the tree is clean, both sides run
+# the one HEAD build, so the table compares the setting alone.
 #
 # Bounds: rounds 1..=20, seconds per run 1..=600. Needs: git, cargo, python3.
 # BENCH_GUARD_WORKTREE / BENCH_GUARD_BASE_TARGET reuse a worktree and target dir.
@@ -29,11 +33,11 @@ THROUGHPUT_RATIO_MIN=0.95
 P99_RATIO_MAX=1.25
 P99_SLACK_MS=2
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 [[ $# -ge 1 ]] || usage
 BASE=$1; shift
 [[ "$BASE" == -* ]] && usage
-rounds=3; secs=10; warmup=3; shapes="readme,w2,w1-1,w1-32"; out=""; report_dir=""
+rounds=3; secs=10; warmup=3; shapes="readme,w2,w1-1,w1-32"; out=""; report_dir=""; base_args=""; head_args=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
@@ -42,6 +46,8 @@ while [[ $# -gt 0 ]]; do
     --shapes) shapes=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --report) report_dir=$2; shift 2 ;;
+    --base-args) base_args=$2; shift 2 ;;
+    --head-args) head_args=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "bench-guard: unknown argument $1" >&2; usage ;;
   esac
@@ -67,6 +73,9 @@ if [[ -n "$report_dir" ]]; then
   # Only the table, from the runs of an earlier call (same shapes and rounds).
   run_dir=$report_dir
 else
+same_build=0
+[[ "$base_rev" == "$head_rev" && $dirty -eq 0 ]] && same_build=1
+if [[ $same_build -eq 0 ]]; then
 # BASE in a worktree of its own (reused across calls; moved to BASE each time).
 if [[ -d "$wt" ]]; then
   git -C "$wt" checkout --quiet --detach "$base_rev"
@@ -75,10 +84,12 @@ else
 fi
 echo "bench-guard: building BASE ${base_rev:0:12} in $wt" >&2
 (cd "$wt" && CARGO_TARGET_DIR="$base_target" cargo build --release --quiet -p ringmq-loadgen)
+fi
 echo "bench-guard: building HEAD ${head_rev:0:12}$([[ $dirty -gt 0 ]] && echo " + $dirty changed files")" >&2
 cargo build --release --quiet -p ringmq-loadgen
 base_bin="$base_target/release/loadgen"
 head_bin="$root/target/release/loadgen"
+[[ $same_build -eq 1 ]] && base_bin=$head_bin
 [[ -x "$base_bin" && -x "$head_bin" ]] || { echo "bench-guard: a loadgen binary is missing" >&2; exit 2; }
 
 run_dir="$guard_dir/run-$(date -u +%Y%m%dT%H%M%SZ)"
@@ -102,13 +113,14 @@ for ((r = 1; r <= rounds && ${#report_dir} == 0; r++)); do
   if (( r % 2 == 1 )); then order="base head"; else order="head base"; fi
   for s in "${shape_list[@]}"; do
     for who in $order; do
-      bin=$base_bin; [[ $who == head ]] && bin=$head_bin
+      bin=$base_bin; side_args=$base_args
+      [[ $who == head ]] && { bin=$head_bin; side_args=$head_args; }
       json="$run_dir/$s-$who-$r.json"
       echo "bench-guard: round $r/$rounds $s $who" >&2
       # shellcheck disable=SC2046
       # A read with a target has no warm-up: it would eat the read.
       shape_warmup=$warmup; [[ $s == w3cold ]] && shape_warmup=0
-      if ! "$bin" $(shape_args "$s") --duration-secs "$secs" --warmup-secs "$shape_warmup" --quiet --out "$json" > "$run_dir/$s-$who-$r.log" 2>&1; then
+      if ! "$bin" $(shape_args "$s") $side_args --duration-secs "$secs" --warmup-secs "$shape_warmup" --quiet --out "$json" > "$run_dir/$s-$who-$r.log" 2>&1; then
         echo "bench-guard: $s $who round $r failed; see $run_dir/$s-$who-$r.log" >&2
         tail -5 "$run_dir/$s-$who-$r.log" >&2
       fi
@@ -116,9 +128,9 @@ for ((r = 1; r <= rounds && ${#report_dir} == 0; r++)); do
   done
 done
 
-python3 - "$run_dir" "$shapes" "$rounds" "$base_rev" "$head_rev" "$dirty" "$THROUGHPUT_RATIO_MIN" "$P99_RATIO_MAX" "$P99_SLACK_MS" "$secs" "$warmup" "${out:-}" <<'PY'
+python3 - "$run_dir" "$shapes" "$rounds" "$base_rev" "$head_rev" "$dirty" "$THROUGHPUT_RATIO_MIN" "$P99_RATIO_MAX" "$P99_SLACK_MS" "$secs" "$warmup" "${out:-}" "$base_args" "$head_args" <<'PY'
 import json, os, re, statistics, sys
-run_dir, shapes, rounds, base_rev, head_rev, dirty, tmin, pmax, slack, secs, warmup, out = sys.argv[1:]
+run_dir, shapes, rounds, base_rev, head_rev, dirty, tmin, pmax, slack, secs, warmup, out, base_args, head_args = sys.argv[1:]
 rounds, tmin, pmax, slack = int(rounds), float(tmin), float(pmax), float(slack)
 shapes = shapes.split(",")
 def load(path):
@@ -184,6 +196,7 @@ lines = [
     "",
     f"Machine: {machine.get('cpuModel', '?')}, {machine.get('cpuCount', '?')} CPUs, kernel {machine.get('kernel', '?')}, {machine.get('filesystem', '?')} at {machine.get('dataDir', '?')}; {machine.get('utc', '?')}.",
     f"{rounds} rounds, builds alternated (order flips every round), {secs} s + {warmup} s warm-up per run; medians. Runs: `{run_dir}`.",
+    *([f"Extra loadgen flags: BASE `{base_args or '(none)'}`, HEAD `{head_args or '(none)'}`" + (" (one build: BASE is HEAD)." if base_rev == head_rev and dirty == "0" else ".")] if base_args or head_args else []),
     "",
     "| shape | BASE msg/s | HEAD msg/s | HEAD/BASE | send p99 ms (BASE / HEAD) | e2e p99 ms (BASE / HEAD) | broker CPU-µs/msg (BASE / HEAD) | each round, msg/s (BASE ‖ HEAD) |",
     "|---|---:|---:|---:|---|---|---|---|",
