@@ -9,7 +9,7 @@
 
 mod common_interop;
 
-use common_interop::{bounded, client_runtime, on_glommio, raw_call, test_both_encodings, wait_until, BrokerPath, Cluster, QUEUES};
+use common_interop::{bounded, client_runtime, create_topic_cmd, on_glommio, raw_call, send_cmd, test_both_encodings, wait_until, BrokerPath, Cluster};
 use ringmq_client::remoting::acl::{sign, Credentials};
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
@@ -66,34 +66,6 @@ fn acl_cluster(dir: &Path) -> (Cluster, PathBuf) {
 
 fn signed(mut cmd: RemotingCommand, (ak, sk): (&str, &str)) -> RemotingCommand {
     sign(&mut cmd, &Credentials::new(ak, sk));
-    cmd
-}
-
-fn create_topic_cmd(topic: &str) -> RemotingCommand {
-    RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)
-        .with_ext("topic", topic)
-        .with_ext("defaultTopic", "TBW102")
-        .with_ext("readQueueNums", QUEUES.to_string())
-        .with_ext("writeQueueNums", QUEUES.to_string())
-        .with_ext("perm", "6")
-        .with_ext("topicFilterType", "SINGLE_TAG")
-}
-
-fn send_cmd(topic: &str, body: &str) -> RemotingCommand {
-    let mut cmd = RemotingCommand::request(rq::SEND_MESSAGE_V2)
-        .with_ext("a", "PG-acl")
-        .with_ext("b", topic)
-        .with_ext("c", "TBW102")
-        .with_ext("d", QUEUES.to_string())
-        .with_ext("e", "0")
-        .with_ext("f", "0")
-        .with_ext("g", "0")
-        .with_ext("h", "0")
-        .with_ext("i", "")
-        .with_ext("j", "0")
-        .with_ext("k", "false")
-        .with_ext("m", "false");
-    cmd.body = bytes::Bytes::copy_from_slice(body.as_bytes());
     cmd
 }
 
@@ -204,11 +176,11 @@ fn refusals_answer_no_permission_with_apache_remarks() {
     check(&cluster, signed(create_topic_cmd(topic), (ADMIN.0, "wrong-secret")), rs::NO_PERMISSION, "Check signature failed for accessKey=adminAccount");
     check(&cluster, signed(create_topic_cmd(topic), RIGHT), rs::NO_PERMISSION, "Need admin permission for request code=17, but accessKey=rightAccount is not");
     check(&cluster, signed(create_topic_cmd(topic), ADMIN), rs::SUCCESS, "");
-    check(&cluster, signed(send_cmd(topic, "x"), SUB_ONLY), rs::NO_PERMISSION, "No default permission for topic:AclRaw (needs PUB");
-    check(&cluster, signed(send_cmd(topic, "x"), RIGHT), rs::NO_PERMISSION, "No default permission for topic:AclRaw (needs PUB, accessKey=rightAccount has DENY)");
-    check(&cluster, signed(send_cmd(topic, "x"), ADMIN), rs::SUCCESS, "");
+    check(&cluster, signed(send_cmd("PG-acl", topic, b"x"), SUB_ONLY), rs::NO_PERMISSION, "No default permission for topic:AclRaw (needs PUB");
+    check(&cluster, signed(send_cmd("PG-acl", topic, b"x"), RIGHT), rs::NO_PERMISSION, "No default permission for topic:AclRaw (needs PUB, accessKey=rightAccount has DENY)");
+    check(&cluster, signed(send_cmd("PG-acl", topic, b"x"), ADMIN), rs::SUCCESS, "");
     // A body changed after signing.
-    let mut tampered = signed(send_cmd(topic, "x"), ADMIN);
+    let mut tampered = signed(send_cmd("PG-acl", topic, b"x"), ADMIN);
     tampered.body = bytes::Bytes::from_static(b"y");
     check(&cluster, tampered, rs::NO_PERMISSION, "Check signature failed");
     check(&cluster, signed(RemotingCommand::request(rq::DELETE_TOPIC_IN_BROKER).with_ext("topic", topic), SUB_ONLY), rs::NO_PERMISSION, "Need admin permission for request code=215");

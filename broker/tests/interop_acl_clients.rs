@@ -149,16 +149,7 @@ fn admin_call(cluster: &Cluster, mut cmd: RemotingCommand) -> RemotingCommand {
 
 /// Creates `topic` as the admin account; the NameServer routes it once the broker answers.
 fn create_topic(cluster: &Cluster, topic: &str) {
-    let r = admin_call(
-        cluster,
-        RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)
-            .with_ext("topic", topic)
-            .with_ext("defaultTopic", "TBW102")
-            .with_ext("readQueueNums", QUEUES.to_string())
-            .with_ext("writeQueueNums", QUEUES.to_string())
-            .with_ext("perm", "6")
-            .with_ext("topicFilterType", "SINGLE_TAG"),
-    );
+    let r = admin_call(cluster, common_interop::create_topic_cmd(topic));
     assert_eq!(r.code, rs::SUCCESS, "create {topic}: {:?}", r.remark);
     assert!(cluster.namesrv_routes(topic), "{topic} routed right after its creation");
 }

@@ -12,7 +12,7 @@
 mod common_interop;
 
 use cheetah_string::CheetahString;
-use common_interop::{bounded, client_runtime, raw_call, test_both_encodings, Cluster, QUEUES};
+use common_interop::{bounded, client_runtime, create_topic_cmd, raw_call, send_cmd, test_both_encodings, Cluster};
 use ringmq_client::remoting::acl::{sign, Credentials};
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
@@ -51,29 +51,6 @@ fn signed(mut cmd: RemotingCommand, (user, password): (&str, &str)) -> RemotingC
 
 fn hook((user, password): (&str, &str)) -> Arc<AclClientRPCHook> {
     Arc::new(AclClientRPCHook::new(SessionCredentials::with_keys(user, password)))
-}
-
-fn create_topic_cmd(topic: &str) -> RemotingCommand {
-    RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)
-        .with_ext("topic", topic)
-        .with_ext("defaultTopic", "TBW102")
-        .with_ext("readQueueNums", QUEUES.to_string())
-        .with_ext("writeQueueNums", QUEUES.to_string())
-        .with_ext("perm", "6")
-        .with_ext("topicFilterType", "SINGLE_TAG")
-}
-
-fn send_cmd(topic: &str) -> RemotingCommand {
-    RemotingCommand::request(rq::SEND_MESSAGE_V2)
-        .with_ext("a", "PG-auth")
-        .with_ext("b", topic)
-        .with_ext("c", "TBW102")
-        .with_ext("d", QUEUES.to_string())
-        .with_ext("e", "0")
-        .with_ext("f", "0")
-        .with_ext("g", "0")
-        .with_ext("h", "0")
-        .with_body(b"raw".to_vec())
 }
 
 fn pull_cmd(topic: &str, group: &str) -> RemotingCommand {
@@ -161,12 +138,12 @@ async fn users_and_acls_decide(serialize_type: SerializeType) {
     let denied = producer_as(&cluster, serialize_type, "auth-alice-denied", ALICE, DENIED).await;
     let msg = Message::builder().topic(DENIED).body_slice(b"refused").build().expect("message");
     bounded("denied send", denied.send(msg)).await.expect_err("the denied topic refuses alice");
-    check(&cluster, signed(send_cmd(DENIED), ALICE), rs::NO_PERMISSION, &format!("User:alice has no permission to access Topic:{DENIED} from 127.0.0.1, the decision is deny."));
+    check(&cluster, signed(send_cmd("PG-auth", DENIED, b"raw"), ALICE), rs::NO_PERMISSION, &format!("User:alice has no permission to access Topic:{DENIED} from 127.0.0.1, the decision is deny."));
     // A wrong password is refused, by the client and by raw request.
     let wrong = producer_as(&cluster, serialize_type, "auth-wrong", (ALICE.0, "not-her-password"), ALLOWED).await;
     let msg = Message::builder().topic(ALLOWED).body_slice(b"refused").build().expect("message");
     bounded("wrong-password send", wrong.send(msg)).await.expect_err("a wrong password is refused");
-    check(&cluster, signed(send_cmd(ALLOWED), (ALICE.0, "not-her-password")), rs::NO_PERMISSION, "check signature failed.");
+    check(&cluster, signed(send_cmd("PG-auth", ALLOWED, b"raw"), (ALICE.0, "not-her-password")), rs::NO_PERMISSION, "check signature failed.");
 
     // Her consumer reads everything with the allowed group.
     let consumer = DefaultLitePullConsumer::builder(client_runtime("auth-lite-pull", serialize_type))
@@ -201,7 +178,7 @@ async fn users_and_acls_decide(serialize_type: SerializeType) {
     check(&cluster, signed(pull_cmd(ALLOWED, GROUP_DENIED), ALICE), rs::NO_PERMISSION, &format!("User:alice has no permission to access Group:{GROUP_DENIED} from 127.0.0.1, no matched policies."));
     // The producer's sends went to queues from a random start: put one on queue 0 so the
     // allowed pull finds a message there.
-    check(&cluster, signed(send_cmd(ALLOWED), ALICE), rs::SUCCESS, "");
+    check(&cluster, signed(send_cmd("PG-auth", ALLOWED, b"raw"), ALICE), rs::SUCCESS, "");
     check(&cluster, signed(pull_cmd(ALLOWED, GROUP_ALLOWED), ALICE), rs::SUCCESS, "");
 
     // A Normal user may not administer users or ACLs.
@@ -230,14 +207,14 @@ fn disabled_and_deleted_users_are_refused() {
     let acl = RemotingCommand::request(rq::AUTH_CREATE_ACL).with_ext("subject", "User:bob").with_body(body(r#"{"policies":[{"entries":[{"resource":"Topic:AuthAllowed","actions":["Pub"],"decision":"Allow"}]}]}"#));
     check(&cluster, signed(acl, ROOT), rs::SUCCESS, "");
     let bob = ("bob", "bob-password1");
-    check(&cluster, signed(send_cmd(ALLOWED), bob), rs::SUCCESS, "");
+    check(&cluster, signed(send_cmd("PG-auth", ALLOWED, b"raw"), bob), rs::SUCCESS, "");
     let status = |s: &str| signed(RemotingCommand::request(rq::AUTH_UPDATE_USER).with_ext("username", "bob").with_body(body(&format!(r#"{{"userStatus":"{s}"}}"#))), ROOT);
     check(&cluster, status("disable"), rs::SUCCESS, "");
-    check(&cluster, signed(send_cmd(ALLOWED), bob), rs::NO_PERMISSION, "User:bob is disabled.");
+    check(&cluster, signed(send_cmd("PG-auth", ALLOWED, b"raw"), bob), rs::NO_PERMISSION, "User:bob is disabled.");
     check(&cluster, status("enable"), rs::SUCCESS, "");
-    check(&cluster, signed(send_cmd(ALLOWED), bob), rs::SUCCESS, "");
+    check(&cluster, signed(send_cmd("PG-auth", ALLOWED, b"raw"), bob), rs::SUCCESS, "");
     check(&cluster, signed(RemotingCommand::request(rq::AUTH_DELETE_USER).with_ext("username", "bob"), ROOT), rs::SUCCESS, "");
-    check(&cluster, signed(send_cmd(ALLOWED), bob), rs::NO_PERMISSION, "User:bob is not found.");
+    check(&cluster, signed(send_cmd("PG-auth", ALLOWED, b"raw"), bob), rs::NO_PERMISSION, "User:bob is not found.");
     // Her ACL went with her: GET_ACL for a user that is gone.
     check(&cluster, signed(RemotingCommand::request(rq::AUTH_GET_ACL).with_ext("subject", "User:bob"), ROOT), rs::NO_PERMISSION, "The subject is not exist.");
     // Apache's refusals of the AUTH_* codes themselves.

@@ -18,7 +18,7 @@
 mod common_interop;
 
 use bytes::BytesMut;
-use common_interop::{bounded, broker_config, client_runtime, ignore_disk_watermarks, on_glommio, QUEUES};
+use common_interop::{bounded, broker_config, client_runtime, create_topic_cmd, ignore_disk_watermarks, on_glommio, send_cmd};
 use ringmq_broker::config::{BrokerConfig, BrokerRole, MetricsExporter};
 use ringmq_broker::launch::{self, BrokerHandle};
 use ringmq_client::net::tls::gen::TestPki;
@@ -217,34 +217,6 @@ fn runtime_value(r: &RemotingCommand, key: &str) -> u64 {
     v["table"][key].as_str().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{key} in {v}"))
 }
 
-fn create_topic(topic: &str) -> RemotingCommand {
-    RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)
-        .with_ext("topic", topic)
-        .with_ext("defaultTopic", "TBW102")
-        .with_ext("readQueueNums", QUEUES.to_string())
-        .with_ext("writeQueueNums", QUEUES.to_string())
-        .with_ext("perm", "6")
-        .with_ext("topicFilterType", "SINGLE_TAG")
-}
-
-fn send(topic: &str, body: &str) -> RemotingCommand {
-    let mut cmd = RemotingCommand::request(rq::SEND_MESSAGE_V2)
-        .with_ext("a", "PG-tls")
-        .with_ext("b", topic)
-        .with_ext("c", "TBW102")
-        .with_ext("d", QUEUES.to_string())
-        .with_ext("e", "0")
-        .with_ext("f", "0")
-        .with_ext("g", "0")
-        .with_ext("h", "0")
-        .with_ext("i", "")
-        .with_ext("j", "0")
-        .with_ext("k", "false")
-        .with_ext("m", "false");
-    cmd.body = bytes::Bytes::copy_from_slice(body.as_bytes());
-    cmd
-}
-
 fn route(topic: &str) -> RemotingCommand {
     RemotingCommand::request(rq::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic)
 }
@@ -280,7 +252,7 @@ async fn rocketmq_client_rust_produces_and_consumes_over_tls_with_an_enforcing_c
     let (_dir, pki) = pki();
     let cluster = TlsCluster::start(&pki, server_settings(&pki, ServerMode::Enforcing), |_| {});
     let topic = "TlsInterop";
-    let r = tls_call(cluster.broker_addr(), &pki.client_settings(false), create_topic(topic)).expect("create over TLS");
+    let r = tls_call(cluster.broker_addr(), &pki.client_settings(false), create_topic_cmd(topic)).expect("create over TLS");
     assert_eq!(r.code, rs::SUCCESS, "{:?}", r.remark);
     // The broker registers over TLS: the NameServer (enforcing) routes the topic.
     wait_for("the route over TLS", || tls_call(cluster.namesrv_addr(), &pki.client_settings(false), route(topic)).map(|r| r.code == rs::SUCCESS).unwrap_or(false));
@@ -424,10 +396,10 @@ fn replication_over_tls_and_a_slave_without_a_client_certificate_gets_nothing() 
     let stranger = TlsClientSettings { cert_path: Some(pki.stranger_cert.clone()), key_path: Some(pki.stranger_key.clone()), ..pki.client_settings(false) };
     assert!(tls_call(master, &stranger, runtime_info()).is_err(), "a certificate of another CA, no answer");
     let topic = "TlsReplicated";
-    assert_eq!(tls_call(master, &with_cert, create_topic(topic)).expect("create").code, rs::SUCCESS);
+    assert_eq!(tls_call(master, &with_cert, create_topic_cmd(topic)).expect("create").code, rs::SUCCESS);
     let mut conn = TlsConn::open(master, &with_cert).expect("TLS with a client certificate");
     for i in 0..20 {
-        let r = conn.call(send(topic, &format!("m{i}"))).expect("send");
+        let r = conn.call(send_cmd("PG-tls", topic, format!("m{i}").as_bytes())).expect("send");
         assert_eq!(r.code, rs::SUCCESS, "{:?}", r.remark);
     }
     let master_total = runtime_value(&conn.call(runtime_info()).expect("info"), "storeMessagesTotal");
@@ -463,7 +435,7 @@ fn the_ringmq_client_sends_and_pulls_over_tls() {
     let (_dir, pki) = pki();
     let cluster = TlsCluster::start(&pki, server_settings(&pki, ServerMode::Enforcing), |_| {});
     let topic = "TlsRingClient";
-    assert_eq!(tls_call(cluster.broker_addr(), &pki.client_settings(false), create_topic(topic)).expect("create").code, rs::SUCCESS);
+    assert_eq!(tls_call(cluster.broker_addr(), &pki.client_settings(false), create_topic_cmd(topic)).expect("create").code, rs::SUCCESS);
     wait_for("the route", || tls_call(cluster.namesrv_addr(), &pki.client_settings(false), route(topic)).map(|r| r.code == rs::SUCCESS).unwrap_or(false));
     let ns = cluster.namesrv_addr().to_string();
     let with_tls = pki.client_settings(true);

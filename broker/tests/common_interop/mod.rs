@@ -1,6 +1,6 @@
 //! Setup shared by the interop tests with the crates.io `rocketmq-client-rust` client
 //! (`interop_rocketmq_client.rs`, `interop_retry_dlq.rs`, `interop_txn.rs`, `interop_admin.rs`,
-//! `interop_compressed.rs`, `interop_acl.rs`, `interop_acl_clients.rs`; each
+//! `interop_compressed.rs`, `interop_acl.rs`, `interop_acl_clients.rs`, `interop_auth.rs`, `tls.rs`; each
 //! `mod common_interop;`s this). It is apart from `tests/common/` because that module
 //! is compiled into every test binary, and this one pulls in the RocketMQ client crates.
 //!
@@ -643,4 +643,35 @@ where
         .expect("executor starts")
         .join()
         .expect("RingMQ client side")
+}
+
+/// A raw UPDATE_AND_CREATE_TOPIC for `topic` with `QUEUES` queues, read-write (the ACL,
+/// auth and TLS tests sign or encrypt it themselves).
+pub fn create_topic_cmd(topic: &str) -> RemotingCommand {
+    RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)
+        .with_ext("topic", topic)
+        .with_ext("defaultTopic", "TBW102")
+        .with_ext("readQueueNums", QUEUES.to_string())
+        .with_ext("writeQueueNums", QUEUES.to_string())
+        .with_ext("perm", "6")
+        .with_ext("topicFilterType", "SINGLE_TAG")
+}
+
+/// A raw SEND_MESSAGE_V2 of `body` to queue 0 of `topic`, from producer group `group`.
+pub fn send_cmd(group: &str, topic: &str, body: &[u8]) -> RemotingCommand {
+    let mut cmd = RemotingCommand::request(rq::SEND_MESSAGE_V2)
+        .with_ext("a", group)
+        .with_ext("b", topic)
+        .with_ext("c", "TBW102")
+        .with_ext("d", QUEUES.to_string())
+        .with_ext("e", "0")
+        .with_ext("f", "0")
+        .with_ext("g", "0")
+        .with_ext("h", "0")
+        .with_ext("i", "")
+        .with_ext("j", "0")
+        .with_ext("k", "false")
+        .with_ext("m", "false");
+    cmd.body = bytes::Bytes::copy_from_slice(body);
+    cmd
 }
