@@ -88,7 +88,7 @@ impl ClientTls {
             None => server_name_of(addr)?,
         };
         let connector = self.connector.borrow().clone();
-        let tls = connector.connect(name, stream).await?;
+        let tls = connector.connect(name, super::stream::ReadBuffered::new(stream)).await?;
         Ok(MaybeTls::Tls(Box::new(futures_rustls::TlsStream::Client(tls))))
     }
 }

@@ -113,7 +113,7 @@ impl ServerEdge {
         };
         match classify_first_byte(first) {
             FirstByte::Closed => None,
-            FirstByte::Tls => match within(TLS_HANDSHAKE_TIMEOUT_MS, acceptor.accept(PrefixedStream::new(first, stream))).await {
+            FirstByte::Tls => match within(TLS_HANDSHAKE_TIMEOUT_MS, acceptor.accept(super::stream::ReadBuffered::new(PrefixedStream::new(first, stream)))).await {
                 Some(Ok(tls)) => Some(MaybeTls::Tls(Box::new(futures_rustls::TlsStream::Server(tls)))),
                 Some(Err(e)) => {
                     self.refused(Kind::Handshake, peer, &e.to_string());

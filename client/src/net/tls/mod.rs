@@ -40,7 +40,7 @@ pub use detect::{classify_first_byte, read_first_byte, FirstByte, PrefixedStream
 pub use edge::{ServerEdge, PLAIN_REFUSAL_READ_BYTES_MAX, PLAIN_REFUSAL_READ_MS, TLS_HANDSHAKE_TIMEOUT_MS, TLS_REFUSAL_LOG_INTERVAL_MS};
 pub use reload::{FileStamp, Reload, ServerTlsReloader, ClientTlsReloader, TLS_RELOAD_INTERVAL_MS};
 pub use settings::{ClientAuth, ServerMode, TlsClientSettings, TlsServerSettings};
-pub use stream::MaybeTls;
+pub use stream::{MaybeTls, ReadBuffered, TLS_READ_BUFFER_BYTES};
 // The versions RingMQ builds with, for callers that inspect a session (tests).
 pub use futures_rustls;
 pub use rustls;
