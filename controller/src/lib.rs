@@ -1,0 +1,21 @@
+//! RingMQ's controller (RocketMQ 5 controller mode, docs/design/controller.md): the
+//! replica metadata of every broker set (replicas, master, master epoch, SyncStateSet),
+//! replicated by Raft (openraft 0.9) across the controller nodes.
+//!
+//! Owns, one concern per module:
+//! - `cmd`: the Raft log entries and what applying one answers;
+//! - `state`: the pure replicated state machine (Apache's `ReplicasInfoManager`);
+//! - `policy`: master election (Apache's `DefaultElectPolicy`);
+//! - `raft`: openraft's type config, the glommio `AsyncRuntime`, the in-memory log store,
+//!   state machine and network (`raft/mem.rs`, for tests and the simulator);
+//! - `controller`: `Controller::handle`, the controller request codes.
+//!
+//! Invariants: every state change goes through the Raft log and `ControllerState::apply`
+//! (no other mutation path); writes are answered from what was applied; only the Raft
+//! leader answers controller requests other than CONTROLLER_GET_METADATA_INFO (others
+//! answer CONTROLLER_NOT_LEADER, 2007); no tokio runtime is started (openraft runs on the
+//! caller's glommio executor through `raft::runtime::GlommioRaftRuntime`).
+
+pub mod cmd;
+pub mod policy;
+pub mod state;
