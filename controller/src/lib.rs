@@ -17,5 +17,8 @@
 //! caller's glommio executor through `raft::runtime::GlommioRaftRuntime`).
 
 pub mod cmd;
+pub mod controller;
 pub mod policy;
 pub mod state;
+pub mod raft;
+pub use controller::{Controller, ControllerConfig, ControllerError};
