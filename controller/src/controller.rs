@@ -198,6 +198,9 @@ impl Controller {
                 let h: CleanControllerBrokerDataRequestHeader = header(request)?;
                 self.write_planned(|s| s.plan_clean(&h, &*self.liveness)).await
             }
+            req::UPDATE_CONTROLLER_CONFIG => {
+                Err(Box::new(CmdOutcome::refused(rc::REQUEST_CODE_NOT_SUPPORTED, "controller config is file-only")))
+            }
             code => Err(Box::new(CmdOutcome::refused(
                 rc::REQUEST_CODE_NOT_SUPPORTED,
                 format!("request code {code} is not supported by the controller"),

@@ -16,6 +16,10 @@
 //! answer CONTROLLER_NOT_LEADER, 2007); no tokio runtime is started (openraft runs on the
 //! caller's glommio executor through `raft::runtime::GlommioRaftRuntime`).
 
+// openraft's own error types (`StorageError`, `ConfigError`) are large; its traits
+// return them, so this crate does too.
+#![allow(clippy::result_large_err)]
+
 pub mod cmd;
 pub mod controller;
 pub mod policy;

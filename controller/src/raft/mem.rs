@@ -124,12 +124,15 @@ impl RaftLogStorage<C> for MemLogStore {
     }
 }
 
+/// A snapshot's metadata and its JSON.
+type SnapshotBlob = (SnapshotMeta<NodeId, BasicNode>, Vec<u8>);
+
 #[derive(Debug, Default)]
 struct SmInner {
     last_applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, BasicNode>,
     state: ControllerState,
-    snapshot: Option<(SnapshotMeta<NodeId, BasicNode>, Vec<u8>)>,
+    snapshot: Option<SnapshotBlob>,
     snapshots_built: u64,
 }
 
@@ -149,7 +152,7 @@ impl MemStateMachine {
         self.inner.borrow().last_applied
     }
 
-    fn snapshot_of(&self) -> Result<(SnapshotMeta<NodeId, BasicNode>, Vec<u8>), StorageError<NodeId>> {
+    fn snapshot_of(&self) -> Result<SnapshotBlob, StorageError<NodeId>> {
         let mut inner = self.inner.borrow_mut();
         let data = serde_json::to_vec(&inner.state).map_err(|e| StorageIOError::read_state_machine(&e))?;
         inner.snapshots_built += 1;
