@@ -64,27 +64,28 @@ pub enum ControllerError {
     Initialize(String),
 }
 
-/// One controller node.
-pub struct Controller {
+/// One controller node, on the async runtime `RT` (glommio in processes and tests).
+pub struct Controller<RT: AsyncRuntime = GlommioRaftRuntime> {
     config: ControllerConfig,
-    raft: Raft<ControllerTypes>,
+    raft: Raft<ControllerTypes<RT>>,
     sm: MemStateMachine,
     liveness: Rc<dyn Liveness>,
-    writer: glommio::sync::Semaphore,
+    /// The single-writer queue (tokio's runtime-agnostic lock: no executor needed).
+    writer: tokio::sync::Mutex<()>,
 }
 
 type Refusal = Box<CmdOutcome>;
 
-impl Controller {
+impl<RT: AsyncRuntime> Controller<RT> {
     /// Starts this node's Raft over the given log store, network and state machine.
     pub async fn start<N, LS>(config: ControllerConfig, network: N, log: LS, sm: MemStateMachine) -> Result<Self, ControllerError>
     where
-        N: RaftNetworkFactory<ControllerTypes>,
-        LS: RaftLogStorage<ControllerTypes>,
+        N: RaftNetworkFactory<ControllerTypes<RT>>,
+        LS: RaftLogStorage<ControllerTypes<RT>>,
     {
         let raft_cfg = Arc::new(raft_config(&config.group)?);
         let raft = Raft::new(config.node_id, raft_cfg, network, log, sm.clone()).await?;
-        Ok(Self { config, raft, sm, liveness: Rc::new(AllAlive), writer: glommio::sync::Semaphore::new(1) })
+        Ok(Self { config, raft, sm, liveness: Rc::new(AllAlive), writer: tokio::sync::Mutex::new(()) })
     }
 
     /// Static membership: every node calls this with all peers on first boot; a node
@@ -104,7 +105,7 @@ impl Controller {
         self.liveness = liveness;
     }
 
-    pub fn raft(&self) -> &Raft<ControllerTypes> {
+    pub fn raft(&self) -> &Raft<ControllerTypes<RT>> {
         &self.raft
     }
 
@@ -166,7 +167,7 @@ impl Controller {
             }
             req::CONTROLLER_REGISTER_BROKER => {
                 let h: RegisterBrokerToControllerRequestHeader = header(request)?;
-                let _permit = self.writer.acquire_permit(1).await.map_err(|_| closed())?;
+                let _writer = self.writer.lock().await;
                 self.ensure_leader().await?;
                 let (answer, update) = self.sm.read(|s| s.register_broker(&h, &*self.liveness)).map_err(Box::new)?;
                 match update {
@@ -213,7 +214,7 @@ impl Controller {
         &self,
         plan: impl FnOnce(&ControllerState) -> Result<Cmd, CmdOutcome>,
     ) -> Result<CmdOutcome, Refusal> {
-        let _permit = self.writer.acquire_permit(1).await.map_err(|_| closed())?;
+        let _writer = self.writer.lock().await;
         self.ensure_leader().await?;
         let cmd = self.sm.read(plan).map_err(Box::new)?;
         self.write(cmd).await
@@ -221,7 +222,7 @@ impl Controller {
 
     async fn write(&self, cmd: Cmd) -> Result<CmdOutcome, Refusal> {
         let wait = Duration::from_millis(self.config.write_wait_ms);
-        match GlommioRaftRuntime::timeout(wait, self.raft.client_write(cmd)).await {
+        match RT::timeout(wait, self.raft.client_write(cmd)).await {
             Err(_) => Err(Box::new(CmdOutcome::refused(
                 rc::SYSTEM_ERROR,
                 format!("the write was not committed within {} ms", self.config.write_wait_ms),
@@ -237,7 +238,7 @@ impl Controller {
             return Err(self.not_leader(None));
         }
         let wait = Duration::from_millis(self.config.write_wait_ms);
-        match GlommioRaftRuntime::timeout(wait, self.raft.ensure_linearizable()).await {
+        match RT::timeout(wait, self.raft.ensure_linearizable()).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => Err(self.not_leader(Some(&f))),
             Ok(Err(_)) | Err(_) => Err(self.not_leader(None)),
@@ -274,8 +275,4 @@ impl Controller {
 
 fn header<H: CommandHeader>(request: &RemotingCommand) -> Result<H, Refusal> {
     request.header::<H>().map_err(|e| Box::new(CmdOutcome::refused(rc::CONTROLLER_INVALID_REQUEST, e.to_string())))
-}
-
-fn closed() -> Refusal {
-    Box::new(CmdOutcome::refused(rc::SYSTEM_ERROR, "the controller is shutting down"))
 }

@@ -11,6 +11,7 @@
 //! `RefCell` borrow is held across an await; a cut link fails both the request and the
 //! answer with `Unreachable`, never delivers half.
 
+use super::runtime::GlommioRaftRuntime;
 use super::{ControllerTypes, NodeId};
 use crate::cmd::CmdOutcome;
 use crate::state::ControllerState;
@@ -22,7 +23,7 @@ use openraft::raft::{
 };
 use openraft::storage::{LogFlushed, RaftLogStorage, RaftStateMachine};
 use openraft::{
-    BasicNode, Entry, EntryPayload, LogId, LogState, Raft, RaftLogReader, RaftNetwork, RaftNetworkFactory,
+    AsyncRuntime, BasicNode, Entry, EntryPayload, LogId, LogState, Raft, RaftLogReader, RaftNetwork, RaftNetworkFactory,
     RaftSnapshotBuilder, Snapshot, SnapshotMeta, StorageError, StorageIOError, StoredMembership, Vote,
 };
 use std::cell::RefCell;
@@ -32,42 +33,60 @@ use std::io::Cursor;
 use std::ops::RangeBounds;
 use std::rc::Rc;
 
-type C = ControllerTypes;
+type C<RT> = ControllerTypes<RT>;
 
-#[derive(Debug, Default)]
-struct LogInner {
+#[derive(Debug)]
+struct LogInner<RT: AsyncRuntime> {
     vote: Option<Vote<NodeId>>,
     committed: Option<LogId<NodeId>>,
     last_purged: Option<LogId<NodeId>>,
-    log: BTreeMap<u64, Entry<C>>,
+    log: BTreeMap<u64, Entry<C<RT>>>,
+}
+
+impl<RT: AsyncRuntime> Default for LogInner<RT> {
+    fn default() -> Self {
+        Self { vote: None, committed: None, last_purged: None, log: BTreeMap::new() }
+    }
 }
 
 /// The Raft log and vote in memory.
-#[derive(Debug, Clone, Default)]
-pub struct MemLogStore {
-    inner: Rc<RefCell<LogInner>>,
+#[derive(Debug)]
+pub struct MemLogStore<RT: AsyncRuntime = GlommioRaftRuntime> {
+    inner: Rc<RefCell<LogInner<RT>>>,
 }
 
-impl MemLogStore {
+impl<RT: AsyncRuntime> Clone for MemLogStore<RT> {
+    fn clone(&self) -> Self {
+        Self { inner: self.inner.clone() }
+    }
+}
+
+impl<RT: AsyncRuntime> Default for MemLogStore<RT> {
+    fn default() -> Self {
+        Self { inner: Rc::default() }
+    }
+}
+
+impl<RT: AsyncRuntime> MemLogStore<RT> {
     /// Every entry's log id, for convergence checks.
     pub fn log_ids(&self) -> Vec<LogId<NodeId>> {
         self.inner.borrow().log.values().map(|e| e.log_id).collect()
     }
 }
 
-impl RaftLogReader<C> for MemLogStore {
+impl<RT: AsyncRuntime> RaftLogReader<C<RT>> for MemLogStore<RT> {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug>(
         &mut self,
         range: RB,
-    ) -> Result<Vec<Entry<C>>, StorageError<NodeId>> {
+    ) -> Result<Vec<Entry<C<RT>>>, StorageError<NodeId>> {
         Ok(self.inner.borrow().log.range(range).map(|(_, e)| e.clone()).collect())
     }
 }
 
-impl RaftLogStorage<C> for MemLogStore {
+impl<RT: AsyncRuntime> RaftLogStorage<C<RT>> for MemLogStore<RT> {
     type LogReader = Self;
 
-    async fn get_log_state(&mut self) -> Result<LogState<C>, StorageError<NodeId>> {
+    async fn get_log_state(&mut self) -> Result<LogState<C<RT>>, StorageError<NodeId>> {
         let inner = self.inner.borrow();
         let last = inner.log.values().next_back().map(|e| e.log_id).or(inner.last_purged);
         Ok(LogState { last_purged_log_id: inner.last_purged, last_log_id: last })
@@ -95,9 +114,9 @@ impl RaftLogStorage<C> for MemLogStore {
         Ok(self.inner.borrow().committed)
     }
 
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<C>) -> Result<(), StorageError<NodeId>>
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<C<RT>>) -> Result<(), StorageError<NodeId>>
     where
-        I: IntoIterator<Item = Entry<C>>,
+        I: IntoIterator<Item = Entry<C<RT>>>,
     {
         {
             let mut inner = self.inner.borrow_mut();
@@ -167,14 +186,14 @@ impl MemStateMachine {
     }
 }
 
-impl RaftSnapshotBuilder<C> for MemStateMachine {
-    async fn build_snapshot(&mut self) -> Result<Snapshot<C>, StorageError<NodeId>> {
+impl<RT: AsyncRuntime> RaftSnapshotBuilder<C<RT>> for MemStateMachine {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<C<RT>>, StorageError<NodeId>> {
         let (meta, data) = self.snapshot_of()?;
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
     }
 }
 
-impl RaftStateMachine<C> for MemStateMachine {
+impl<RT: AsyncRuntime> RaftStateMachine<C<RT>> for MemStateMachine {
     type SnapshotBuilder = Self;
 
     async fn applied_state(
@@ -186,7 +205,7 @@ impl RaftStateMachine<C> for MemStateMachine {
 
     async fn apply<I>(&mut self, entries: I) -> Result<Vec<CmdOutcome>, StorageError<NodeId>>
     where
-        I: IntoIterator<Item = Entry<C>>,
+        I: IntoIterator<Item = Entry<C<RT>>>,
     {
         let mut inner = self.inner.borrow_mut();
         let mut out = Vec::new();
@@ -231,23 +250,33 @@ impl RaftStateMachine<C> for MemStateMachine {
         Ok(())
     }
 
-    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<C>>, StorageError<NodeId>> {
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<C<RT>>>, StorageError<NodeId>> {
         let inner = self.inner.borrow();
         Ok(inner.snapshot.as_ref().map(|(meta, data)| Snapshot { meta: meta.clone(), snapshot: Box::new(Cursor::new(data.clone())) }))
     }
 }
 
-#[derive(Default)]
-struct RouterInner {
-    nodes: BTreeMap<NodeId, Raft<C>>,
+struct RouterInner<RT: AsyncRuntime> {
+    nodes: BTreeMap<NodeId, Raft<C<RT>>>,
     /// Directed links (from, to) that drop every message.
     cut: BTreeSet<(NodeId, NodeId)>,
 }
 
 /// Routes peer RPCs between in-process nodes; links can be cut and healed.
-#[derive(Clone, Default)]
-pub struct MemRouter {
-    inner: Rc<RefCell<RouterInner>>,
+pub struct MemRouter<RT: AsyncRuntime = GlommioRaftRuntime> {
+    inner: Rc<RefCell<RouterInner<RT>>>,
+}
+
+impl<RT: AsyncRuntime> Clone for MemRouter<RT> {
+    fn clone(&self) -> Self {
+        Self { inner: self.inner.clone() }
+    }
+}
+
+impl<RT: AsyncRuntime> Default for MemRouter<RT> {
+    fn default() -> Self {
+        Self { inner: Rc::new(RefCell::new(RouterInner { nodes: BTreeMap::new(), cut: BTreeSet::new() })) }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -257,8 +286,8 @@ struct LinkDown {
     to: NodeId,
 }
 
-impl MemRouter {
-    pub fn add(&self, id: NodeId, raft: Raft<C>) {
+impl<RT: AsyncRuntime> MemRouter<RT> {
+    pub fn add(&self, id: NodeId, raft: Raft<C<RT>>) {
         self.inner.borrow_mut().nodes.insert(id, raft);
     }
 
@@ -287,7 +316,7 @@ impl MemRouter {
         }
     }
 
-    fn target(&self, from: NodeId, to: NodeId) -> Result<Raft<C>, LinkDown> {
+    fn target(&self, from: NodeId, to: NodeId) -> Result<Raft<C<RT>>, LinkDown> {
         let inner = self.inner.borrow();
         if inner.cut.contains(&(from, to)) {
             return Err(LinkDown { from, to });
@@ -303,19 +332,19 @@ impl MemRouter {
     }
 
     /// The network factory node `from` uses.
-    pub fn network(&self, from: NodeId) -> MemNetwork {
+    pub fn network(&self, from: NodeId) -> MemNetwork<RT> {
         MemNetwork { router: self.clone(), from }
     }
 }
 
 /// One node's view of the router.
-pub struct MemNetwork {
-    router: MemRouter,
+pub struct MemNetwork<RT: AsyncRuntime = GlommioRaftRuntime> {
+    router: MemRouter<RT>,
     from: NodeId,
 }
 
-impl RaftNetworkFactory<C> for MemNetwork {
-    type Network = MemConnection;
+impl<RT: AsyncRuntime> RaftNetworkFactory<C<RT>> for MemNetwork<RT> {
+    type Network = MemConnection<RT>;
 
     async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> Self::Network {
         MemConnection { router: self.router.clone(), from: self.from, to: target }
@@ -323,17 +352,17 @@ impl RaftNetworkFactory<C> for MemNetwork {
 }
 
 /// A peer link from `from` to `to`.
-pub struct MemConnection {
-    router: MemRouter,
+pub struct MemConnection<RT: AsyncRuntime = GlommioRaftRuntime> {
+    router: MemRouter<RT>,
     from: NodeId,
     to: NodeId,
 }
 
-impl MemConnection {
+impl<RT: AsyncRuntime> MemConnection<RT> {
     async fn call<T, E, F, Fut>(&self, f: F) -> Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>
     where
         E: std::error::Error,
-        F: FnOnce(Raft<C>) -> Fut,
+        F: FnOnce(Raft<C<RT>>) -> Fut,
         Fut: std::future::Future<Output = Result<T, RaftError<NodeId, E>>>,
     {
         let raft = self.router.target(self.from, self.to).map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
@@ -343,10 +372,10 @@ impl MemConnection {
     }
 }
 
-impl RaftNetwork<C> for MemConnection {
+impl<RT: AsyncRuntime> RaftNetwork<C<RT>> for MemConnection<RT> {
     async fn append_entries(
         &mut self,
-        rpc: AppendEntriesRequest<C>,
+        rpc: AppendEntriesRequest<C<RT>>,
         _option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
         self.call(|raft| async move { raft.append_entries(rpc).await }).await
@@ -354,7 +383,7 @@ impl RaftNetwork<C> for MemConnection {
 
     async fn install_snapshot(
         &mut self,
-        rpc: InstallSnapshotRequest<C>,
+        rpc: InstallSnapshotRequest<C<RT>>,
         _option: RPCOption,
     ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>>
     {
