@@ -6,8 +6,9 @@
 //! - `cmd`: the Raft log entries and what applying one answers;
 //! - `state`: the pure replicated state machine (Apache's `ReplicasInfoManager`);
 //! - `policy`: master election (Apache's `DefaultElectPolicy`);
-//! - `raft`: openraft's type config, the glommio `AsyncRuntime`, the in-memory log store,
-//!   state machine and network (`raft/mem.rs`, for tests and the simulator);
+//! - `raft`: openraft's type config (`ControllerTypes<RT>`, generic over the runtime), the
+//!   glommio `AsyncRuntime`, the in-memory log store, state machine and network
+//!   (`raft/mem.rs`, for tests and the simulator);
 //! - `controller`: `Controller::handle`, the controller request codes.
 //!
 //! Invariants: every state change goes through the Raft log and `ControllerState::apply`

