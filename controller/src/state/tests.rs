@@ -41,6 +41,8 @@ enum Req {
     Clean(&'static str, bool),
     /// The replica stops heartbeating.
     Kill(i64),
+    /// The replica heartbeats again.
+    Revive(i64),
     /// Unclean election switched on.
     Unclean,
 }
@@ -114,6 +116,10 @@ fn run(h: &mut Harness, req: &Req) -> CmdOutcome {
         }
         Req::Kill(id) => {
             h.dead.borrow_mut().insert(*id);
+            return CmdOutcome::success();
+        }
+        Req::Revive(id) => {
+            h.dead.borrow_mut().remove(id);
             return CmdOutcome::success();
         }
         Req::Unclean => {
@@ -240,6 +246,59 @@ fn replicas_info_manager_cases() {
             ],
         ),
         Some((Some(1), 1, &[1, 2], 2)),
+    );
+    // Apache `testRegisterWithOldMasterInactive`: only broker 3 alive, it asks for itself.
+    check(
+        "old master inactive: the asking SyncStateSet member is elected",
+        &with(
+            three_registered(),
+            &[
+                (Req::Elect(1), SUCCESS),
+                (Req::Alter(1, 1, 1, &[1, 2, 3]), SUCCESS),
+                (Req::Kill(1), SUCCESS),
+                (Req::Kill(2), SUCCESS),
+                (Req::Elect(3), SUCCESS),
+            ],
+        ),
+        Some((Some(3), 2, &[3], 3)),
+    );
+    // Apache `testElectMaster` (admin part): the designated broker must be alive; the
+    // alive old master designated again is MASTER_STILL_EXIST.
+    check(
+        "admin designation: dead refused, old master still exists, alive elected",
+        &with(
+            three_registered(),
+            &[
+                (Req::Elect(2), SUCCESS),
+                (Req::Alter(2, 1, 1, &[1, 2, 3]), SUCCESS),
+                (Req::Kill(1), SUCCESS),
+                (Req::ElectDesignated(1), CONTROLLER_ELECT_MASTER_FAILED),
+                (Req::ElectDesignated(2), CONTROLLER_MASTER_STILL_EXIST),
+                (Req::Revive(1), SUCCESS),
+                (Req::Kill(2), SUCCESS),
+                (Req::ElectDesignated(1), SUCCESS),
+            ],
+        ),
+        Some((Some(1), 2, &[1], 3)),
+    );
+    // Apache `testAllReplicasShutdownAndRestart`, then the old master returns.
+    check(
+        "all replicas down: master cleared (2004); the returning member is elected",
+        &with(
+            three_registered(),
+            &[
+                (Req::Elect(1), SUCCESS),
+                (Req::Kill(1), SUCCESS),
+                (Req::Kill(2), SUCCESS),
+                (Req::Kill(3), SUCCESS),
+                (Req::ElectByController, CONTROLLER_MASTER_NOT_AVAILABLE),
+                (Req::Revive(2), SUCCESS),
+                (Req::Elect(2), CONTROLLER_ELECT_MASTER_FAILED),
+                (Req::Revive(1), SUCCESS),
+                (Req::Elect(1), SUCCESS),
+            ],
+        ),
+        Some((Some(1), 3, &[1], 2)),
     );
     check(
         "clean: refused while the master lives, a living id refused, dead ids removed",
