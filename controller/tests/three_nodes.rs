@@ -173,6 +173,18 @@ async fn scenario() {
     let other = rest.iter().copied().find(|&i| i != l2).expect("other follower");
     check(&call(&nodes[other], replica_info("b")).await, rc::CONTROLLER_NOT_LEADER, &[("controllerLeaderAddress", &addr(l2 as NodeId))]);
 
+    // The cut-off old leader never answers SUCCESS: a read cannot confirm leadership, and
+    // a write cannot commit (answered 2007 or SYSTEM_ERROR after the commit wait).
+    for request in [replica_info("b"), elect("b", 1, true)] {
+        let resp = call(&nodes[l], request).await;
+        assert!(
+            resp.code == rc::CONTROLLER_NOT_LEADER || resp.code == rc::SYSTEM_ERROR,
+            "isolated old leader answered {} {:?}",
+            resp.code,
+            resp.remark
+        );
+    }
+
     // Heal: the old leader steps down, catches up; logs and states converge.
     router.isolate(l as NodeId, false);
     poll_until(CONVERGE_DEADLINE_MS, "logs converge", || {
