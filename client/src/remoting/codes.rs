@@ -98,6 +98,22 @@ code_table! {
         GET_SUBSCRIPTIONGROUP_CONFIG = 352,
         LITE_PULL_MESSAGE = 361,
         GET_BROKER_MEMBER_GROUP = 901,
+        // Controller mode (RocketMQ 5, docs/design/controller.md §2.3-2.4).
+        BROKER_HEARTBEAT = 904,
+        EXCHANGE_BROKER_HA_INFO = 906,
+        CONTROLLER_ALTER_SYNC_STATE_SET = 1001,
+        CONTROLLER_ELECT_MASTER = 1002,
+        CONTROLLER_REGISTER_BROKER = 1003,
+        CONTROLLER_GET_REPLICA_INFO = 1004,
+        CONTROLLER_GET_METADATA_INFO = 1005,
+        CONTROLLER_GET_SYNC_STATE_DATA = 1006,
+        GET_BROKER_EPOCH_CACHE = 1007,
+        NOTIFY_BROKER_ROLE_CHANGED = 1008,
+        UPDATE_CONTROLLER_CONFIG = 1009,
+        GET_CONTROLLER_CONFIG = 1010,
+        CLEAN_BROKER_DATA = 1011,
+        CONTROLLER_GET_NEXT_BROKER_ID = 1012,
+        CONTROLLER_APPLY_BROKER_ID = 1013,
         AUTH_CREATE_USER = 3001,
         AUTH_UPDATE_USER = 3002,
         AUTH_DELETE_USER = 3003,
@@ -151,6 +167,24 @@ code_table! {
         FLOW_CONTROL = 215,
         NOT_LEADER_FOR_QUEUE = 501,
         ILLEGAL_OPERATION = 604,
+        // Controller mode (`ResponseCode.java:103-128`).
+        CONTROLLER_FENCED_MASTER_EPOCH = 2000,
+        CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = 2001,
+        CONTROLLER_INVALID_MASTER = 2002,
+        CONTROLLER_INVALID_REPLICAS = 2003,
+        CONTROLLER_MASTER_NOT_AVAILABLE = 2004,
+        CONTROLLER_INVALID_REQUEST = 2005,
+        CONTROLLER_BROKER_NOT_ALIVE = 2006,
+        CONTROLLER_NOT_LEADER = 2007,
+        CONTROLLER_BROKER_METADATA_NOT_EXIST = 2008,
+        CONTROLLER_INVALID_CLEAN_BROKER_METADATA = 2009,
+        CONTROLLER_BROKER_NEED_TO_BE_REGISTERED = 2010,
+        CONTROLLER_MASTER_STILL_EXIST = 2011,
+        CONTROLLER_ELECT_MASTER_FAILED = 2012,
+        CONTROLLER_ALTER_SYNC_STATE_SET_FAILED = 2013,
+        CONTROLLER_BROKER_ID_INVALID = 2014,
+        CONTROLLER_JRAFT_INTERNAL_ERROR = 2015,
+        CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS = 2016,
     }
 }
 
@@ -302,5 +336,53 @@ mod tests {
         assert_eq!(language_name(12), Some("RUST"));
         assert_eq!(language_name(13), None);
         assert_eq!(language_name(-1), None);
+    }
+
+    /// Every controller-mode code with its number in Apache's `RequestCode.java` /
+    /// `ResponseCode.java` at 8fc57f1468 (docs/design/controller.md §2.3).
+    #[test]
+    fn controller_codes_match_apache() {
+        for (name, code) in [
+            ("BROKER_HEARTBEAT", 904),
+            ("EXCHANGE_BROKER_HA_INFO", 906),
+            ("CONTROLLER_ALTER_SYNC_STATE_SET", 1001),
+            ("CONTROLLER_ELECT_MASTER", 1002),
+            ("CONTROLLER_REGISTER_BROKER", 1003),
+            ("CONTROLLER_GET_REPLICA_INFO", 1004),
+            ("CONTROLLER_GET_METADATA_INFO", 1005),
+            ("CONTROLLER_GET_SYNC_STATE_DATA", 1006),
+            ("GET_BROKER_EPOCH_CACHE", 1007),
+            ("NOTIFY_BROKER_ROLE_CHANGED", 1008),
+            ("UPDATE_CONTROLLER_CONFIG", 1009),
+            ("GET_CONTROLLER_CONFIG", 1010),
+            ("CLEAN_BROKER_DATA", 1011),
+            ("CONTROLLER_GET_NEXT_BROKER_ID", 1012),
+            ("CONTROLLER_APPLY_BROKER_ID", 1013),
+        ] {
+            check(request_code::ALL, name, code);
+        }
+        for (name, code) in [
+            ("CONTROLLER_FENCED_MASTER_EPOCH", 2000),
+            ("CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH", 2001),
+            ("CONTROLLER_INVALID_MASTER", 2002),
+            ("CONTROLLER_INVALID_REPLICAS", 2003),
+            ("CONTROLLER_MASTER_NOT_AVAILABLE", 2004),
+            ("CONTROLLER_INVALID_REQUEST", 2005),
+            ("CONTROLLER_BROKER_NOT_ALIVE", 2006),
+            ("CONTROLLER_NOT_LEADER", 2007),
+            ("CONTROLLER_BROKER_METADATA_NOT_EXIST", 2008),
+            ("CONTROLLER_INVALID_CLEAN_BROKER_METADATA", 2009),
+            ("CONTROLLER_BROKER_NEED_TO_BE_REGISTERED", 2010),
+            ("CONTROLLER_MASTER_STILL_EXIST", 2011),
+            ("CONTROLLER_ELECT_MASTER_FAILED", 2012),
+            ("CONTROLLER_ALTER_SYNC_STATE_SET_FAILED", 2013),
+            ("CONTROLLER_BROKER_ID_INVALID", 2014),
+            ("CONTROLLER_JRAFT_INTERNAL_ERROR", 2015),
+            ("CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS", 2016),
+        ] {
+            check(response_code::ALL, name, code);
+        }
+        let controller_responses = response_code::ALL.iter().filter(|(n, _)| n.starts_with("CONTROLLER_")).count();
+        assert_eq!(controller_responses, 17, "2000..=2016, no more, no fewer");
     }
 }

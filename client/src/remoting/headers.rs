@@ -162,6 +162,8 @@ macro_rules! ext_header {
         }
     };
 }
+// Other header modules (`controller.rs`) declare their headers with the same rules.
+pub(crate) use ext_header;
 
 ext_header! {
     /// SEND_MESSAGE (long names).

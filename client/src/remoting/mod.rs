@@ -24,6 +24,7 @@ pub mod batch;
 pub mod bodies;
 pub mod codes;
 pub mod command;
+pub mod controller;
 pub mod ext;
 pub mod frame;
 pub mod ha;

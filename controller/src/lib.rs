@@ -1,0 +1,29 @@
+//! RingMQ's controller (RocketMQ 5 controller mode, docs/design/controller.md): the
+//! replica metadata of every broker set (replicas, master, master epoch, SyncStateSet),
+//! replicated by Raft (openraft 0.9) across the controller nodes.
+//!
+//! Owns, one concern per module:
+//! - `cmd`: the Raft log entries and what applying one answers;
+//! - `state`: the pure replicated state machine (Apache's `ReplicasInfoManager`);
+//! - `policy`: master election (Apache's `DefaultElectPolicy`);
+//! - `raft`: openraft's type config (`ControllerTypes<RT>`, generic over the runtime), the
+//!   glommio `AsyncRuntime`, the in-memory log store, state machine and network
+//!   (`raft/mem.rs`, for tests and the simulator);
+//! - `controller`: `Controller::handle`, the controller request codes.
+//!
+//! Invariants: every state change goes through the Raft log and `ControllerState::apply`
+//! (no other mutation path); writes are answered from what was applied; only the Raft
+//! leader answers controller requests other than CONTROLLER_GET_METADATA_INFO (others
+//! answer CONTROLLER_NOT_LEADER, 2007); no tokio runtime is started (openraft runs on the
+//! caller's glommio executor through `raft::runtime::GlommioRaftRuntime`).
+
+// openraft's own error types (`StorageError`, `ConfigError`) are large; its traits
+// return them, so this crate does too.
+#![allow(clippy::result_large_err)]
+
+pub mod cmd;
+pub mod controller;
+pub mod policy;
+pub mod state;
+pub mod raft;
+pub use controller::{Controller, ControllerConfig, ControllerError};
