@@ -9,8 +9,7 @@
 //! this rate 01de640 still kept up (p99 11.7 ms): its lag needs the full load, which
 //! `broker/tests/pull_liveness.rs` drives. Its own test binary: it loads both cores.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
 const RATE_PER_SEC: u64 = 20_000;
 const DURATION_SECS: u64 = 10;
@@ -20,28 +19,8 @@ const E2E_P99_MAX_MS: f64 = 250.0;
 
 #[test]
 fn the_readme_job_at_a_fixed_rate_keeps_its_consumer_live() {
-    let loadgen = PathBuf::from(env!("CARGO_BIN_EXE_loadgen"));
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
-    let out = dir.path().join("e2e.json");
-    let args = [
-        "e2e".to_string(),
-        "--rate".into(),
-        RATE_PER_SEC.to_string(),
-        "--duration-secs".into(),
-        DURATION_SECS.to_string(),
-        "--warmup-secs".into(),
-        WARMUP_SECS.to_string(),
-        "--dir".into(),
-        dir.path().display().to_string(),
-        "--out".into(),
-        out.display().to_string(),
-        "--quiet".into(),
-    ];
-    let run = Command::new(&loadgen).args(&args).output().expect("loadgen runs");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "loadgen {args:?} failed ({}):\n{stdout}\n{stderr}", run.status);
-    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).expect("results file")).expect("OMB JSON");
+    let run = common::run_e2e(&[], RATE_PER_SEC, DURATION_SECS, WARMUP_SECS);
+    let (json, stdout) = (&run.json, &run.stdout);
     let r = &json["runs"][0];
     let totals = &r["ringmq"]["totals"];
     let sent = totals["sent"].as_u64().expect("sent");

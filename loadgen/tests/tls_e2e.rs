@@ -3,37 +3,15 @@
 //! connect over TLS trusting its CA, and a short open-loop run delivers what it sends.
 //! Not a speed check (the TLS-versus-plain comparison is a benchmark, run apart).
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
 const RATE_PER_SEC: u64 = 2_000;
 const DURATION_SECS: u64 = 2;
 
 #[test]
 fn e2e_over_tls_delivers_what_it_sends() {
-    let loadgen = PathBuf::from(env!("CARGO_BIN_EXE_loadgen"));
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
-    let out = dir.path().join("e2e-tls.json");
-    let args = [
-        "e2e".to_string(),
-        "--tls".into(),
-        "--rate".into(),
-        RATE_PER_SEC.to_string(),
-        "--duration-secs".into(),
-        DURATION_SECS.to_string(),
-        "--warmup-secs".into(),
-        "0".into(),
-        "--dir".into(),
-        dir.path().display().to_string(),
-        "--out".into(),
-        out.display().to_string(),
-        "--quiet".into(),
-    ];
-    let run = Command::new(&loadgen).args(&args).output().expect("loadgen runs");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "loadgen {args:?} failed ({}):\n{stdout}\n{stderr}", run.status);
-    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).expect("results file")).expect("OMB JSON");
+    let run = common::run_e2e(&["--tls"], RATE_PER_SEC, DURATION_SECS, 0);
+    let (json, stdout, stderr, dir) = (&run.json, &run.stdout, &run.stderr, &run.dir);
     let r = &json["runs"][0];
     let config = r.to_string();
     assert!(config.contains("TLS enforcing") && config.contains(", TLS"), "the row says it ran over TLS, with the server checked: {config}");
