@@ -178,6 +178,7 @@ pub fn run(spec: &BrokerBenchSpec, dir: &Path) -> Result<BrokerRunResult, String
         FlushMode::Async => Preallocate::Fallocate,
     };
     config.store.segment_bytes = 256 * 1024 * 1024;
+    crate::embedded::BenchDiskWatermarks::apply(&mut config.store);
     let broker = launch::start(config).map_err(|e| format!("broker did not start: {e}"))?;
     let port = broker.addr.port();
     let create = RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)

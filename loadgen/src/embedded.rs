@@ -38,6 +38,27 @@ pub struct EmbeddedCluster {
 /// How long `start` waits for every shard of the slave to attach.
 const SLAVE_ATTACH_TIMEOUT_MS: u64 = 30_000;
 
+/// Every benchmark broker's disk watermarks (embedded, `broker` and `verify`'s child):
+/// its store is a temp directory on a host disk that is shared and often far fuller
+/// than a broker's own would be (CI's has been 93 % used), so the defaults (force-clean
+/// at 85 %, refuse at 90 %) would delete segments under the measurement or refuse every
+/// send. Real ENOSPC still stops writes with a clear error.
+pub struct BenchDiskWatermarks;
+
+impl BenchDiskWatermarks {
+    const MAX_USED_RATIO: f64 = 0.97;
+    const FORCE_CLEAN_RATIO: f64 = 0.98;
+    const REFUSE_RATIO: f64 = 0.99;
+    /// The same three as a child broker's `[store]` TOML lines.
+    pub const TOML: &'static str = "disk_max_used_ratio = 0.97\ndisk_force_clean_ratio = 0.98\ndisk_refuse_ratio = 0.99\n";
+
+    pub fn apply(store: &mut ringmq_broker::store::config::StoreConfig) {
+        store.disk_max_used_ratio = Self::MAX_USED_RATIO;
+        store.disk_force_clean_ratio = Self::FORCE_CLEAN_RATIO;
+        store.disk_refuse_ratio = Self::REFUSE_RATIO;
+    }
+}
+
 /// How the embedded broker runs.
 #[derive(Debug, Clone)]
 pub struct EmbeddedSpec {
@@ -155,6 +176,7 @@ impl EmbeddedCluster {
             FlushMode::Async => Preallocate::Fallocate,
         };
         config.store.segment_bytes = spec.segment_mib * 1024 * 1024;
+        BenchDiskWatermarks::apply(&mut config.store);
         config.store.write_through = spec.write_through;
         config.store.read_ahead_windows_max = spec.read_ahead_windows;
         config.spin_before_park_us = spec.spin_before_park_us;
@@ -323,7 +345,18 @@ pub fn broker_cost_note(cluster: &EmbeddedCluster) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::cpu_ticks_of_stat;
+    use super::{cpu_ticks_of_stat, BenchDiskWatermarks};
+
+    #[test]
+    fn bench_watermarks_toml_says_what_apply_sets() {
+        let mut store = ringmq_broker::store::config::StoreConfig::default();
+        BenchDiskWatermarks::apply(&mut store);
+        let toml = format!(
+            "disk_max_used_ratio = {}\ndisk_force_clean_ratio = {}\ndisk_refuse_ratio = {}\n",
+            store.disk_max_used_ratio, store.disk_force_clean_ratio, store.disk_refuse_ratio
+        );
+        assert_eq!(BenchDiskWatermarks::TOML, toml);
+    }
 
     fn check(stat: &str, expected: Option<u64>) {
         assert_eq!(cpu_ticks_of_stat(stat), expected, "{stat:?}");

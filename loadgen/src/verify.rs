@@ -39,10 +39,6 @@ pub const BODY_MAGIC: &[u8; 4] = b"RMQV";
 /// magic · producer u32 · seq u64 · crc u32.
 pub const BODY_HEAD_BYTES: usize = 20;
 pub const START_WAIT_SECS: u64 = 120;
-/// The child broker's disk watermarks: the benchmark host's disk is shared and already
-/// far fuller than a broker's own would be, so the defaults (force-clean at 85 % used)
-/// would delete segments under the measurement. Real ENOSPC still stops writes.
-const BENCH_DISK_WATERMARKS_TOML: &str = "disk_max_used_ratio = 0.97\ndisk_force_clean_ratio = 0.98\ndisk_refuse_ratio = 0.99\n";
 
 /// One acknowledged send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -490,8 +486,9 @@ impl ChildSetup {
         std::fs::write(
             &config_path,
             format!(
-                "listen_port = {port}\nnamesrv_addrs = [\"{ns_addr}\"]\nbroker_ip = \"127.0.0.1\"\nbroker_name = \"{root_name}\"\nshard_count = {shards}\nstore_root = \"{}\"\nregister_interval_ms = 1000\n\n[store]\nflush = \"{flush}\"\nsegment_bytes = {segment_bytes}\npreallocate = \"{preallocate}\"\n{BENCH_DISK_WATERMARKS_TOML}{extra_store_toml}",
+                "listen_port = {port}\nnamesrv_addrs = [\"{ns_addr}\"]\nbroker_ip = \"127.0.0.1\"\nbroker_name = \"{root_name}\"\nshard_count = {shards}\nstore_root = \"{}\"\nregister_interval_ms = 1000\n\n[store]\nflush = \"{flush}\"\nsegment_bytes = {segment_bytes}\npreallocate = \"{preallocate}\"\n{}{extra_store_toml}",
                 store.display(),
+                crate::embedded::BenchDiskWatermarks::TOML,
                 // As the tuning profiles and the suite's embedded broker: zeroed segments
                 // for sync flush, fallocated ones for async.
                 preallocate = if flush == "sync" { "zero" } else { "fallocate" },
