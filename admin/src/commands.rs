@@ -18,9 +18,10 @@ use std::rc::Rc;
 
 #[derive(Args, Debug, Clone)]
 pub struct Common {
-    /// NameServer addresses, `host:port;host:port`.
+    /// NameServer addresses, `host:port;host:port` (every command that reads routes or
+    /// clusters needs it; the controller commands that only talk to `-a` do not).
     #[arg(short = 'n', long = "namesrvAddr")]
-    pub namesrv: String,
+    pub namesrv: Option<String>,
     /// Print one JSON document instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -330,6 +331,9 @@ pub enum Command {
     /// RocketMQ 5's users and ACLs (`auth.rs`).
     #[command(flatten)]
     Auth(crate::auth::AuthCommand),
+    /// RocketMQ 5's controller mode (`controller.rs`).
+    #[command(flatten)]
+    Controller(crate::controller::ControllerCommand),
 }
 
 
@@ -378,8 +382,15 @@ pub async fn run(command: Command) -> Outcome {
         Command::dashboard { .. } => return Err("dashboard runs from main".into()),
         Command::Ops(ops) => ops.common().clone(),
         Command::Auth(auth) => auth.common().clone(),
+        Command::Controller(c) => c.common().clone(),
     };
-    let namesrvs = namesrv_list(&common.namesrv)?;
+    // A client instance needs a bootstrap list to start; a controller command without `-n`
+    // gives it the controllers it talks to, and never asks it for a route.
+    let namesrvs = match (&common.namesrv, &command) {
+        (Some(n), _) => namesrv_list(n)?,
+        (None, Command::Controller(c)) => c.controllers().ok_or_else(|| "this command reads the cluster from the NameServer: give -n host:port".to_string())?,
+        (None, _) => return Err("-n needs at least one NameServer host:port".into()),
+    };
     let client = common.client_config(namesrvs.clone());
     let instance = ClientInstance::start(client.clone()).map_err(|e| e.to_string())?;
     let result = dispatch(&instance, client, &namesrvs, common.json, command).await;
@@ -475,6 +486,8 @@ async fn dispatch(instance: &Rc<ClientInstance>, client: ClientConfig, namesrvs:
         Command::Ops(ops) => crate::ops::run(instance, json, ops).await,
         // Users and ACLs.
         Command::Auth(auth) => crate::auth::run(instance, json, auth).await,
+        // Controller mode.
+        Command::Controller(c) => crate::controller::run(instance, json, c).await,
         Command::dashboard { .. } => Err("dashboard runs from main".into()),
     }
 }
@@ -515,17 +528,25 @@ async fn get_broker_config(instance: &Rc<ClientInstance>, json: bool, broker: Op
     let mut docs = serde_json::Map::new();
     for addr in targets(instance, &broker, &cluster_name).await? {
         let r = call(instance, &addr, RemotingCommand::request(rq::GET_BROKER_CONFIG)).await?;
-        let body = String::from_utf8_lossy(&r.body).into_owned();
-        text += &format!("============{addr}============\n");
-        let mut kv = serde_json::Map::new();
-        for line in body.lines().filter(|l| !l.trim().is_empty()) {
-            let (k, v) = line.split_once('=').unwrap_or((line, ""));
-            text += &format!("{:<50}=  {v}\n", k.trim());
-            kv.insert(k.trim().to_string(), Value::String(v.to_string()));
-        }
-        docs.insert(addr, Value::Object(kv));
+        let (t, v) = properties_section(&addr, &r.body);
+        text += &t;
+        docs.insert(addr, v);
     }
     render(json, Value::Object(docs), text)
+}
+
+/// A server's `key=value` properties body as mqadmin prints it (`====addr====`, then
+/// `key  =  value` lines) and as a JSON object (getBrokerConfig, getControllerConfig).
+pub(crate) fn properties_section(addr: &str, body: &[u8]) -> (String, Value) {
+    let body = String::from_utf8_lossy(body);
+    let mut text = format!("============{addr}============\n");
+    let mut kv = serde_json::Map::new();
+    for line in body.lines().filter(|l| !l.trim().is_empty()) {
+        let (k, v) = line.split_once('=').unwrap_or((line, ""));
+        text += &format!("{:<50}=  {v}\n", k.trim());
+        kv.insert(k.trim().to_string(), Value::String(v.to_string()));
+    }
+    (text, Value::Object(kv))
 }
 
 /// `updateBrokerConfig`: UPDATE_BROKER_CONFIG of one `key=value` on each target; stops at the

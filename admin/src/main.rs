@@ -9,6 +9,7 @@
 
 mod auth;
 mod commands;
+mod controller;
 mod dashboard;
 mod ops;
 mod query;

@@ -1,7 +1,7 @@
 //! Controller-mode headers and bodies (RocketMQ 5, docs/design/controller.md §2.3–2.4):
 //! Apache's `remoting/protocol/header/controller/**` headers with the Java field names as
 //! ext keys, and the JSON bodies `SyncStateSet`, `ElectMasterResponseBody`,
-//! `BrokerMemberGroup`, `BrokerReplicasInfo`.
+//! `BrokerMemberGroup`, `BrokerReplicasInfo`, `EpochEntryCache`.
 //!
 //! Invariants: decoding follows `headers.rs` (lenient: numbers trimmed, booleans as
 //! `Boolean.parseBoolean` plus "1", unknown keys ignored) and `bodies.rs` (fastjson's
@@ -261,6 +261,36 @@ pub struct BrokerReplicasInfo {
 }
 impl JsonBody for BrokerReplicasInfo {}
 
+/// One epoch of a broker's log in `EpochEntryCache` (Apache `remoting/protocol/EpochEntry`):
+/// the epoch's first physical offset and, for all but the last, its end.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EpochEntry {
+    #[serde(default)]
+    pub epoch: i32,
+    #[serde(default)]
+    pub start_offset: i64,
+    #[serde(default)]
+    pub end_offset: i64,
+}
+
+/// GET_BROKER_EPOCH_CACHE (1007) answer body (Apache `body/EpochEntryCache`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EpochEntryCache {
+    #[serde(default, deserialize_with = "null_default")]
+    pub cluster_name: String,
+    #[serde(default, deserialize_with = "null_default")]
+    pub broker_name: String,
+    #[serde(default)]
+    pub broker_id: i64,
+    #[serde(default, deserialize_with = "null_default")]
+    pub epoch_list: Vec<EpochEntry>,
+    #[serde(default)]
+    pub max_offset: i64,
+}
+impl JsonBody for EpochEntryCache {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,5 +385,22 @@ mod tests {
         );
         assert_eq!(BrokerReplicasInfo::decode(&info.encode()).expect("round trip"), info);
         assert!(BrokerReplicasInfo::decode(br#"{"replicasInfoTable":null}"#).expect("null map").replicas_info_table.is_empty());
+        // What Apache's broker writes for GET_BROKER_EPOCH_CACHE; the open epoch's end may
+        // be absent.
+        let cache = EpochEntryCache::decode(
+            br#"{"brokerId":1,"brokerName":"b","clusterName":"c","epochList":[{"epoch":1,"startOffset":0,"endOffset":100},{"epoch":2,"startOffset":100}],"maxOffset":150}"#,
+        )
+        .expect("EpochEntryCache decodes");
+        assert_eq!(
+            cache,
+            EpochEntryCache {
+                cluster_name: "c".into(),
+                broker_name: "b".into(),
+                broker_id: 1,
+                epoch_list: vec![EpochEntry { epoch: 1, start_offset: 0, end_offset: 100 }, EpochEntry { epoch: 2, start_offset: 100, end_offset: 0 }],
+                max_offset: 150,
+            }
+        );
+        assert_eq!(EpochEntryCache::decode(&cache.encode()).expect("round trip"), cache);
     }
 }

@@ -1,0 +1,203 @@
+//! `ringmq-admin`'s controller-mode commands (getControllerMetaData, getControllerConfig,
+//! getSyncStateSet, electMaster, cleanBrokerMetadata) against two scripted controller
+//! nodes on ephemeral ports: a follower whose metadata names the other as leader, and
+//! the leader. Checks what mqadmin checks: the CLI asks `-a` for the leader and sends
+//! leader-only requests there with Apache's header fields, prints mqadmin's lines, and
+//! exits 1 with the controller's remark on a refusal. (The same commands against real
+//! `ringmq-controller` processes: `controller/tests/processes.rs` once they exist.)
+
+mod common;
+
+use common::admin;
+use ringmq_client::remoting::bodies::JsonBody;
+use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
+use ringmq_client::remoting::command::RemotingCommand;
+use ringmq_client::remoting::controller::{BrokerMemberGroup, BrokerReplicasInfo, ElectMasterResponseBody, ReplicaIdentity, ReplicasInfo};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What a scripted node was asked: (request code, ext fields as `key=value`, body).
+type Seen = Arc<Mutex<Vec<(i32, Vec<String>, Vec<u8>)>>>;
+
+/// A scripted controller node: answers each request with `answer(request)`, records it.
+fn node(answer: impl Fn(&RemotingCommand) -> RemotingCommand + Send + Sync + 'static) -> (String, Seen) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let seen: Seen = Arc::default();
+    let (answer, record) = (Arc::new(answer), seen.clone());
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let (answer, record) = (answer.clone(), record.clone());
+            std::thread::spawn(move || serve(conn, &*answer, &record));
+        }
+    });
+    (addr, seen)
+}
+
+fn serve(mut conn: TcpStream, answer: &dyn Fn(&RemotingCommand) -> RemotingCommand, seen: &Seen) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
+    let mut buf = bytes::BytesMut::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        while let Ok(Some(request)) = RemotingCommand::decode(&mut buf, &Default::default()) {
+            let ext = request.ext_fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            seen.lock().expect("lock").push((request.code, ext, request.body.to_vec()));
+            let mut out = bytes::BytesMut::new();
+            answer(&request).encode(&mut out).expect("encode");
+            if conn.write_all(&out).is_err() {
+                return;
+            }
+        }
+        match conn.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+fn metadata(request: &RemotingCommand, leader: &str) -> RemotingCommand {
+    request
+        .create_response(rs::SUCCESS, None)
+        .with_ext("group", "DefaultControllerGroup")
+        .with_ext("controllerLeaderId", "n1")
+        .with_ext("controllerLeaderAddress", leader)
+        .with_ext("isLeader", "false")
+        .with_ext("peers", format!("n0:follower;n1:{leader};"))
+}
+
+fn leader_answer(request: &RemotingCommand, me: &str) -> RemotingCommand {
+    let ok = request.create_response(rs::SUCCESS, None);
+    match request.code {
+        rq::CONTROLLER_GET_METADATA_INFO => metadata(request, me),
+        rq::CONTROLLER_GET_SYNC_STATE_DATA => {
+            let id = |id: i64, alive: bool| ReplicaIdentity { broker_name: "broker-a".into(), broker_id: id, broker_address: format!("10.0.0.{id}:10911"), alive };
+            let info = BrokerReplicasInfo {
+                replicas_info_table: [(
+                    "broker-a".to_string(),
+                    ReplicasInfo {
+                        master_broker_id: Some(1),
+                        master_address: Some("10.0.0.1:10911".into()),
+                        master_epoch: 2,
+                        sync_state_set_epoch: 3,
+                        in_sync_replicas: vec![id(1, true), id(2, true)],
+                        not_in_sync_replicas: vec![id(3, false)],
+                    },
+                )]
+                .into(),
+            };
+            ok.with_body(info.encode())
+        }
+        rq::CONTROLLER_ELECT_MASTER if request.ext_fields.get("brokerId") == Some("9") => {
+            request.create_response(rs::CONTROLLER_ELECT_MASTER_FAILED, Some("Failed to elect a new master"))
+        }
+        rq::CONTROLLER_ELECT_MASTER => {
+            let body = ElectMasterResponseBody {
+                broker_member_group: Some(BrokerMemberGroup {
+                    cluster: "c".into(),
+                    broker_name: "broker-a".into(),
+                    broker_addrs: [(1, "10.0.0.1:10911".to_string()), (2, "10.0.0.2:10911".to_string())].into(),
+                }),
+                sync_state_set: vec![2],
+            };
+            ok.with_ext("masterBrokerId", "2").with_ext("masterAddress", "10.0.0.2:10911").with_ext("masterEpoch", "3").with_ext("syncStateSetEpoch", "4").with_body(body.encode())
+        }
+        rq::CLEAN_BROKER_DATA => ok,
+        rq::GET_CONTROLLER_CONFIG => ok.with_body(b"controllerDLegerGroup=DefaultControllerGroup\nenableElectUncleanMaster=false\n".to_vec()),
+        _ => request.create_response(rs::REQUEST_CODE_NOT_SUPPORTED, Some("not scripted")),
+    }
+}
+
+fn codes(seen: &Seen) -> Vec<i32> {
+    seen.lock().expect("lock").iter().map(|(c, _, _)| *c).collect()
+}
+
+fn last_ext(seen: &Seen, code: i32) -> Vec<String> {
+    seen.lock().expect("lock").iter().rev().find(|(c, _, _)| *c == code).map(|(_, e, _)| e.clone()).unwrap_or_default()
+}
+
+#[test]
+fn controller_commands_follow_the_leader_and_print_as_mqadmin() {
+    let leader_addr = Arc::new(Mutex::new(String::new()));
+    let me = leader_addr.clone();
+    let (leader, leader_seen) = node(move |r| leader_answer(r, &me.lock().expect("lock")));
+    *leader_addr.lock().expect("lock") = leader.clone();
+    let named = leader.clone();
+    let (follower, follower_seen) = node(move |r| match r.code {
+        rq::CONTROLLER_GET_METADATA_INFO => metadata(r, &named),
+        rq::GET_CONTROLLER_CONFIG => r.create_response(rs::SUCCESS, None).with_body(b"controllerDLegerSelfId=n0\n".to_vec()),
+        _ => r.create_response(rs::CONTROLLER_NOT_LEADER, Some("The controller is not in leader state")),
+    });
+    // check(args, expected exit code, what the output must say)
+    let check = |args: &[&str], code: i32, says: &[&str]| {
+        let (got, out, err) = admin(args);
+        assert_eq!(got, code, "{args:?}: {err}{out}");
+        for s in says {
+            assert!(format!("{out}{err}").contains(s), "{args:?} says {s:?}: {err}{out}");
+        }
+    };
+
+    check(
+        &["getControllerMetaData", "-a", &follower],
+        0,
+        &["#ControllerGroup\tDefaultControllerGroup\n", &format!("#ControllerLeaderAddress\t{leader}\n"), "#Peer:\tn0:follower\n", &format!("#Peer:\tn1:{leader}\n")],
+    );
+    check(&["getControllerConfig", "-a", &format!("{follower};{leader}")], 0, &[&format!("============{follower}============"), "controllerDLegerSelfId", "enableElectUncleanMaster"]);
+
+    // Leader-only reads and writes go to the leader the follower names.
+    check(
+        &["getSyncStateSet", "-a", &follower, "-b", "broker-a"],
+        0,
+        &["#brokerName\tbroker-a\n#MasterBrokerId\t1\n#MasterAddr\t10.0.0.1:10911\n#MasterEpoch\t2\n#SyncStateSetEpoch\t3\n#SyncStateSetNums\t2\n", "NotInSyncReplica:\tReplicaIdentity{brokerName='broker-a', brokerId=3, brokerAddress='10.0.0.3:10911', alive=false}"],
+    );
+    let asked = leader_seen.lock().expect("lock").iter().rev().find(|(c, _, _)| *c == rq::CONTROLLER_GET_SYNC_STATE_DATA).map(|(_, _, b)| b.clone());
+    assert_eq!(asked.as_deref(), Some(&br#"["broker-a"]"#[..]), "the body lists the broker names");
+    let doc: serde_json::Value = serde_json::from_str(&common::ok(&["getSyncStateSet", "-a", &follower, "-b", "broker-a", "--json"])).expect("JSON");
+    assert_eq!(doc["replicasInfoTable"]["broker-a"]["masterEpoch"], 2, "{doc}");
+
+    check(
+        &["electMaster", "-a", &follower, "-c", "c", "--bn", "broker-a", "-b", "2"],
+        0,
+        &["#ClusterName\tc\n#BrokerName\tbroker-a\n#BrokerMasterAddr\t10.0.0.2:10911\n#MasterEpoch\t3\n#SyncStateSetEpoch\t4\n\t#Broker\t1\t10.0.0.1:10911\n\t#Broker\t2\t10.0.0.2:10911\n"],
+    );
+    let ext = last_ext(&leader_seen, rq::CONTROLLER_ELECT_MASTER);
+    for field in ["clusterName=c", "brokerName=broker-a", "brokerId=2", "designateElect=true"] {
+        assert!(ext.contains(&field.to_string()), "{field} in {ext:?}");
+    }
+    assert!(ext.iter().any(|e| e.starts_with("invokeTime=")), "{ext:?}");
+    check(&["electMaster", "-a", &follower, "-c", "c", "--bn", "broker-a", "-b", "9"], 1, &["Failed to elect a new master"]);
+
+    check(&["cleanBrokerMetadata", "-a", &follower, "--bn", "broker-a", "-c", "c", "-b", "1;2"], 0, &["clear broker broker-a metadata from controller success!"]);
+    let ext = last_ext(&leader_seen, rq::CLEAN_BROKER_DATA);
+    for field in ["clusterName=c", "brokerName=broker-a", "brokerControllerIdsToClean=1;2", "isCleanLivingBroker=false"] {
+        assert!(ext.contains(&field.to_string()), "{field} in {ext:?}");
+    }
+    check(&["cleanBrokerMetadata", "-a", &follower, "--bn", "broker-a", "-l"], 0, &["success"]);
+    assert!(last_ext(&leader_seen, rq::CLEAN_BROKER_DATA).contains(&"isCleanLivingBroker=true".to_string()));
+
+    // The follower was only ever asked who leads (and its config).
+    assert!(codes(&follower_seen).iter().all(|c| [rq::CONTROLLER_GET_METADATA_INFO, rq::GET_CONTROLLER_CONFIG].contains(c)), "{:?}", codes(&follower_seen));
+
+    // Refused before any request.
+    let before = codes(&leader_seen).len() + codes(&follower_seen).len();
+    check(&["cleanBrokerMetadata", "-a", &follower, "--bn", "broker-a"], 1, &["cleanLivingBroker option is false, clusterName option can not be empty."]);
+    check(&["cleanBrokerMetadata", "-a", &follower, "--bn", "broker-a", "-c", "c", "-b", "1;x"], 1, &["\"x\" is not a broker id"]);
+    check(&["getSyncStateSet", "-a", &follower], 1, &["give -b (a broker name) or -c (a cluster)"]);
+    check(&["getSyncStateSet", "-a", &follower, "-c", "c"], 1, &["give -n host:port"]);
+    check(&["getBrokerEpoch", "-b", "broker-a"], 1, &["give -n host:port"]);
+    check(&["topicList"], 1, &["-n needs at least one NameServer host:port"]);
+    assert_eq!(codes(&leader_seen).len() + codes(&follower_seen).len(), before, "no request for a refused command");
+}
+
+#[test]
+fn a_controller_that_names_no_leader_is_an_error_not_a_guess() {
+    let (lonely, seen) = node(|r| match r.code {
+        rq::CONTROLLER_GET_METADATA_INFO => r.create_response(rs::SUCCESS, None).with_ext("group", "g").with_ext("isLeader", "false"),
+        _ => r.create_response(rs::CONTROLLER_NOT_LEADER, Some("The controller is not in leader state")),
+    });
+    let (code, out, err) = admin(&["electMaster", "-a", &lonely, "-c", "c", "--bn", "broker-a", "-b", "1"]);
+    assert_eq!(code, 1, "{err}{out}");
+    assert!(err.contains("the controller knows no leader now"), "{err}{out}");
+    assert_eq!(codes(&seen), vec![rq::CONTROLLER_GET_METADATA_INFO], "only asked who leads");
+}
