@@ -191,10 +191,29 @@ impl RouteInfoManager {
             register_first = true;
             BrokerData { broker_name: reg.broker_name.clone(), ..BrokerData::default() }
         });
-        let old_cluster = std::mem::replace(&mut broker_data.cluster, reg.cluster_name.clone());
-        broker_data.enable_acting_master = reg.enable_acting_master;
         // The same address under another id: a slave switched to master (or back).
         broker_data.broker_addrs.retain(|id, a| *a != addr || *id == reg.broker_id);
+        // Apache's stale-master fence (`RouteInfoManager.java:275-291`): in controller
+        // mode a broker registers with `stateVersion` = its master epoch, so a master that
+        // has not learnt of a newer one cannot take back id 0 from the elected master.
+        // Ignored, answered with an empty result, and its address leaves the live table.
+        let fenced_by = broker_data
+            .broker_addrs
+            .get(&reg.broker_id)
+            .filter(|old| **old != addr)
+            .and_then(|old| self.broker_live.get(old).map(|live| (old.clone(), live.data_version.state_version)))
+            .filter(|(_, old_state)| *old_state > reg.topic_config.data_version.state_version);
+        if let Some((old, old_state)) = fenced_by {
+            tracing::warn!(
+                broker = %reg.broker_name, id = reg.broker_id, %addr, state_version = reg.topic_config.data_version.state_version, holder = %old, holder_state_version = old_state,
+                "registration conflicts with the live broker holding this id at a higher stateVersion: ignored"
+            );
+            self.broker_live.remove(&addr);
+            self.filter_server_table.remove(&addr);
+            return Ok(RegisterResult::default());
+        }
+        let old_cluster = std::mem::replace(&mut broker_data.cluster, reg.cluster_name.clone());
+        broker_data.enable_acting_master = reg.enable_acting_master;
         let displaced = broker_data.broker_addrs.insert(reg.broker_id, addr.clone());
         register_first |= displaced.is_none();
         if old_cluster != reg.cluster_name {
@@ -729,6 +748,29 @@ mod tests {
             "T3",
             route(vec![BrokerData { cluster: "Other".into(), ..bd("broker-c", &[(0, B0)]) }], vec![qd("broker-c", 1)]),
         );
+    }
+
+    #[test]
+    fn a_master_of_an_older_state_version_cannot_take_back_id_0() {
+        let versioned = |state: i64| TopicConfigSerializeWrapper { data_version: DataVersion { state_version: state, ..topics(1, &[]).data_version }, ..topics(1, &[("T2", 2)]) };
+        let mut rim = two_brokers();
+        // Controller mode: A1 elected master of epoch 2 (A0 was master of epoch 1).
+        rim.register_broker(reg("broker-a", A1, 0, versioned(2)), 5_000).unwrap();
+        check(&rim, "T2", route(vec![bd("broker-a", &[(0, A1)])], vec![qd("broker-a", 2)]));
+        // The old master, still believing it leads epoch 1, is ignored.
+        let r = rim.register_broker(reg("broker-a", A0, 0, versioned(1)), 6_000).unwrap();
+        assert_eq!(r, RegisterResult::default());
+        check(&rim, "T2", route(vec![bd("broker-a", &[(0, A1)])], vec![qd("broker-a", 2)]));
+        // Once it knows epoch 2 it registers as a slave (its controller id) and is routed.
+        rim.register_broker(reg("broker-a", A0, 2, versioned(2)), 7_000).unwrap();
+        check(&rim, "T2", route(vec![bd("broker-a", &[(0, A1), (2, A0)])], vec![qd("broker-a", 2)]));
+        // A slave registered at id 2 that then claims id 0 with a stale epoch leaves the
+        // route altogether (Apache drops its live entry), the elected master stays.
+        rim.register_broker(reg("broker-a", A0, 0, versioned(1)), 8_000).unwrap();
+        check(&rim, "T2", route(vec![bd("broker-a", &[(0, A1)])], vec![qd("broker-a", 2)]));
+        // An equal or higher stateVersion takes the id (a newer election).
+        rim.register_broker(reg("broker-a", A0, 0, versioned(3)), 9_000).unwrap();
+        check(&rim, "T2", route(vec![bd("broker-a", &[(0, A0)])], vec![qd("broker-a", 2)]));
     }
 
     #[test]
