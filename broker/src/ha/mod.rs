@@ -11,6 +11,8 @@
 /// The stream's wire format lives with the other codecs in the client crate.
 pub use ringmq_client::remoting::ha as proto;
 
+pub mod replicas;
+
 use crate::rt::chan::{self, OneshotReceiver, OneshotSender};
 use serde::Deserialize;
 use std::collections::BTreeMap;
