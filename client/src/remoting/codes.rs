@@ -114,6 +114,14 @@ code_table! {
         CLEAN_BROKER_DATA = 1011,
         CONTROLLER_GET_NEXT_BROKER_ID = 1012,
         CONTROLLER_APPLY_BROKER_ID = 1013,
+        // POP consumption (RocketMQ 5, numbers of Apache 5.3.3; issue 28).
+        POP_MESSAGE = 200050,
+        ACK_MESSAGE = 200051,
+        PEEK_MESSAGE = 200052,
+        CHANGE_MESSAGE_INVISIBLETIME = 200053,
+        NOTIFICATION = 200054,
+        POLLING_INFO = 200055,
+        BATCH_ACK_MESSAGE = 200151,
         AUTH_CREATE_USER = 3001,
         AUTH_UPDATE_USER = 3002,
         AUTH_DELETE_USER = 3003,
@@ -336,6 +344,22 @@ mod tests {
         assert_eq!(language_name(12), Some("RUST"));
         assert_eq!(language_name(13), None);
         assert_eq!(language_name(-1), None);
+    }
+
+    /// The POP codes as Apache 5.3.3 numbers them (the release the 5.x SDKs' proxy speaks).
+    #[test]
+    fn pop_codes_match_apache_5_3_3() {
+        for (name, code) in [
+            ("POP_MESSAGE", 200050),
+            ("ACK_MESSAGE", 200051),
+            ("PEEK_MESSAGE", 200052),
+            ("CHANGE_MESSAGE_INVISIBLETIME", 200053),
+            ("NOTIFICATION", 200054),
+            ("POLLING_INFO", 200055),
+            ("BATCH_ACK_MESSAGE", 200151),
+        ] {
+            assert_eq!(request_code::ALL.iter().find(|(n, _)| *n == name).map(|(_, c)| *c), Some(code), "{name}");
+        }
     }
 
     /// Every controller-mode code with its number in Apache's `RequestCode.java` /

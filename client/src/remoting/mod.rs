@@ -31,6 +31,7 @@ pub mod ha;
 pub mod headers;
 pub mod heartbeat;
 pub mod json;
+pub mod pop;
 pub mod route;
 mod wire;
 
