@@ -23,7 +23,10 @@
 
 pub mod cmd;
 pub mod controller;
+pub mod liveness;
+pub mod notify;
 pub mod policy;
 pub mod state;
 pub mod raft;
+pub mod server;
 pub use controller::{Controller, ControllerConfig, ControllerError};
