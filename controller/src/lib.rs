@@ -22,6 +22,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod cmd;
+pub mod config;
 pub mod controller;
 pub mod liveness;
 pub mod notify;
