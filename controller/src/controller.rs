@@ -272,7 +272,12 @@ impl<RT: AsyncRuntime> Controller<RT> {
             }
             req::CLEAN_BROKER_DATA => {
                 let h: CleanControllerBrokerDataRequestHeader = header(request)?;
-                self.write_planned(|s| s.plan_clean(&h, &*self.liveness)).await
+                let outcome = self.write_planned(|s| s.plan_clean(&h, &*self.liveness)).await?;
+                // A removed set's heartbeats must not make a re-created set look alive.
+                if outcome.is_success() && self.sm.read(|s| s.set(&h.broker_name).is_none()) {
+                    self.beats.forget_set(&h.broker_name);
+                }
+                Ok(outcome)
             }
             req::UPDATE_CONTROLLER_CONFIG => {
                 Err(Box::new(CmdOutcome::refused(rc::REQUEST_CODE_NOT_SUPPORTED, "controller config is file-only")))

@@ -163,6 +163,22 @@ impl Clients {
         named.iter().all(|n| n.as_deref() == Some(format!("n{l}").as_str())).then_some(l)
     }
 
+    /// `cmd` answered by the leader: a leader change between finding it and asking it
+    /// (2007, or a connection lost) is retried within the deadline.
+    async fn call_leader(&self, among: &[usize], cmd: RemotingCommand, deadline_ms: u64, what: &str) -> RemotingCommand {
+        let start = Instant::now();
+        loop {
+            let left = Duration::from_millis(deadline_ms).saturating_sub(start.elapsed());
+            let (l, _) = self.wait_leader(among, u64::try_from(left.as_millis()).unwrap_or(0), what).await;
+            match self.call(l, cmd.clone()).await {
+                Ok(r) if r.code != rc::CONTROLLER_NOT_LEADER => return r,
+                other => eprintln!("{what}: n{l} answered {:?}; retrying", other.map(|r| (r.code, r.remark))),
+            }
+            assert!(start.elapsed() < Duration::from_millis(deadline_ms), "{what}: no leader answer within {deadline_ms} ms");
+            glommio::timer::sleep(Duration::from_millis(POLL_MS)).await;
+        }
+    }
+
     async fn wait_leader(&self, among: &[usize], deadline_ms: u64, what: &str) -> (usize, Duration) {
         let start = Instant::now();
         loop {
@@ -266,8 +282,8 @@ fn three_controller_processes_fail_over_and_elect_on_silence() {
     ex.run(async {
         let clients = Clients::new(&addrs);
         let all: Vec<usize> = (0..NODES).collect();
-        let (leader, took) = clients.wait_leader(&all, START_DEADLINE_MS, "start").await;
-        eprintln!("initial leader n{leader} after {took:?}");
+        let (first, took) = clients.wait_leader(&all, START_DEADLINE_MS, "start").await;
+        eprintln!("initial leader n{first} after {took:?}");
 
         // Two fake brokers listening for 1008.
         let mut brokers = Vec::new();
@@ -288,13 +304,9 @@ fn three_controller_processes_fail_over_and_elect_on_silence() {
 
         // Registration as ReplicasManager does it: 1012 → 1013 → 1003.
         for b in &brokers {
-            let next = clients
-                .call(leader, RemotingCommand::request(req::CONTROLLER_GET_NEXT_BROKER_ID).with_header(&GetNextBrokerIdRequestHeader {
-                    cluster_name: "c".into(),
-                    broker_name: "b1".into(),
-                }))
-                .await
-                .expect("1012");
+            let next_req = RemotingCommand::request(req::CONTROLLER_GET_NEXT_BROKER_ID)
+                .with_header(&GetNextBrokerIdRequestHeader { cluster_name: "c".into(), broker_name: "b1".into() });
+            let next = clients.call_leader(&all, next_req, START_DEADLINE_MS, "1012").await;
             expect(&next, rc::SUCCESS, "1012");
             assert_eq!(next.ext("nextBrokerId"), Some(b.id.to_string().as_str()));
             let apply = RemotingCommand::request(req::CONTROLLER_APPLY_BROKER_ID).with_header(&ApplyBrokerIdRequestHeader {
@@ -303,7 +315,7 @@ fn three_controller_processes_fail_over_and_elect_on_silence() {
                 applied_broker_id: b.id,
                 register_check_code: format!("{};1", b.addr),
             });
-            expect(&clients.call(leader, apply).await.expect("1013"), rc::SUCCESS, "1013");
+            expect(&clients.call_leader(&all, apply, START_DEADLINE_MS, "1013").await, rc::SUCCESS, "1013");
             let register = RemotingCommand::request(req::CONTROLLER_REGISTER_BROKER).with_header(&RegisterBrokerToControllerRequestHeader {
                 cluster_name: "c".into(),
                 broker_name: "b1".into(),
@@ -311,7 +323,7 @@ fn three_controller_processes_fail_over_and_elect_on_silence() {
                 broker_address: b.addr.clone(),
                 invoke_time: None,
             });
-            expect(&clients.call(leader, register).await.expect("1003"), rc::SUCCESS, "1003");
+            expect(&clients.call_leader(&all, register, START_DEADLINE_MS, "1003").await, rc::SUCCESS, "1003");
             b.beating.set(true);
             glommio::spawn_local(heartbeat_loop(clients.clone(), b.clone())).detach();
         }
@@ -324,7 +336,7 @@ fn three_controller_processes_fail_over_and_elect_on_silence() {
             designate_elect: false,
             invoke_time: None,
         });
-        let elected = clients.call(leader, elect).await.expect("1002");
+        let elected = clients.call_leader(&all, elect, START_DEADLINE_MS, "1002").await;
         expect(&elected, rc::SUCCESS, "1002");
         assert_eq!(elected.ext("masterEpoch"), Some("1"));
         let alter = RemotingCommand::request(req::CONTROLLER_ALTER_SYNC_STATE_SET)
@@ -332,7 +344,7 @@ fn three_controller_processes_fail_over_and_elect_on_silence() {
             .with_body(SyncStateSet { sync_state_set: vec![1, 2], sync_state_set_epoch: 1 }.encode());
         let start = Instant::now();
         loop {
-            let r = clients.call(leader, alter.clone()).await.expect("1001");
+            let r = clients.call_leader(&all, alter.clone(), START_DEADLINE_MS, "1001").await;
             if r.code == rc::SUCCESS {
                 break;
             }
@@ -348,12 +360,13 @@ fn three_controller_processes_fail_over_and_elect_on_silence() {
         }
 
         // kill -9 the leader: the others agree on a new one within 3 s, state intact.
+        let (leader, _) = clients.wait_leader(&all, START_DEADLINE_MS, "before the kill").await;
         cluster.kill(leader);
         clients.drop_conn(leader);
         let others: Vec<usize> = all.iter().copied().filter(|&i| i != leader).collect();
         let (new_leader, took) = clients.wait_leader(&others, FAILOVER_DEADLINE_MS, "after kill -9 of the leader").await;
         eprintln!("new leader n{new_leader} {took:?} after kill -9 of n{leader}");
-        let info = clients.call(new_leader, replica_info()).await.expect("1004");
+        let info = clients.call_leader(&others, replica_info(), START_DEADLINE_MS, "1004 after the failover").await;
         expect(&info, rc::SUCCESS, "1004 on the new leader");
         assert_eq!((info.ext("masterBrokerId"), info.ext("masterEpoch")), (Some("1"), Some("1")));
         assert_eq!(SyncStateSet::decode(&info.body).expect("SyncStateSet").sync_state_set, vec![1, 2]);
@@ -385,19 +398,16 @@ fn three_controller_processes_fail_over_and_elect_on_silence() {
         // The silent master was not notified (it is not alive).
         assert!(brokers[0].notified.borrow().iter().all(|(_, c)| c.ext("masterBrokerId") != Some("2")));
         // The new state and the election history, from whoever leads now.
-        let (l, _) = clients.wait_leader(&all, START_DEADLINE_MS, "after the election").await;
-        let info = clients.call(l, replica_info()).await.expect("1004");
+        let info = clients.call_leader(&all, replica_info(), START_DEADLINE_MS, "1004 after the election").await;
         assert_eq!((info.ext("masterBrokerId"), info.ext("masterEpoch")), (Some("2"), Some("2")));
-        let history = clients
-            .call(l, RemotingCommand::request(ringmq_controller::controller::RINGMQ_CONTROLLER_GET_ELECTION_HISTORY).with_ext("brokerName", "b1"))
-            .await
-            .expect("-32010");
+        let history_req = RemotingCommand::request(ringmq_controller::controller::RINGMQ_CONTROLLER_GET_ELECTION_HISTORY).with_ext("brokerName", "b1");
+        let history = clients.call_leader(&all, history_req, START_DEADLINE_MS, "-32010").await;
         expect(&history, rc::SUCCESS, "-32010");
         let h: serde_json::Value = serde_json::from_slice(&history.body).expect("history JSON");
         let last = &h["history"][1];
         assert_eq!((last["trigger"].as_str(), last["new_master"].as_i64(), last["old_master"].as_i64()), (Some("Controller"), Some(2), Some(1)), "{h}");
-        // GET_CONTROLLER_CONFIG answers the effective properties on any node.
-        let conf = clients.call(l, RemotingCommand::request(req::GET_CONTROLLER_CONFIG)).await.expect("1010");
+        // GET_CONTROLLER_CONFIG answers the effective properties on any node (n0 here).
+        let conf = clients.call(0, RemotingCommand::request(req::GET_CONTROLLER_CONFIG)).await.expect("1010");
         expect(&conf, rc::SUCCESS, "1010");
         assert!(String::from_utf8_lossy(&conf.body).contains("controllerDLegerGroup=group1"));
     });
