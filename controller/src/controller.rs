@@ -117,12 +117,14 @@ pub struct Controller<RT: AsyncRuntime = GlommioRaftRuntime> {
     /// (term, when this node was first seen leading in it).
     office: Cell<Option<(u64, RT::Instant)>>,
     /// Per set: (master epoch, failed automatic attempts, last attempt).
-    elect_attempts: RefCell<BTreeMap<String, (i32, u32, RT::Instant)>>,
+    elect_attempts: RefCell<ElectAttempts<RT::Instant>>,
     /// The single-writer queue (tokio's runtime-agnostic lock: no executor needed).
     writer: tokio::sync::Mutex<()>,
 }
 
 type Refusal = Box<CmdOutcome>;
+/// Per set: (master epoch, failed automatic attempts, last attempt).
+type ElectAttempts<I> = BTreeMap<String, (i32, u32, I)>;
 
 impl<RT: AsyncRuntime> Controller<RT> {
     /// Starts this node's Raft over the given log store, network and state machine.

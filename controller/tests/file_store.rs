@@ -35,7 +35,7 @@ type E = Entry<ControllerTypes>;
 fn entry(term: u64, index: u64) -> E {
     let log_id = LogId::new(CommittedLeaderId::new(term, 0), index);
     // Every third entry carries a command, so records have different sizes.
-    let payload = if index % 3 == 0 {
+    let payload = if index.is_multiple_of(3) {
         EntryPayload::Normal(Cmd::CleanBrokerData { name: format!("broker-{index}"), ids: None })
     } else {
         EntryPayload::Blank

@@ -10,8 +10,8 @@ use ringmq_controller::config::ControllerFileConfig;
 use ringmq_controller::server::{self, ControllerHandle, ServerError};
 
 /// Starts the controller node; returns once it listens.
-pub fn start(config: &ControllerFileConfig) -> Result<ControllerHandle, ServerError> {
-    let handle = server::spawn(config.node_config())?;
+pub fn start(config: &ControllerFileConfig) -> Result<ControllerHandle, Box<ServerError>> {
+    let handle = server::spawn(config.node_config()).map_err(Box::new)?;
     tracing::info!(
         controller_addr = %handle.local_addr(),
         node = config.self_id,

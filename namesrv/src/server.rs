@@ -71,7 +71,7 @@ pub enum ServerError {
     #[error("TLS: {0}")]
     Tls(#[from] ringmq_client::net::tls::TlsError),
     #[error("embedded controller: {0}")]
-    Controller(#[from] ringmq_controller::server::ServerError),
+    Controller(Box<ringmq_controller::server::ServerError>),
 }
 
 /// Why one connection ended early.
@@ -144,7 +144,7 @@ fn open_acl(config: &ServerConfig) -> Result<Option<NamesrvAcl>, ServerError> {
 pub fn run(config: ServerConfig) -> Result<(), ServerError> {
     config.validate()?;
     // Runs on its own thread for as long as this function does.
-    let _controller = config.controller.as_ref().map(crate::controller::start).transpose()?;
+    let _controller = config.controller.as_ref().map(crate::controller::start).transpose().map_err(ServerError::Controller)?;
     let acl = open_acl(&config)?;
     let tls = ServerTlsReloader::start(&config.tls)?;
     let listener = bind(config.listen)?;
@@ -229,7 +229,7 @@ impl Drop for ServerHandle {
 /// its metrics endpoint does).
 pub fn spawn(config: ServerConfig) -> Result<ServerHandle, ServerError> {
     config.validate()?;
-    let controller = config.controller.as_ref().map(crate::controller::start).transpose()?;
+    let controller = config.controller.as_ref().map(crate::controller::start).transpose().map_err(ServerError::Controller)?;
     let acl = open_acl(&config)?;
     let tls = ServerTlsReloader::start(&config.tls)?;
     let listener = bind(config.listen)?;
