@@ -131,8 +131,13 @@ async fn start_controller(config: &NodeConfig) -> Result<Rc<Controller>, ServerE
     let disk = StdDisk::open(&dir).map_err(|source| ServerError::StoreDir { path: dir.clone(), source })?;
     let (log, sm) = open_file_store::<GlommioRaftRuntime>(Rc::new(disk))
         .map_err(|source| ServerError::Store { path: dir.clone(), source })?;
+    let fresh = log.is_fresh();
     let controller = Controller::start(config.controller.clone(), PeerNetwork::default(), log, sm).await?;
-    controller.initialize().await?;
+    // Static membership: only a first boot initializes (a restarted node has its
+    // membership in its log or snapshot; openraft would refuse it anyway).
+    if fresh {
+        controller.initialize().await?;
+    }
     let controller = Rc::new(controller);
     controller.spawn_duties();
     Ok(controller)

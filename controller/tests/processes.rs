@@ -4,7 +4,8 @@
 //! others name a new leader (1005) within 3 s with the state intact; the killed node
 //! restarts on its files and rejoins; the master's heartbeats stop → the leader elects
 //! the slave on its own no earlier than the heartbeat timeout after the last heartbeat,
-//! and the slave's fake broker receives NOTIFY_BROKER_ROLE_CHANGED (1008).
+//! and the slave's fake broker receives NOTIFY_BROKER_ROLE_CHANGED (1008); `kill -9` of
+//! every node and a restart → the state comes back from their files.
 //!
 //! Ports are picked by binding 127.0.0.1:0; every wait polls a condition with a
 //! deadline. A failing run prints the tail of each controller's log.
@@ -75,6 +76,13 @@ impl Cluster {
     }
 
     fn start(&mut self, i: usize) {
+        // A port whose connections the kill just orphaned may refuse a new listener for
+        // a moment (EADDRINUSE until they reach TIME_WAIT): wait until it binds.
+        let start = Instant::now();
+        while std::net::TcpListener::bind(&self.addrs[i]).is_err() {
+            assert!(start.elapsed() < Duration::from_millis(START_DEADLINE_MS), "port {} stays in use", self.addrs[i]);
+            std::thread::sleep(Duration::from_millis(POLL_MS));
+        }
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log(i)).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_ringmq-controller"))
             .arg("-c")
@@ -410,5 +418,22 @@ fn three_controller_processes_fail_over_and_elect_on_silence() {
         let conf = clients.call(0, RemotingCommand::request(req::GET_CONTROLLER_CONFIG)).await.expect("1010");
         expect(&conf, rc::SUCCESS, "1010");
         assert!(String::from_utf8_lossy(&conf.body).contains("controllerDLegerGroup=group1"));
+
+        // kill -9 every node and start them again: the state comes back from their files.
+        for b in &brokers {
+            b.beating.set(false);
+        }
+        for i in 0..NODES {
+            cluster.kill(i);
+            clients.drop_conn(i);
+        }
+        let restarted = Instant::now();
+        for i in 0..NODES {
+            cluster.start(i);
+        }
+        let info = clients.call_leader(&all, replica_info(), START_DEADLINE_MS, "1004 after restarting every node").await;
+        eprintln!("every node killed and restarted: state served after {:?}", restarted.elapsed());
+        expect(&info, rc::SUCCESS, "1004 after the full restart");
+        assert_eq!((info.ext("masterEpoch"), SyncStateSet::decode(&info.body).expect("SyncStateSet").sync_state_set), (Some("2"), vec![2]));
     });
 }

@@ -436,6 +436,12 @@ pub fn open_file_store<RT: AsyncRuntime>(
 }
 
 impl<RT: AsyncRuntime> FileLogStore<RT> {
+    /// Whether nothing was ever stored (no vote, no entry, no purge): a first boot.
+    pub fn is_fresh(&self) -> bool {
+        let inner = self.inner.borrow();
+        inner.vote.is_none() && inner.log.is_empty() && inner.last_purged.is_none()
+    }
+
     /// Every entry's log id, for convergence checks.
     pub fn log_ids(&self) -> Vec<LogId<NodeId>> {
         self.inner.borrow().log.values().map(|(_, e)| e.log_id).collect()
