@@ -190,3 +190,24 @@ fn the_newest_snapshot_restores_the_state_machine() {
     assert_eq!(current.meta.last_log_id, snap.meta.last_log_id);
     assert_eq!(disk.list().unwrap().iter().filter(|n| n.starts_with("snapshot-")).count(), 1);
 }
+
+#[test]
+fn an_entry_too_large_to_read_back_is_refused_before_it_is_acknowledged() {
+    let disk = MemDisk::default();
+    let (log, _) = reopen(&disk);
+    log.append_synced([entry(1, 1)]).unwrap();
+    let huge = Entry {
+        log_id: LogId::new(CommittedLeaderId::new(1, 0), 2),
+        payload: EntryPayload::Normal(Cmd::CleanBrokerData {
+            name: "x".repeat(ringmq_controller::raft::file_store::RECORD_LEN_MAX_BYTES),
+            ids: None,
+        }),
+    };
+    let err = log.append_synced([huge]).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+    let (mut log, _) = reopen(&disk);
+    assert_eq!(indexes(&mut log), vec![1]);
+    log.append_synced([entry(1, 2)]).unwrap();
+    let (mut log, _) = reopen(&disk);
+    assert_eq!(indexes(&mut log), vec![1, 2]);
+}

@@ -455,6 +455,13 @@ impl<RT: AsyncRuntime> FileLogStore<RT> {
         let mut placed = Vec::new();
         for entry in entries {
             let json = serde_json::to_vec(&entry).map_err(io::Error::other)?;
+            if json.len() > RECORD_LEN_MAX_BYTES {
+                // Open would take it for garbage and cut it: refuse it before it is acknowledged.
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("log entry {} is {} bytes, over RECORD_LEN_MAX_BYTES", entry.log_id, json.len()),
+                ));
+            }
             placed.push((inner.end + buf.len() as u64, entry));
             encode_record(&json, &mut buf);
         }
