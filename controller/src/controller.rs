@@ -54,6 +54,10 @@ pub const WRITE_WAIT_MS_DEFAULT: u64 = 5000;
 pub const NOT_LEADER_REMARK: &str = "The controller is not in leader state";
 /// (RingMQ) a set's election history and epoch starts; header `brokerName`.
 pub const RINGMQ_CONTROLLER_GET_ELECTION_HISTORY: i32 = -32_010;
+/// (RingMQ) the heartbeat ext field carrying a new master's epoch start offsets.
+pub const EPOCH_START_OFFSETS_EXT: &str = "epochStartOffsets";
+/// Start offsets one heartbeat may carry (one per shard).
+pub const EPOCH_START_SHARDS_MAX: usize = 1024;
 /// Apache's `electMasterMaxRetryCount` default.
 pub const ELECT_MASTER_MAX_RETRY_COUNT_DEFAULT: u32 = 3;
 /// After that many failed automatic elections of one set and epoch, the leader waits
@@ -360,7 +364,46 @@ impl<RT: AsyncRuntime> Controller<RT> {
         if self.is_leader() && self.leases.wait_grant().await {
             outcome.ext.push((LEASE_GRANTED_EXT.into(), "true".into()));
         }
+        if let Some(text) = request.ext(EPOCH_START_OFFSETS_EXT) {
+            self.record_epoch_start(&h, id, text).await;
+        }
         Ok(outcome)
+    }
+
+    /// (RingMQ) The first heartbeat of a new master carrying `epochStartOffsets` (one
+    /// start offset per shard, comma-separated) makes the leader record them for the
+    /// master epoch, once (history and admin only; truncation never asks for them).
+    async fn record_epoch_start(&self, h: &BrokerHeartbeatRequestHeader, id: i64, text: &str) {
+        let starts: Result<Vec<u64>, _> = text.split(',').map(|p| p.trim().parse::<u64>()).collect();
+        let starts = match starts {
+            Ok(s) if !s.is_empty() && s.len() <= EPOCH_START_SHARDS_MAX => s,
+            _ => {
+                tracing::warn!(broker = h.broker_addr, text, "ignoring a malformed epochStartOffsets");
+                return;
+            }
+        };
+        let wanted = |s: &ControllerState| {
+            s.set(&h.broker_name).is_some_and(|set| {
+                set.master == Some(id) && h.epoch == Some(set.master_epoch) && !set.epoch_starts.contains_key(&set.master_epoch)
+            })
+        };
+        if !self.is_leader() || !self.sm.read(wanted) {
+            return;
+        }
+        let name = h.broker_name.clone();
+        let planned = self
+            .write_planned(|s| {
+                if wanted(s) {
+                    let epoch = s.set(&name).map_or(0, |set| set.master_epoch);
+                    Ok(Cmd::RecordEpochStart { name: name.clone(), epoch, starts: starts.clone() })
+                } else {
+                    Err(CmdOutcome::refused(rc::CONTROLLER_INVALID_REQUEST, "already recorded"))
+                }
+            })
+            .await;
+        if let Err(refusal) = planned {
+            tracing::debug!(broker_name = name, remark = ?refusal.remark, "epoch start not recorded");
+        }
     }
 
     /// When this node started leading in the current term (observed), or `None` when

@@ -141,6 +141,16 @@ async fn scenario() {
         glommio::timer::sleep(Duration::from_millis(POLL_MS)).await;
     }
 
+    // The new master's heartbeat with its epoch start offsets: recorded once, for epoch 1.
+    let with_starts = heartbeat(1).with_ext("epochStartOffsets", "0,4096");
+    check(&nodes[l].handle(with_starts).await, rc::SUCCESS, "904 with epochStartOffsets");
+    let starts = nodes[l].read_state(|s| s.set("b").map(|b| b.epoch_starts.clone())).expect("set");
+    assert_eq!(starts.into_iter().collect::<Vec<_>>(), vec![(1, vec![0, 4096])]);
+    // Malformed, or from a replica that is not the master: ignored, still answered.
+    check(&nodes[l].handle(heartbeat(1).with_ext("epochStartOffsets", "x")).await, rc::SUCCESS, "malformed offsets");
+    check(&nodes[l].handle(heartbeat(2).with_ext("epochStartOffsets", "7")).await, rc::SUCCESS, "offsets from a slave");
+    assert_eq!(nodes[l].read_state(|s| s.set("b").map(|b| b.epoch_starts.len())), Some(1));
+
     // Lease: the leader grants, a follower does not.
     let granted = nodes[l].handle(heartbeat(1)).await;
     check(&granted, rc::SUCCESS, "904 on the leader");
