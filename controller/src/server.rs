@@ -129,8 +129,9 @@ struct Shared {
 async fn start_controller(config: &NodeConfig) -> Result<Rc<Controller>, ServerError> {
     let dir = config.store_path.join("raft");
     let disk = StdDisk::open(&dir).map_err(|source| ServerError::StoreDir { path: dir.clone(), source })?;
-    let (log, sm) = open_file_store::<GlommioRaftRuntime>(Rc::new(disk))
+    let (log, sm) = open_file_store::<GlommioRaftRuntime>(Arc::new(disk))
         .map_err(|source| ServerError::Store { path: dir.clone(), source })?;
+    log.offload_io();
     let fresh = log.is_fresh();
     let controller = Controller::start(config.controller.clone(), PeerNetwork::default(), log, sm).await?;
     // Static membership: only a first boot initializes (a restarted node has its

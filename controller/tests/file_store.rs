@@ -10,7 +10,7 @@ use ringmq_controller::cmd::Cmd;
 use ringmq_controller::raft::file_store::{open_file_store, ControllerDisk, FileLogStore, MemDisk, StdDisk, LOG_FILE};
 use ringmq_controller::raft::mem::MemStateMachine;
 use ringmq_controller::raft::{ControllerTypes, NodeId};
-use std::rc::Rc;
+use std::sync::Arc;
 
 struct Builder;
 
@@ -18,7 +18,7 @@ impl StoreBuilder<ControllerTypes, FileLogStore, MemStateMachine, tempfile::Temp
     async fn build(&self) -> Result<(tempfile::TempDir, FileLogStore, MemStateMachine), StorageError<NodeId>> {
         let dir = tempfile::tempdir().map_err(|e| openraft::StorageIOError::write(&e))?;
         let disk = StdDisk::open(dir.path().join("raft")).map_err(|e| openraft::StorageIOError::write(&e))?;
-        let (log, sm) = open_file_store(Rc::new(disk)).map_err(|e| openraft::StorageIOError::read(&e))?;
+        let (log, sm) = open_file_store(Arc::new(disk)).map_err(|e| openraft::StorageIOError::read(&e))?;
         Ok((dir, log, sm))
     }
 }
@@ -48,7 +48,7 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
 }
 
 fn reopen(disk: &MemDisk) -> (FileLogStore, MemStateMachine) {
-    match open_file_store(Rc::new(disk.clone())) {
+    match open_file_store(Arc::new(disk.clone())) {
         Ok(s) => s,
         Err(e) => panic!("reopen: {e}"),
     }
@@ -86,7 +86,7 @@ fn crash_history(seed: u64) {
                 let first = acked.last().map_or(purged.map_or(1, |p| p + 1), |l| l + 1);
                 let n = 1 + rng.next(4);
                 let batch: Vec<E> = (first..first + n).map(|i| entry(term, i)).collect();
-                log.append_synced(batch).unwrap();
+                block_on(log.append_synced(batch)).unwrap();
                 acked.extend(first..first + n);
             }
             6 if !acked.is_empty() => {
@@ -147,7 +147,7 @@ fn acknowledged_entries_survive_crashes_and_torn_tails_are_cut() {
 fn an_unsynced_append_is_lost_whole_and_a_corrupt_record_cuts_the_log() {
     let disk = MemDisk::default();
     let (log, _) = reopen(&disk);
-    log.append_synced((1..=4).map(|i| entry(1, i))).unwrap();
+    block_on(log.append_synced((1..=4).map(|i| entry(1, i)))).unwrap();
     let synced_len = disk.file_len(LOG_FILE);
     disk.append(LOG_FILE, b"garbage that was never synced").unwrap();
     disk.crash(None);
@@ -167,7 +167,7 @@ fn an_unsynced_append_is_lost_whole_and_a_corrupt_record_cuts_the_log() {
     let (mut log, _) = reopen(&disk);
     assert_eq!(indexes(&mut log), vec![1, 2]);
     assert_eq!(disk.file_len(LOG_FILE), bytes_at, "the corrupt tail is cut on disk too");
-    log.append_synced([entry(2, 3)]).unwrap();
+    block_on(log.append_synced([entry(2, 3)])).unwrap();
     let (mut log, _) = reopen(&disk);
     assert_eq!(indexes(&mut log), vec![1, 2, 3]);
 }
@@ -177,7 +177,7 @@ fn the_newest_snapshot_restores_the_state_machine() {
     use openraft::RaftSnapshotBuilder;
     let disk = MemDisk::default();
     let (log, mut sm) = reopen(&disk);
-    log.append_synced((1..=3).map(|i| entry(1, i))).unwrap();
+    block_on(log.append_synced((1..=3).map(|i| entry(1, i)))).unwrap();
     let entries: Vec<E> = (1..=3).map(|i| entry(1, i)).collect();
     block_on(RaftStateMachine::<ControllerTypes>::apply(&mut sm, entries)).unwrap();
     let mut builder = block_on(RaftStateMachine::<ControllerTypes>::get_snapshot_builder(&mut sm));
@@ -195,7 +195,7 @@ fn the_newest_snapshot_restores_the_state_machine() {
 fn an_entry_too_large_to_read_back_is_refused_before_it_is_acknowledged() {
     let disk = MemDisk::default();
     let (log, _) = reopen(&disk);
-    log.append_synced([entry(1, 1)]).unwrap();
+    block_on(log.append_synced([entry(1, 1)])).unwrap();
     let huge = Entry {
         log_id: LogId::new(CommittedLeaderId::new(1, 0), 2),
         payload: EntryPayload::Normal(Cmd::CleanBrokerData {
@@ -203,11 +203,11 @@ fn an_entry_too_large_to_read_back_is_refused_before_it_is_acknowledged() {
             ids: None,
         }),
     };
-    let err = log.append_synced([huge]).unwrap_err();
+    let err = block_on(log.append_synced([huge])).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
     let (mut log, _) = reopen(&disk);
     assert_eq!(indexes(&mut log), vec![1]);
-    log.append_synced([entry(1, 2)]).unwrap();
+    block_on(log.append_synced([entry(1, 2)])).unwrap();
     let (mut log, _) = reopen(&disk);
     assert_eq!(indexes(&mut log), vec![1, 2]);
 }

@@ -23,9 +23,11 @@
 //!   records at or below the purged id, which open drops;
 //! - a snapshot is durable before `MemStateMachine` reports it (built or installed);
 //!   older snapshot files are removed only after the new one is in place;
-//! - IO is synchronous: the std impl blocks its executor thread for each fsync. The
-//!   controller runs on its own executor and writes a few entries per election, so
-//!   the stall is bounded by one fsync per append batch.
+//! - in a process (`offload_io`), every disk call of the log store runs on the glommio
+//!   executor's blocking pool and no borrow of the store is held across it, so an fsync
+//!   never stalls Raft heartbeats or requests; memory changes only after the disk call
+//!   succeeded (openraft calls the store one operation at a time). Snapshot writes
+//!   (one per 1000 entries) stay inline.
 
 use super::mem::MemStateMachine;
 use super::runtime::GlommioRaftRuntime;
@@ -43,6 +45,7 @@ use std::io::{self, Write};
 use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
 type C<RT> = ControllerTypes<RT>;
 
@@ -58,8 +61,9 @@ pub const RECORD_HEADER_BYTES: usize = 8;
 /// lists at most 16 candidates); anything larger in the file is garbage.
 pub const RECORD_LEN_MAX_BYTES: usize = 4 * 1024 * 1024;
 
-/// Files the storage keeps, by name, in one directory.
-pub trait ControllerDisk {
+/// Files the storage keeps, by name, in one directory. `Send + Sync`: the file store
+/// may run its calls on the executor's blocking pool.
+pub trait ControllerDisk: Send + Sync {
     /// The whole file; `None` if it does not exist.
     fn read(&self, name: &str) -> io::Result<Option<Vec<u8>>>;
     /// Appends at the end (creating the file); durable only after `sync`.
@@ -167,10 +171,15 @@ struct MemFile {
 /// a seed) keeps a random prefix of the unsynced tail of appended files, as a torn write.
 #[derive(Debug, Default, Clone)]
 pub struct MemDisk {
-    files: Rc<RefCell<BTreeMap<String, MemFile>>>,
+    files: Arc<Mutex<BTreeMap<String, MemFile>>>,
 }
 
 impl MemDisk {
+    fn files(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, MemFile>> {
+        // A test thread that panicked while holding it leaves the map as it was.
+        self.files.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// A crash: every file goes back to what was synced; with `tear_seed`, a file whose
     /// unsynced bytes were appended after its synced ones keeps a pseudo-random prefix of
     /// them (a torn append).
@@ -183,7 +192,7 @@ impl MemDisk {
             rng ^= rng << 17;
             rng
         };
-        let mut files = self.files.borrow_mut();
+        let mut files = self.files();
         for f in files.values_mut() {
             let mut kept = f.durable.clone();
             if tear_seed.is_some() && f.current.len() > f.durable.len() && f.current.starts_with(&f.durable) {
@@ -199,7 +208,7 @@ impl MemDisk {
 
     /// Flips one byte of a file (a bad sector), durably.
     pub fn corrupt(&self, name: &str, at: usize) {
-        if let Some(f) = self.files.borrow_mut().get_mut(name) {
+        if let Some(f) = self.files().get_mut(name) {
             if at < f.current.len() {
                 f.current[at] ^= 0xff;
                 f.durable = f.current.clone();
@@ -208,11 +217,11 @@ impl MemDisk {
     }
 
     pub fn file_len(&self, name: &str) -> usize {
-        self.files.borrow().get(name).map_or(0, |f| f.current.len())
+        self.files().get(name).map_or(0, |f| f.current.len())
     }
 
     pub fn is_empty(&self) -> bool {
-        self.files.borrow().is_empty()
+        self.files().is_empty()
     }
 }
 
@@ -222,23 +231,23 @@ fn not_found(name: &str) -> io::Error {
 
 impl ControllerDisk for MemDisk {
     fn read(&self, name: &str) -> io::Result<Option<Vec<u8>>> {
-        Ok(self.files.borrow().get(name).map(|f| f.current.clone()))
+        Ok(self.files().get(name).map(|f| f.current.clone()))
     }
 
     fn append(&self, name: &str, data: &[u8]) -> io::Result<()> {
-        self.files.borrow_mut().entry(name.to_string()).or_default().current.extend_from_slice(data);
+        self.files().entry(name.to_string()).or_default().current.extend_from_slice(data);
         Ok(())
     }
 
     fn sync(&self, name: &str) -> io::Result<()> {
-        let mut files = self.files.borrow_mut();
+        let mut files = self.files();
         let f = files.get_mut(name).ok_or_else(|| not_found(name))?;
         f.durable = f.current.clone();
         Ok(())
     }
 
     fn truncate(&self, name: &str, len: u64) -> io::Result<()> {
-        let mut files = self.files.borrow_mut();
+        let mut files = self.files();
         let f = files.get_mut(name).ok_or_else(|| not_found(name))?;
         f.current.truncate(len as usize);
         f.durable = f.current.clone();
@@ -246,17 +255,17 @@ impl ControllerDisk for MemDisk {
     }
 
     fn replace(&self, name: &str, data: &[u8]) -> io::Result<()> {
-        self.files.borrow_mut().insert(name.to_string(), MemFile { durable: data.to_vec(), current: data.to_vec() });
+        self.files().insert(name.to_string(), MemFile { durable: data.to_vec(), current: data.to_vec() });
         Ok(())
     }
 
     fn remove(&self, name: &str) -> io::Result<()> {
-        self.files.borrow_mut().remove(name);
+        self.files().remove(name);
         Ok(())
     }
 
     fn list(&self) -> io::Result<Vec<String>> {
-        Ok(self.files.borrow().keys().cloned().collect())
+        Ok(self.files().keys().cloned().collect())
     }
 }
 
@@ -305,7 +314,7 @@ pub fn decode_records(bytes: &[u8]) -> (Vec<(usize, &[u8])>, usize) {
 }
 
 struct LogInner<RT: AsyncRuntime> {
-    disk: Rc<dyn ControllerDisk>,
+    disk: Arc<dyn ControllerDisk>,
     vote: Option<Vote<NodeId>>,
     committed: Option<LogId<NodeId>>,
     last_purged: Option<LogId<NodeId>>,
@@ -313,6 +322,8 @@ struct LogInner<RT: AsyncRuntime> {
     log: BTreeMap<u64, (u64, Entry<C<RT>>)>,
     /// Bytes of the log file.
     end: u64,
+    /// Run disk calls on the glommio executor's blocking pool (`offload_io`).
+    offload: bool,
 }
 
 /// openraft's log store over a `ControllerDisk`.
@@ -341,7 +352,7 @@ struct StoredSnapshot {
 
 /// Persists `MemStateMachine` snapshots as `snapshot-<index>.json`.
 pub struct FileSnapshots {
-    disk: Rc<dyn ControllerDisk>,
+    disk: Arc<dyn ControllerDisk>,
 }
 
 fn snapshot_name(meta: &SnapshotMeta<NodeId, BasicNode>) -> String {
@@ -379,7 +390,7 @@ impl FileSnapshots {
 /// restored from the newest snapshot (entries after it are re-applied by openraft once
 /// they are committed again).
 pub fn open_file_store<RT: AsyncRuntime>(
-    disk: Rc<dyn ControllerDisk>,
+    disk: Arc<dyn ControllerDisk>,
 ) -> Result<(FileLogStore<RT>, MemStateMachine), FileStoreError> {
     let vote = match disk.read(VOTE_FILE).map_err(io_err(VOTE_FILE))? {
         None => None,
@@ -431,11 +442,35 @@ pub fn open_file_store<RT: AsyncRuntime>(
         sm = MemStateMachine::restored(stored.meta, state, stored.data.into_bytes());
     }
     sm.set_persist(Rc::new(FileSnapshots { disk: disk.clone() }));
-    let inner = LogInner { disk, vote, committed: None, last_purged, log, end: cut as u64 };
+    let inner = LogInner { disk, vote, committed: None, last_purged, log, end: cut as u64, offload: false };
     Ok((FileLogStore { inner: Rc::new(RefCell::new(inner)) }, sm))
 }
 
 impl<RT: AsyncRuntime> FileLogStore<RT> {
+    /// From now on, disk calls (appends, syncs, vote and purge writes) run on the
+    /// current glommio executor's blocking pool, so an fsync does not stall the
+    /// executor (Raft heartbeats, lease rounds, requests). Call it on that executor.
+    pub fn offload_io(&self) {
+        self.inner.borrow_mut().offload = true;
+    }
+
+    /// Runs `f` on the disk: inline, or on the blocking pool after `offload_io`.
+    /// No borrow of the store is held while it runs.
+    async fn io<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&dyn ControllerDisk) -> io::Result<T> + Send + 'static,
+    ) -> io::Result<T> {
+        let (disk, offload) = {
+            let inner = self.inner.borrow();
+            (inner.disk.clone(), inner.offload)
+        };
+        if offload {
+            glommio::executor().spawn_blocking(move || f(&*disk)).await
+        } else {
+            f(&*disk)
+        }
+    }
+
     /// Whether nothing was ever stored (no vote, no entry, no purge): a first boot.
     pub fn is_fresh(&self) -> bool {
         let inner = self.inner.borrow();
@@ -449,10 +484,12 @@ impl<RT: AsyncRuntime> FileLogStore<RT> {
 
     /// Appends and syncs `entries`; they are in memory only once durable. (`append`
     /// without openraft's callback, which only openraft can make: crash tests use it.)
-    pub fn append_synced(&self, entries: impl IntoIterator<Item = Entry<C<RT>>>) -> io::Result<()> {
-        let mut inner = self.inner.borrow_mut();
+    /// openraft calls the store one operation at a time, so the file's end does not
+    /// move while the write runs.
+    pub async fn append_synced(&self, entries: impl IntoIterator<Item = Entry<C<RT>>>) -> io::Result<()> {
         let mut buf = Vec::new();
         let mut placed = Vec::new();
+        let end = self.inner.borrow().end;
         for entry in entries {
             let json = serde_json::to_vec(&entry).map_err(io::Error::other)?;
             if json.len() > RECORD_LEN_MAX_BYTES {
@@ -462,12 +499,17 @@ impl<RT: AsyncRuntime> FileLogStore<RT> {
                     format!("log entry {} is {} bytes, over RECORD_LEN_MAX_BYTES", entry.log_id, json.len()),
                 ));
             }
-            placed.push((inner.end + buf.len() as u64, entry));
+            placed.push((end + buf.len() as u64, entry));
             encode_record(&json, &mut buf);
         }
-        inner.disk.append(LOG_FILE, &buf)?;
-        inner.disk.sync(LOG_FILE)?;
-        inner.end += buf.len() as u64;
+        let len = buf.len() as u64;
+        self.io(move |d| {
+            d.append(LOG_FILE, &buf)?;
+            d.sync(LOG_FILE)
+        })
+        .await?;
+        let mut inner = self.inner.borrow_mut();
+        inner.end += len;
         for (offset, entry) in placed {
             inner.log.insert(entry.log_id.index, (offset, entry));
         }
@@ -499,9 +541,8 @@ impl<RT: AsyncRuntime> RaftLogStorage<C<RT>> for FileLogStore<RT> {
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
         let json = serde_json::to_vec(vote).map_err(|e| StorageIOError::write_vote(&e))?;
-        let mut inner = self.inner.borrow_mut();
-        inner.disk.replace(VOTE_FILE, &json).map_err(|e| StorageIOError::write_vote(&e))?;
-        inner.vote = Some(*vote);
+        self.io(move |d| d.replace(VOTE_FILE, &json)).await.map_err(|e| StorageIOError::write_vote(&e))?;
+        self.inner.borrow_mut().vote = Some(*vote);
         Ok(())
     }
 
@@ -524,8 +565,7 @@ impl<RT: AsyncRuntime> RaftLogStorage<C<RT>> for FileLogStore<RT> {
     where
         I: IntoIterator<Item = Entry<C<RT>>>,
     {
-        let result = self.append_synced(entries);
-        match result {
+        match self.append_synced(entries).await {
             Ok(()) => {
                 callback.log_io_completed(Ok(()));
                 Ok(())
@@ -538,33 +578,37 @@ impl<RT: AsyncRuntime> RaftLogStorage<C<RT>> for FileLogStore<RT> {
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        let offset = self.inner.borrow().log.range(log_id.index..).next().map(|(_, (offset, _))| *offset);
+        let Some(offset) = offset else { return Ok(()) };
+        self.io(move |d| d.truncate(LOG_FILE, offset)).await.map_err(|e| StorageIOError::write_logs(&e))?;
         let mut inner = self.inner.borrow_mut();
-        let removed = inner.log.split_off(&log_id.index);
-        if let Some((offset, _)) = removed.values().next() {
-            let offset = *offset;
-            inner.disk.truncate(LOG_FILE, offset).map_err(|e| StorageIOError::write_logs(&e))?;
-            inner.end = offset;
-        }
+        inner.log.split_off(&log_id.index);
+        inner.end = offset;
         Ok(())
     }
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
-        let mut inner = self.inner.borrow_mut();
-        let json = serde_json::to_vec(&Some(log_id)).map_err(|e| StorageIOError::write_logs(&e))?;
-        inner.disk.replace(PURGED_FILE, &json).map_err(|e| StorageIOError::write_logs(&e))?;
-        inner.last_purged = Some(log_id);
-        let keep = inner.log.split_off(&(log_id.index + 1));
+        let purged = serde_json::to_vec(&Some(log_id)).map_err(|e| StorageIOError::write_logs(&e))?;
         let mut buf = Vec::new();
         let mut log = BTreeMap::new();
-        for (index, (_, entry)) in keep {
-            let json = serde_json::to_vec(&entry).map_err(|e| StorageIOError::write_log_entry(entry.log_id, &e))?;
-            let offset = buf.len() as u64;
+        for (index, (_, entry)) in self.inner.borrow().log.range(log_id.index + 1..) {
+            let json = serde_json::to_vec(entry).map_err(|e| StorageIOError::write_log_entry(entry.log_id, &e))?;
+            log.insert(*index, (buf.len() as u64, entry.clone()));
             encode_record(&json, &mut buf);
-            log.insert(index, (offset, entry));
         }
-        inner.disk.replace(LOG_FILE, &buf).map_err(|e| StorageIOError::write_logs(&e))?;
-        inner.end = buf.len() as u64;
+        let end = buf.len() as u64;
+        // The purge point first: a crash before the rewrite leaves records at or below
+        // it, which open drops.
+        self.io(move |d| {
+            d.replace(PURGED_FILE, &purged)?;
+            d.replace(LOG_FILE, &buf)
+        })
+        .await
+        .map_err(|e| StorageIOError::write_logs(&e))?;
+        let mut inner = self.inner.borrow_mut();
+        inner.last_purged = Some(log_id);
         inner.log = log;
+        inner.end = end;
         Ok(())
     }
 }
