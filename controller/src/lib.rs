@@ -8,8 +8,15 @@
 //! - `policy`: master election (Apache's `DefaultElectPolicy`);
 //! - `raft`: openraft's type config (`ControllerTypes<RT>`, generic over the runtime), the
 //!   glommio `AsyncRuntime`, the in-memory log store, state machine and network
-//!   (`raft/mem.rs`, for tests and the simulator);
-//! - `controller`: `Controller::handle`, the controller request codes.
+//!   (`raft/mem.rs`, for tests and the simulator), the durable store
+//!   (`raft/file_store.rs`) and Raft over remoting (`raft/net.rs`);
+//! - `controller`: `Controller::handle`, the controller request codes, and the leader's
+//!   duties (lease rounds, automatic elections);
+//! - `liveness`: the heartbeat table and the election / lease rules;
+//! - `notify`: NOTIFY_BROKER_ROLE_CHANGED to brokers;
+//! - `config`: the controller's file (Apache properties or TOML);
+//! - `server`: one node as a process (store, Raft, port), for the binary (`main.rs`) and
+//!   the NameServer embedding.
 //!
 //! Invariants: every state change goes through the Raft log and `ControllerState::apply`
 //! (no other mutation path); writes are answered from what was applied; only the Raft
@@ -22,8 +29,12 @@
 #![allow(clippy::result_large_err)]
 
 pub mod cmd;
+pub mod config;
 pub mod controller;
+pub mod liveness;
+pub mod notify;
 pub mod policy;
 pub mod state;
 pub mod raft;
+pub mod server;
 pub use controller::{Controller, ControllerConfig, ControllerError};

@@ -49,8 +49,11 @@ async fn scenario() {
         peers: BTreeMap::from([(0, "127.0.0.1:9878".to_string())]),
         enable_elect_unclean_master: false,
         write_wait_ms: 2000,
+        ..ControllerConfig::default()
     };
-    let c = Controller::start(config, router.network(0), MemLogStore::default(), MemStateMachine::default()).await.expect("start");
+    let mut c = Controller::start(config, router.network(0), MemLogStore::default(), MemStateMachine::default()).await.expect("start");
+    // No heartbeats in this test: every registered replica counts as alive.
+    c.set_liveness(std::rc::Rc::new(ringmq_controller::policy::AllAlive));
     router.add(0, c.raft().clone());
     c.initialize().await.expect("initialize");
     let start = Instant::now();

@@ -103,11 +103,14 @@ async fn scenario() {
             peers: peers.clone(),
             enable_elect_unclean_master: false,
             write_wait_ms: 2000,
+            ..ControllerConfig::default()
         };
         let log = MemLogStore::default();
-        let controller = Controller::start(config, router.network(id), log.clone(), MemStateMachine::default())
+        let mut controller = Controller::start(config, router.network(id), log.clone(), MemStateMachine::default())
             .await
             .expect("start");
+        // No heartbeats in this test: every registered replica counts as alive.
+        controller.set_liveness(std::rc::Rc::new(ringmq_controller::policy::AllAlive));
         router.add(id, controller.raft().clone());
         nodes.push(Node { controller, log });
     }

@@ -11,7 +11,13 @@
 //! `tls.server.*` keys under `[tls.server]` (`mode`, `cert_path`, `key_path`,
 //! `need_client_auth`, `trust_cert_path`; camelCase accepted), as the broker's TOML.
 //!
+//! `enable_controller_in_namesrv = true` (Apache's `enableControllerInNamesrv`) with a
+//! `[controller]` table (the controller's keys, `ringmq_controller::config`) starts the
+//! controller inside the NameServer process, on its own executor thread and port.
+//!
 //! Invariants: a file with any other key is refused with an error naming the key;
+//! a `[controller]` table without `enable_controller_in_namesrv = true`, or the flag
+//! without the table, is refused;
 //! `ServerConfig::validate` refuses zero intervals and limits, so the server never
 //! divides time by zero or accepts nothing, and refuses an exporter host that is not an
 //! IP address before anything listens.
@@ -20,6 +26,7 @@ use crate::route::{RouteLimits, BROKER_EXPIRY_MS_DEFAULT};
 use ringmq_client::net::tls::TlsServerSettings;
 use ringmq_client::remoting::frame::FRAME_LEN_MAX_BYTES;
 use ringmq_client::remoting::FrameLimits;
+use ringmq_controller::config::ControllerFileConfig;
 use serde::Deserialize;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -71,6 +78,8 @@ pub enum ConfigError {
     Invalid { key: &'static str, reason: String },
     #[error("TLS: {0}")]
     Tls(#[from] ringmq_client::net::tls::TlsError),
+    #[error("[controller]: {0}")]
+    Controller(#[from] ringmq_controller::config::ConfigError),
 }
 
 /// Everything the server needs. `Default` is the production setting.
@@ -102,6 +111,8 @@ pub struct ServerConfig {
     pub plain_acl_file: Option<PathBuf>,
     /// What the port accepts (Apache's `tls.server.*`); disabled by default.
     pub tls: TlsServerSettings,
+    /// The embedded controller (`enable_controller_in_namesrv`), on its own port.
+    pub controller: Option<ControllerFileConfig>,
 }
 
 impl Default for ServerConfig {
@@ -128,6 +139,7 @@ impl Default for ServerConfig {
             acl_enable: false,
             plain_acl_file: None,
             tls: TlsServerSettings::default(),
+            controller: None,
         }
     }
 }
@@ -152,7 +164,21 @@ pub struct FileConfig {
     pub plain_acl_file: Option<PathBuf>,
     /// `[tls.server]`: Apache's `tls.server.*` keys.
     pub tls: Option<TlsFile>,
+    /// Apache's `enableControllerInNamesrv`: run the controller in this process.
+    #[serde(alias = "enableControllerInNamesrv")]
+    pub enable_controller_in_namesrv: Option<bool>,
+    /// `[controller]`: the controller's keys (as `ringmq-controller`'s TOML file).
+    pub controller: Option<ControllerTable>,
 }
+
+/// The `[controller]` table as written; `FileConfig::controller_config` validates it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(transparent)]
+pub struct ControllerTable(pub toml::Table);
+
+// Floats are refused when the table is validated, so equality is reflexive on every
+// table that is used.
+impl Eq for ControllerTable {}
 
 /// The file's `[tls]` table: the NameServer only serves, so only `server`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -185,6 +211,23 @@ impl FileConfig {
             Some(_) => {}
             None if self.acl_enable == Some(true) => self.plain_acl_file = Some(dir.join(PLAIN_ACL_FILE_NAME)),
             None => {}
+        }
+    }
+
+    /// The embedded controller's configuration: `None` unless
+    /// `enable_controller_in_namesrv = true`, which needs the `[controller]` table.
+    pub fn controller_config(&self) -> Result<Option<ControllerFileConfig>, ConfigError> {
+        match (self.enable_controller_in_namesrv.unwrap_or(false), &self.controller) {
+            (false, None) => Ok(None),
+            (true, Some(table)) => Ok(Some(ControllerFileConfig::from_toml_table(&table.0)?)),
+            (true, None) => Err(ConfigError::Invalid {
+                key: "enable_controller_in_namesrv",
+                reason: "needs a [controller] table (controller_dleger_peers, controller_dleger_self_id, ...)".into(),
+            }),
+            (false, Some(_)) => Err(ConfigError::Invalid {
+                key: "enable_controller_in_namesrv",
+                reason: "a [controller] table is set but the controller is not enabled (enable_controller_in_namesrv = true)".into(),
+            }),
         }
     }
 
@@ -404,6 +447,25 @@ mod tests {
         assert!(config.validate().unwrap_err().to_string().contains("tls.server.certPath"));
         config.tls = TlsServerSettings { key_password: Some("pw".into()), ..TlsServerSettings::default() };
         assert!(config.validate().unwrap_err().to_string().contains("tls.server.keyPassword"));
+    }
+
+    #[test]
+    fn controller_keys() {
+        let parse = |text: &str| FileConfig::parse(text, Path::new("n.toml")).map_err(|e| e.to_string()).and_then(|f| f.controller_config().map_err(|e| e.to_string()));
+        let check = |text: &str, expected: Result<Option<(u64, &str)>, &str>| match (parse(text), expected) {
+            (Ok(got), Ok(want)) => assert_eq!(got.map(|c| (c.self_id, c.listen.to_string())), want.map(|(i, l)| (i, l.to_string())), "{text}"),
+            (Err(got), Err(needle)) => assert!(got.contains(needle), "{text}: {got} lacks {needle}"),
+            (got, want) => panic!("{text}: got {got:?}, expected {want:?}"),
+        };
+        let table = "[controller]\ncontroller_dleger_peers = \"n0-127.0.0.1:9878;n1-127.0.0.1:9868\"\ncontroller_dleger_self_id = \"n1\"\n";
+        check("", Ok(None));
+        check(&format!("enable_controller_in_namesrv = true\n{table}"), Ok(Some((1, "127.0.0.1:9868"))));
+        check(&format!("enableControllerInNamesrv = true\n{table}"), Ok(Some((1, "127.0.0.1:9868"))));
+        check("enable_controller_in_namesrv = false", Ok(None));
+        check("enable_controller_in_namesrv = true", Err("needs a [controller] table"));
+        check(table, Err("not enabled"));
+        check(&format!("enable_controller_in_namesrv = true\n{table}brokerName = \"x\"\n"), Err("unknown key `brokerName`"));
+        check("enable_controller_in_namesrv = true\n[controller]\ncontroller_dleger_self_id = \"n0\"\n", Err("controllerDLegerPeers`: required"));
     }
 
     fn prom_file() -> FileConfig {

@@ -11,6 +11,8 @@
 //!   by the shared `metrics-export` endpoint on its own thread);
 //! - `config`: `ServerConfig` and the TOML file;
 //! - `bodies`: the few wire bodies the shared codec lacks;
+//! - `controller`: the embedded controller (`enable_controller_in_namesrv`), its own
+//!   thread and port;
 //! - `acl`: the plain ACL (`acl_enable`): the rules from `plain_acl.yml`, their reload,
 //!   the check of every request before `processor` sees it.
 //!
@@ -21,6 +23,7 @@
 pub mod acl;
 pub mod bodies;
 pub mod config;
+pub mod controller;
 pub mod metrics;
 pub mod processor;
 pub mod route;

@@ -1,6 +1,7 @@
 //! `ringmq-namesrv`: the NameServer binary. Reads flags and an optional TOML file
 //! (`listen`, `broker_expiry_ms`, `scan_interval_ms`, `metrics_exporter_type`,
-//! `metrics_prom_exporter_host`, `metrics_prom_exporter_port`, TLS under `[tls.server]`;
+//! `metrics_prom_exporter_host`, `metrics_prom_exporter_port`, TLS under `[tls.server]`,
+//! the embedded controller: `enable_controller_in_namesrv` + `[controller]`;
 //! flags win over the file),
 //! sets up tracing (`RUST_LOG`, default `info`) and serves until killed.
 //!
@@ -47,8 +48,11 @@ fn main() -> ExitCode {
         .init();
     let mut config = ServerConfig::default();
     if let Some(path) = &args.config {
-        match FileConfig::load(path) {
-            Ok(file) => file.apply(&mut config),
+        match FileConfig::load(path).and_then(|file| file.controller_config().map(|c| (file, c))) {
+            Ok((file, controller)) => {
+                file.apply(&mut config);
+                config.controller = controller;
+            }
             Err(e) => {
                 tracing::error!("{e}");
                 return ExitCode::FAILURE;

@@ -70,6 +70,8 @@ pub enum ServerError {
     Acl(String),
     #[error("TLS: {0}")]
     Tls(#[from] ringmq_client::net::tls::TlsError),
+    #[error("embedded controller: {0}")]
+    Controller(Box<ringmq_controller::server::ServerError>),
 }
 
 /// Why one connection ended early.
@@ -141,6 +143,8 @@ fn open_acl(config: &ServerConfig) -> Result<Option<NamesrvAcl>, ServerError> {
 /// Serves on the calling thread until the process ends.
 pub fn run(config: ServerConfig) -> Result<(), ServerError> {
     config.validate()?;
+    // Runs on its own thread for as long as this function does.
+    let _controller = config.controller.as_ref().map(crate::controller::start).transpose().map_err(ServerError::Controller)?;
     let acl = open_acl(&config)?;
     let tls = ServerTlsReloader::start(&config.tls)?;
     let listener = bind(config.listen)?;
@@ -166,12 +170,19 @@ pub struct ServerHandle {
     stop: Arc<AtomicBool>,
     thread: Option<glommio::ExecutorJoinHandle<()>>,
     exporter: Option<Exporter>,
+    /// The embedded controller, stopped after the name server.
+    controller: Option<ringmq_controller::server::ControllerHandle>,
 }
 
 impl ServerHandle {
     /// The address it listens on (the real port when `listen` had port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The embedded controller's address, when `enable_controller_in_namesrv`.
+    pub fn controller_addr(&self) -> Option<SocketAddr> {
+        self.controller.as_ref().map(|c| c.local_addr())
     }
 
     /// Where `GET /metrics` is served (the real port when configured with port 0);
@@ -202,6 +213,9 @@ impl ServerHandle {
         if let Some(exporter) = self.exporter.take() {
             exporter.join();
         }
+        if let Some(controller) = self.controller.take() {
+            controller.stop();
+        }
     }
 }
 
@@ -215,6 +229,7 @@ impl Drop for ServerHandle {
 /// its metrics endpoint does).
 pub fn spawn(config: ServerConfig) -> Result<ServerHandle, ServerError> {
     config.validate()?;
+    let controller = config.controller.as_ref().map(crate::controller::start).transpose().map_err(ServerError::Controller)?;
     let acl = open_acl(&config)?;
     let tls = ServerTlsReloader::start(&config.tls)?;
     let listener = bind(config.listen)?;
@@ -247,7 +262,7 @@ pub fn spawn(config: ServerConfig) -> Result<ServerHandle, ServerError> {
     if rx.recv().is_err() {
         return Err(abort(exporter, ServerError::StartAborted));
     }
-    Ok(ServerHandle { local_addr, stop, thread: Some(thread), exporter })
+    Ok(ServerHandle { local_addr, stop, thread: Some(thread), exporter, controller })
 }
 
 /// Binds without SO_REUSEPORT, on the caller's thread (so a port in use is reported

@@ -11,6 +11,7 @@
 //! `RefCell` borrow is held across an await; a cut link fails both the request and the
 //! answer with `Unreachable`, never delivers half.
 
+use super::file_store::FileSnapshots;
 use super::runtime::GlommioRaftRuntime;
 use super::{ControllerTypes, NodeId};
 use crate::cmd::CmdOutcome;
@@ -146,13 +147,21 @@ impl<RT: AsyncRuntime> RaftLogStorage<C<RT>> for MemLogStore<RT> {
 /// A snapshot's metadata and its JSON.
 type SnapshotBlob = (SnapshotMeta<NodeId, BasicNode>, Vec<u8>);
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct SmInner {
     last_applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, BasicNode>,
     state: ControllerState,
     snapshot: Option<SnapshotBlob>,
     snapshots_built: u64,
+    /// Where snapshots are made durable (the file store); `None` = memory only.
+    persist: Option<Rc<FileSnapshots>>,
+}
+
+impl std::fmt::Debug for SmInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SmInner").field("last_applied", &self.last_applied).field("state", &self.state).finish()
+    }
 }
 
 /// The applied `ControllerState`; snapshots are its JSON.
@@ -171,6 +180,24 @@ impl MemStateMachine {
         self.inner.borrow().last_applied
     }
 
+    /// A state machine restored from a stored snapshot (`file_store::open_file_store`).
+    pub fn restored(meta: SnapshotMeta<NodeId, BasicNode>, state: ControllerState, data: Vec<u8>) -> Self {
+        let inner = SmInner {
+            last_applied: meta.last_log_id,
+            membership: meta.last_membership.clone(),
+            state,
+            snapshot: Some((meta, data)),
+            snapshots_built: 0,
+            persist: None,
+        };
+        Self { inner: Rc::new(RefCell::new(inner)) }
+    }
+
+    /// Makes every later snapshot (built or installed) durable before it is reported.
+    pub fn set_persist(&self, persist: Rc<FileSnapshots>) {
+        self.inner.borrow_mut().persist = Some(persist);
+    }
+
     fn snapshot_of(&self) -> Result<SnapshotBlob, StorageError<NodeId>> {
         let mut inner = self.inner.borrow_mut();
         let data = serde_json::to_vec(&inner.state).map_err(|e| StorageIOError::read_state_machine(&e))?;
@@ -181,6 +208,9 @@ impl MemStateMachine {
             None => format!("--{}", inner.snapshots_built),
         };
         let meta = SnapshotMeta { last_log_id: last, last_membership: inner.membership.clone(), snapshot_id: id };
+        if let Some(p) = &inner.persist {
+            p.save(&meta, &data)?;
+        }
         inner.snapshot = Some((meta.clone(), data.clone()));
         Ok((meta, data))
     }
@@ -243,6 +273,9 @@ impl<RT: AsyncRuntime> RaftStateMachine<C<RT>> for MemStateMachine {
         let state: ControllerState = serde_json::from_slice(&data)
             .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
         let mut inner = self.inner.borrow_mut();
+        if let Some(p) = &inner.persist {
+            p.save(meta, &data)?;
+        }
         inner.state = state;
         inner.last_applied = meta.last_log_id;
         inner.membership = meta.last_membership.clone();

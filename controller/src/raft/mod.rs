@@ -8,7 +8,9 @@
 //! Invariants: no consensus logic lives here: elections, replication, commit and
 //! snapshots are openraft's; this crate supplies storage, transport and the runtime.
 
+pub mod file_store;
 pub mod mem;
+pub mod net;
 pub mod runtime;
 
 use crate::cmd::{Cmd, CmdOutcome};
@@ -81,6 +83,9 @@ pub const ELECTION_TIMEOUT_MAX_MS: u64 = 800;
 pub const SNAPSHOT_LOGS_SINCE_LAST: u64 = 1000;
 /// Entries kept behind a snapshot (§1).
 pub const LOGS_KEPT_AFTER_SNAPSHOT: u64 = 100;
+/// Snapshot bytes per InstallSnapshot RPC: its JSON body (bytes as numbers, up to 4x)
+/// stays well inside the remoting body limit (4 MiB).
+pub const SNAPSHOT_CHUNK_BYTES_MAX: u64 = 256 * 1024;
 
 /// The controller's Raft settings (§1), validated by openraft.
 pub fn raft_config(cluster_name: &str) -> Result<openraft::Config, openraft::ConfigError> {
@@ -91,6 +96,7 @@ pub fn raft_config(cluster_name: &str) -> Result<openraft::Config, openraft::Con
         election_timeout_max: ELECTION_TIMEOUT_MAX_MS,
         snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(SNAPSHOT_LOGS_SINCE_LAST),
         max_in_snapshot_log_to_keep: LOGS_KEPT_AFTER_SNAPSHOT,
+        snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES_MAX,
         ..Default::default()
     }
     .validate()
