@@ -1,0 +1,4 @@
+//! placeholder
+pub mod pb {
+    tonic::include_proto!("apache.rocketmq.v2");
+}
