@@ -11,12 +11,13 @@
 pub mod auth_header;
 pub mod backend;
 pub mod metadata;
-
-
-
+pub mod route;
+pub mod send;
+pub mod server;
+pub mod settings;
 
 pub mod status;
-
+pub mod txn;
 
 /// The generated messages and the tonic server / client of the vendored protos
 /// (`proto/`, rocketmq-apis v2.1.2).

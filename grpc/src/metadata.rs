@@ -36,6 +36,8 @@ pub struct ClientMeta {
     pub request_id: String,
     pub authorization: Option<String>,
     pub date_time: Option<String>,
+    /// The peer's `ip:port` (the born host of messages that name none).
+    pub peer: String,
 }
 
 fn value(map: &MetadataMap, key: &'static str) -> Result<Option<String>, GrpcError> {
@@ -77,6 +79,7 @@ impl ClientMeta {
             request_id: value(map, REQUEST_ID)?.unwrap_or_default(),
             authorization: value(map, AUTHORIZATION)?,
             date_time: value(map, DATE_TIME)?,
+            peer: String::new(),
         })
     }
 
