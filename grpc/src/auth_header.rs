@@ -44,7 +44,7 @@ pub struct AuthHeader {
 }
 
 fn hex_decode(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 || s.len() / 2 > SIGNATURE_BYTES_MAX {
+    if !s.len().is_multiple_of(2) || s.len() / 2 > SIGNATURE_BYTES_MAX {
         return None;
     }
     let digit = |c: u8| -> Option<u8> {
