@@ -372,3 +372,93 @@ pub async fn query_assignment(fe: &Frontend, meta: &ClientMeta, req: pb::QueryAs
     }
     Ok(pb::QueryAssignmentResponse { status: Some(status::ok()), assignments })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringmq_client::remoting::route::{BrokerData, QueueData};
+    use std::collections::BTreeMap;
+
+    fn route(queues: &[(&str, i32, i32, i32)], masters: &[&str]) -> TopicRouteData {
+        TopicRouteData {
+            broker_datas: masters.iter().map(|b| BrokerData { broker_addrs: BTreeMap::from([(0, "a:1".to_string())]), broker_name: b.to_string(), ..Default::default() }).collect(),
+            queue_datas: queues.iter().map(|(b, perm, r, w)| QueueData { broker_name: b.to_string(), perm: *perm, read_queue_nums: *r, write_queue_nums: *w, topic_sys_flag: 0 }).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// `(broker, id, permission)` of each message queue QueryRoute answers.
+    fn check(queues: &[(&str, i32, i32, i32)], masters: &[&str], expected: &[(&str, i32, Permission)]) {
+        let topic = pb::Resource { resource_namespace: String::new(), name: "T".into() };
+        let got: Vec<_> = message_queues(&route(queues, masters), &topic, TopicMessageType::Normal, &None)
+            .into_iter()
+            .map(|q| (q.broker.unwrap().name, q.id, Permission::try_from(q.permission).unwrap()))
+            .collect();
+        let expected: Vec<_> = expected.iter().map(|(b, i, p)| (b.to_string(), *i, *p)).collect();
+        assert_eq!(got, expected, "{queues:?}");
+    }
+
+    #[test]
+    fn message_queue_permissions() {
+        use Permission::*;
+        check(&[("b", 6, 2, 2)], &["b"], &[("b", 0, ReadWrite), ("b", 1, ReadWrite)]);
+        check(&[("b", 6, 3, 1)], &["b"], &[("b", 0, Read), ("b", 1, Read), ("b", 2, ReadWrite)]);
+        check(&[("b", 6, 1, 2)], &["b"], &[("b", 0, Write), ("b", 1, ReadWrite)]);
+        check(&[("b", 4, 2, 2)], &["b"], &[("b", 0, Read), ("b", 1, Read)]);
+        check(&[("b", 2, 2, 1)], &["b"], &[("b", 0, Write)]);
+        check(&[("b", 0, 2, 3)], &["b"], &[("b", 0, None), ("b", 1, None), ("b", 2, None)]);
+        check(&[("b", 0, 0, 0)], &["b"], &[("b", 0, None)]);
+        // Broker-name order; a broker without a master contributes nothing.
+        check(&[("z", 6, 1, 1), ("a", 6, 1, 1), ("nomaster", 6, 1, 1)], &["a", "z"], &[("a", 0, ReadWrite), ("z", 0, ReadWrite)]);
+    }
+
+    #[test]
+    fn write_queues_and_assignments() {
+        let r = route(&[("z", 6, 2, 2), ("a", 2, 0, 1), ("r", 4, 3, 3)], &["a", "r", "z"]);
+        assert_eq!(write_queues(&r), vec![("a".to_string(), 0), ("z".to_string(), 0), ("z".to_string(), 1)]);
+        let topic = pb::Resource::default();
+        let ids = |fifo| assignments(&r, &topic, fifo, &None).into_iter().map(|a| { let q = a.message_queue.unwrap(); (q.broker.unwrap().name, q.id) }).collect::<Vec<_>>();
+        assert_eq!(ids(false), vec![("r".to_string(), -1), ("z".to_string(), -1)]);
+        assert_eq!(ids(true), vec![("r".into(), 0), ("r".into(), 1), ("r".into(), 2), ("z".into(), 0), ("z".into(), 1)]);
+    }
+
+    #[test]
+    fn topic_types_and_validation() {
+        let cases = [
+            (r#"{"attributes":{"message.type":"FIFO"}}"#, TopicMessageType::Fifo),
+            (r#"{"attributes":{"+message.type":"TRANSACTION"}}"#, TopicMessageType::Transaction),
+            (r#"{"attributes":{"message.type":"DELAY"}}"#, TopicMessageType::Delay),
+            (r#"{"attributes":{"message.type":"NORMAL"}}"#, TopicMessageType::Normal),
+            (r#"{"attributes":{"message.type":"MIXED"}}"#, TopicMessageType::Mixed),
+            (r#"{"attributes":{"message.type":"ODD"}}"#, TopicMessageType::Unspecified),
+            (r#"{"attributes":{}}"#, TopicMessageType::Mixed),
+            ("not json", TopicMessageType::Mixed),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(message_type_of_topic_config(body.as_bytes()), expected, "{body}");
+        }
+        for (t, ok) in [("T", true), ("a-b_c%d|e", true), ("", false), (" ", false), ("a b", false), ("rmq_sys_x", false), ("TBW102", false), (&"t".repeat(128), false)] {
+            assert_eq!(validate_topic(t).is_ok(), ok, "{t}");
+        }
+        for (g, ok) in [("G", true), ("", false), ("CID_RMQ_SYS_X", false), ("g/h", false)] {
+            assert_eq!(validate_group(g).is_ok(), ok, "{g}");
+        }
+        let g = GroupView::from_json(br#"{"consumeMessageOrderly":true,"retryMaxTimes":5,"groupRetryPolicy":{"type":"EXPONENTIAL"}}"#).unwrap();
+        assert_eq!((g.consume_message_orderly, g.retry_max_times, g.retry_policy.is_some()), (true, 5, true));
+        assert_eq!(GroupView::from_json(b"{}"), Some(GroupView::default()));
+        assert_eq!(GroupView::from_json(b"]"), Option::None);
+    }
+
+    #[test]
+    fn cache_expires_and_is_bounded() {
+        let m: Mutex<HashMap<String, Cached<i32>>> = Mutex::default();
+        cache_put(&m, "a", 1, 0);
+        assert_eq!(cache_get(&m, "a", METADATA_CACHE_TTL_MS - 1), Some(1));
+        assert_eq!(cache_get(&m, "a", METADATA_CACHE_TTL_MS), Option::None);
+        assert_eq!(cache_get(&m, "a", -1), Option::None, "a clock step back refetches");
+        for i in 0..METADATA_CACHE_ENTRIES_MAX + 5 {
+            cache_put(&m, &i.to_string(), 0, 0);
+        }
+        assert!(m.lock().unwrap().len() <= METADATA_CACHE_ENTRIES_MAX);
+    }
+}

@@ -403,3 +403,44 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod answer_tests {
+    use super::*;
+
+    fn check(code: i32, expected: Result<Code, Code>) {
+        let mut answer = RemotingCommand::request(0).create_response(code, Some("remark"));
+        answer.ext_fields.set_str("msgId", "AC11000100002A9F0000000000000001");
+        answer.ext_fields.set_str("queueId", "1");
+        answer.ext_fields.set_str("queueOffset", "9");
+        let got = entry_of(&answer, "id").map(|e| Code::try_from(e.status.unwrap().code).unwrap()).map_err(|e| e.code);
+        assert_eq!(got, expected, "remoting {code}");
+    }
+
+    #[test]
+    fn send_answers() {
+        check(rs::SUCCESS, Ok(Code::Ok));
+        check(rs::FLUSH_DISK_TIMEOUT, Ok(Code::MasterPersistenceTimeout));
+        check(rs::FLUSH_SLAVE_TIMEOUT, Ok(Code::SlavePersistenceTimeout));
+        check(rs::SLAVE_NOT_AVAILABLE, Ok(Code::HaNotAvailable));
+        check(rs::TOPIC_NOT_EXIST, Err(Code::TopicNotFound));
+        check(rs::NO_PERMISSION, Err(Code::Forbidden));
+        check(rs::SYSTEM_BUSY, Err(Code::TooManyRequests));
+        check(rs::MESSAGE_ILLEGAL, Err(Code::BadRequest));
+        check(rs::SYSTEM_ERROR, Err(Code::InternalServerError));
+        let entry = |c: Code| pb::SendResultEntry { status: Some(status::status(c, "")), ..Default::default() };
+        let overall = |codes: &[Code]| Code::try_from(overall_status(&codes.iter().map(|c| entry(*c)).collect::<Vec<_>>()).code).unwrap();
+        assert_eq!(overall(&[]), Code::InternalServerError);
+        assert_eq!(overall(&[Code::Ok, Code::Ok]), Code::Ok);
+        assert_eq!(overall(&[Code::MasterPersistenceTimeout]), Code::MasterPersistenceTimeout);
+        assert_eq!(overall(&[Code::Ok, Code::SlavePersistenceTimeout]), Code::MultipleResults);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn consistent_hash_stays_in_range(input in proptest::prelude::any::<i64>(), buckets in 1i32..10_000) {
+            let b = consistent_hash(input, buckets);
+            proptest::prop_assert!((0..buckets).contains(&b));
+        }
+    }
+}

@@ -245,3 +245,61 @@ pub fn subscriptions(settings: &pb::Settings) -> &[pb::SubscriptionEntry] {
         _ => &[],
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn consumer() -> pb::Settings {
+        pb::Settings { client_type: Some(ClientType::SimpleConsumer as i32), pub_sub: Some(pb::settings::PubSub::Subscription(pb::Subscription::default())), ..Default::default() }
+    }
+
+    /// `(max_attempts, backoff as (initial ms, max ms, multiplier) or the customized list's length)`.
+    fn check(policy: Option<&str>, retry_max_times: i32, expected: (i32, Result<(i64, i64, f32), usize>)) {
+        let group = GroupView { consume_message_orderly: false, retry_max_times, retry_policy: policy.map(|p| serde_json::from_str(p).unwrap()) };
+        let merged = merge_consumer(consumer(), Some(&group));
+        let b = merged.backoff_policy.unwrap();
+        let ms = |d: &Option<prost_types::Duration>| d.as_ref().map_or(0, |d| d.seconds * 1000 + d.nanos as i64 / 1_000_000);
+        let got = match b.strategy.unwrap() {
+            pb::retry_policy::Strategy::ExponentialBackoff(e) => Ok((ms(&e.initial), ms(&e.max), e.multiplier)),
+            pb::retry_policy::Strategy::CustomizedBackoff(c) => Err(c.next.len()),
+        };
+        assert_eq!((b.max_attempts, got), expected, "{policy:?}");
+    }
+
+    #[test]
+    fn consumer_backoff_follows_the_group() {
+        check(None, 16, (17, Err(18)));
+        check(Some(r#"{"type":"CUSTOMIZED"}"#), 2, (3, Err(18)));
+        check(Some(r#"{"type":"CUSTOMIZED","customizedRetryPolicy":{"next":[1000,2000]}}"#), 2, (3, Err(2)));
+        check(Some(r#"{"type":"EXPONENTIAL"}"#), 0, (1, Ok((1_000, 7_200_000, 2.0))));
+        check(Some(r#"{"type":"EXPONENTIAL","exponentialRetryPolicy":{"initial":500,"max":60000,"multiplier":3}}"#), 1, (2, Ok((500, 60_000, 3.0))));
+        check(None, i32::MAX, (i32::MAX, Err(18)));
+        // No group: unchanged.
+        assert_eq!(merge_consumer(consumer(), None), consumer());
+    }
+
+    #[test]
+    fn producer_merge() {
+        let s = pb::Settings { pub_sub: Some(pb::settings::PubSub::Publishing(pb::Publishing::default())), ..Default::default() };
+        let m = merge_metric(merge_producer(s, 1234));
+        let Some(pb::settings::PubSub::Publishing(p)) = &m.pub_sub else { panic!() };
+        assert_eq!((p.max_body_size, p.validate_message_type), (1234, true));
+        assert_eq!(m.backoff_policy.map(|b| b.max_attempts), Some(PRODUCER_MAX_ATTEMPTS));
+        assert_eq!(m.metric.map(|x| x.on), Some(false));
+    }
+
+    #[test]
+    fn client_table_is_bounded_and_drops_idle_clients() {
+        let mut t = ClientTable::default();
+        for i in 0..GRPC_CLIENTS_MAX {
+            t.upsert(&i.to_string(), consumer(), "JAVA", None, 0).unwrap();
+        }
+        t.touch("0", GRPC_CLIENT_IDLE_MS);
+        assert_eq!(t.upsert("new", consumer(), "JAVA", None, GRPC_CLIENT_IDLE_MS - 1).unwrap_err().code, Code::TooManyRequests);
+        t.upsert("0", consumer(), "JAVA", None, GRPC_CLIENT_IDLE_MS).unwrap();
+        t.upsert("new", consumer(), "JAVA", None, GRPC_CLIENT_IDLE_MS).unwrap();
+        assert_eq!(t.len(), 2, "the idle ones went, the touched one stayed");
+        assert!(t.remove("0").is_some() && t.remove("0").is_none());
+    }
+}
