@@ -7,7 +7,8 @@
 //! Telemetry stream's outbound queue holds at most `TELEMETRY_OUTBOUND_MAX` commands
 //! (a full queue drops the server command, counted in the log: the client re-sends
 //! settings, and a check-back is retried by the broker); inbound messages are at most
-//! `INBOUND_MESSAGE_BYTES_MAX`; RPCs WP7 serves (receive, ack, change invisible, DLQ)
+//! `INBOUND_MESSAGE_BYTES_MAX`; at most `GRPC_CONNECTIONS_MAX` connections are served
+//! at once; RPCs WP7 serves (receive, ack, change invisible, DLQ)
 //! answer NOT_IMPLEMENTED until then.
 
 use crate::backend::{Backend, BackendError, Target};
@@ -389,11 +390,93 @@ impl MessagingService for Service {
     }
 }
 
+/// Most client connections served at once; further ones wait in the listen backlog
+/// until one closes.
+pub const GRPC_CONNECTIONS_MAX: usize = 4096;
+/// Pause after a failed accept (EMFILE and the like) before the next one.
+pub const ACCEPT_ERROR_BACKOFF_MS: u64 = 100;
+
 /// Serves the front end on `listener` until `shutdown` completes.
 pub async fn serve(listener: tokio::net::TcpListener, fe: Arc<Frontend>, shutdown: impl std::future::Future<Output = ()> + Send) -> Result<(), tonic::transport::Error> {
+    serve_with_limit(listener, fe, GRPC_CONNECTIONS_MAX, shutdown).await
+}
+
+/// [`serve`] with at most `connections_max` connections at once.
+pub async fn serve_with_limit(listener: tokio::net::TcpListener, fe: Arc<Frontend>, connections_max: usize, shutdown: impl std::future::Future<Output = ()> + Send) -> Result<(), tonic::transport::Error> {
+    let permits = Arc::new(tokio::sync::Semaphore::new(connections_max));
+    // One accepted connection at a time is handed over; the permit is taken before the
+    // accept, so a full server leaves new connections in the kernel's backlog.
+    let (tx, rx) = mpsc::channel::<std::io::Result<limit::Limited>>(1);
+    tokio::spawn(async move {
+        loop {
+            let permit = tokio::select! {
+                p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+                _ = tx.closed() => return,
+            };
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = tx.closed() => return,
+            };
+            match accepted {
+                Ok((stream, _)) => {
+                    if tx.send(Ok(limit::Limited { inner: stream, _permit: permit })).await.is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "gRPC accept failed");
+                    tokio::time::sleep(Duration::from_millis(ACCEPT_ERROR_BACKOFF_MS)).await;
+                }
+            }
+        }
+    });
     tonic::transport::Server::builder()
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
         .add_service(Service::new(fe).into_server())
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(ReceiverStream::new(rx), shutdown)
         .await
+}
+
+mod limit {
+    //! A TCP stream that holds a connection permit until it is dropped.
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+    use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+    use tonic::transport::server::{Connected, TcpConnectInfo};
+
+    pub struct Limited {
+        pub inner: tokio::net::TcpStream,
+        pub _permit: tokio::sync::OwnedSemaphorePermit,
+    }
+
+    impl Connected for Limited {
+        type ConnectInfo = TcpConnectInfo;
+        fn connect_info(&self) -> TcpConnectInfo {
+            self.inner.connect_info()
+        }
+    }
+
+    impl AsyncRead for Limited {
+        fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+        }
+    }
+
+    impl AsyncWrite for Limited {
+        fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+            Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        }
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        }
+        fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+            Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        }
+        fn is_write_vectored(&self) -> bool {
+            self.inner.is_write_vectored()
+        }
+    }
 }

@@ -340,4 +340,59 @@ mod telemetry {
         assert_eq!((c.group_name.as_str(), c.subscription_data_set[0].topic.as_str(), c.subscription_data_set[0].tags_set.clone()), ("G", "T", vec!["a".to_string(), "b".to_string()]));
         assert_eq!(format!("{:?}", c.consume_type), "ConsumeActively");
     }
+
+    #[tokio::test]
+    async fn settings_without_pub_sub_fail_the_stream() {
+        let (fe, _) = frontend();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(ringmq_grpc::server::serve(listener, fe, std::future::pending()));
+        let mut client = MessagingServiceClient::connect(format!("http://{addr}")).await.unwrap();
+        let bad = pb::TelemetryCommand { status: None, command: Some(pb::telemetry_command::Command::Settings(pb::Settings::default())) };
+        let mut answers = client.telemetry(request(tokio_stream::iter(vec![bad]))).await.unwrap().into_inner();
+        let e = tokio::time::timeout(std::time::Duration::from_secs(10), answers.next()).await.expect("answered").unwrap().unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(e.message().contains("there is no publishing or subscription data in settings"), "{}", e.message());
+        // Without a client id the stream is refused at once.
+        let e = client.telemetry(tonic::Request::new(tokio_stream::iter(Vec::<pb::TelemetryCommand>::new()))).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    }
+
+    #[tokio::test]
+    async fn connections_beyond_the_limit_wait_for_a_free_one() {
+        let (fe, _) = frontend();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(ringmq_grpc::server::serve_with_limit(listener, fe, 1, std::future::pending()));
+        let route = || request(pb::QueryRouteRequest { topic: res("T"), endpoints: None });
+        let mut first = MessagingServiceClient::connect(format!("http://{addr}")).await.unwrap();
+        assert_eq!(code(&first.query_route(route()).await.unwrap().into_inner().status), Code::Ok);
+        let mut second = MessagingServiceClient::connect(format!("http://{addr}")).await.unwrap();
+        let mut waiting = tokio::spawn(async move { second.query_route(route()).await.map(|r| r.into_inner()) });
+        // Not served while the first connection is open...
+        tokio::time::timeout(std::time::Duration::from_millis(300), &mut waiting).await.expect_err("the second connection must wait");
+        // ...and served once it closes.
+        drop(first);
+        let r = tokio::time::timeout(std::time::Duration::from_secs(10), waiting).await.expect("served after the first closed").unwrap().unwrap();
+        assert_eq!(code(&r.status), Code::Ok);
+    }
+
+    #[tokio::test]
+    async fn consumer_heartbeat_and_termination_name_the_group() {
+        let (fe, backend) = frontend();
+        let s = pb::Settings {
+            client_type: Some(pb::ClientType::PushConsumer as i32),
+            pub_sub: Some(pb::settings::PubSub::Subscription(pb::Subscription { group: res("G"), subscriptions: vec![pb::SubscriptionEntry { topic: res("T"), expression: None }], ..Default::default() })),
+            ..Default::default()
+        };
+        fe.on_settings(&meta(), s, None).await.unwrap();
+        let r = fe.heartbeat(&meta(), pb::HeartbeatRequest { group: res("G"), client_type: pb::ClientType::PushConsumer as i32 }).await.unwrap();
+        assert_eq!(code(&r.status), Code::Ok);
+        let data = HeartbeatData::decode(&last(&backend, rq::HEART_BEAT).1.body).unwrap();
+        assert_eq!((data.consumer_data_set[0].group_name.as_str(), format!("{:?}", data.consumer_data_set[0].consume_type)), ("G", "ConsumePassively".to_string()));
+        assert_eq!(fe.heartbeat(&meta(), pb::HeartbeatRequest { group: res(""), client_type: 0 }).await.unwrap_err().code, Code::IllegalConsumerGroup);
+        fe.notify_client_termination(&meta(), pb::NotifyClientTerminationRequest { group: res("G") }).await.unwrap();
+        let un = last(&backend, rq::UNREGISTER_CLIENT).1;
+        assert_eq!((un.ext("consumerGroup"), un.ext("producerGroup")), (Some("G"), None));
+    }
 }
