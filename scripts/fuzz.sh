@@ -2,7 +2,8 @@
 # scripts/fuzz.sh — runs every cargo-fuzz target of client/fuzz/ (the wire decoders:
 # frames, JSON and binary headers, heartbeat, route, batch and stored-message bodies,
 # the replication stream's frames, the admin tools' bodies, POP's receipt handles and batch acks) and acl/fuzz/ (plain_acl.yml,
-# RocketMQ 5's AUTH_* bodies, the signature path) for a fixed time each, and exits non-zero when any target crashed, printing the
+# RocketMQ 5's AUTH_* bodies, the signature path) and grpc/fuzz/ (the gRPC authorization
+# header; SendMessage decoding and translation) for a fixed time each, and exits non-zero when any target crashed, printing the
 # artifact (the input that reproduces it).
 #
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
@@ -27,7 +28,7 @@ if ! [[ $secs =~ ^[0-9]+$ ]] || [ "$secs" -lt 1 ]; then
 fi
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-fuzz_dirs=("$root/client/fuzz" "$root/acl/fuzz")
+fuzz_dirs=("$root/client/fuzz" "$root/acl/fuzz" "$root/grpc/fuzz")
 export PATH="$HOME/.cargo/bin:$PATH"
 
 die() {
