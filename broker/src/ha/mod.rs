@@ -8,6 +8,8 @@
 //! master with a higher epoch, slaves truncating to the epoch boundary) needs no format
 //! change.
 
+pub mod epoch;
+
 /// The stream's wire format lives with the other codecs in the client crate.
 pub use ringmq_client::remoting::ha as proto;
 
