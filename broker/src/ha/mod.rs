@@ -16,6 +16,7 @@ pub use ringmq_client::remoting::ha as proto;
 use crate::rt::chan::{self, OneshotReceiver, OneshotSender};
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 
 /// RocketMQ's `syncFlushTimeout` default.
 pub const SYNC_FLUSH_TIMEOUT_MS_DEFAULT: u64 = 5_000;
@@ -34,6 +35,21 @@ pub const RECONNECT_INTERVAL_MS: u64 = 1_000;
 pub const META_INTERVAL_MS: u64 = 1_000;
 /// Slave connections one master shard serves at once.
 pub const SLAVES_PER_SHARD_MAX: usize = 8;
+
+/// A shard's role in controller mode (docs/design/controller.md §3.5), set by the
+/// controller (`Shard::set_role`; the simulator harness plays it). Without controller
+/// mode the static `BrokerConfig.role` decides and this is unused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Role {
+    /// Takes writes in `epoch` (its epoch file has the epoch's entry, durable).
+    Master { epoch: u64 },
+    /// Follows `master` (its replication base address) of `epoch`; takes no writes.
+    Slave { epoch: u64, master: SocketAddr },
+    /// Neither: a master that learnt of a higher epoch, or a broker whose role is not
+    /// known yet. Refuses writes and follows nobody.
+    #[default]
+    Fenced,
+}
 
 /// What a SYNC_MASTER's acknowledgement promises about the slave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -119,6 +135,17 @@ impl MasterState {
         let (tx, rx) = chan::oneshot();
         self.waiters.push((target, tx));
         Ok(Some(rx))
+    }
+
+    /// Lets every waiting send go unconfirmed (a demotion): their receivers see the
+    /// sender dropped. Returns how many there were.
+    pub fn fail_waiters(&mut self) -> usize {
+        std::mem::take(&mut self.waiters).len()
+    }
+
+    /// Forgets every slave (a demotion: their connections are closing).
+    pub fn detach_all(&mut self) {
+        self.slaves.clear();
     }
 
     /// Drops waiters whose receiver gave up (timed out).

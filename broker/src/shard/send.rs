@@ -128,7 +128,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
     }
 
     pub(super) fn decode_send<'c>(&self, cmd: &'c RemotingCommand) -> Result<SendMessageHeaderRef<'c>, RemotingCommand> {
-        if !self.config().role.is_master() {
+        if !self.is_master() {
             // A slave's log holds its master's records only (RocketMQ's answer).
             return Err(error_response(cmd, rs::SERVICE_NOT_AVAILABLE, "message store is slave mode, so putMessage is forbidden"));
         }
@@ -325,6 +325,13 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// (`interop_request_reply.rs`). Not after replication: Apache does not wait for a
     /// slave either.
     async fn wait_acknowledgeable(&self, last: PutResult, topic: &str, queue_id: i32) -> (i32, Option<String>) {
+        // The put just before ran in this generation (no await since).
+        let generation = self.role_generation();
+        let answer = self.wait_acknowledgeable_inner(last, topic, queue_id).await;
+        self.unless_demoted(generation, answer)
+    }
+
+    async fn wait_acknowledgeable_inner(&self, last: PutResult, topic: &str, queue_id: i32) -> (i32, Option<String>) {
         if self.config().store.flush_mode == FlushMode::Sync {
             if let Err(e) = self.store.wait_durable(last.durable_ticket).await {
                 crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.place.id));
