@@ -219,9 +219,10 @@ pub async fn open_store<D: Disk, C: Clock>(
     let mut scanner = Scanner::new(files, store.config.segment_bytes);
     let (scan_end, how, rebuild) = replay_log(&store, &mut scanner, &replay, &sizes, damaged).await?;
     report.records_scanned = store.stats().records_put;
-    // A pending cut below the end gives up what follows it, as a corrupt record would
-    // under allow_truncate_corrupt: nothing past it is checked.
-    let cut = report.pending_cut.filter(|&c| c < scan_end);
+    // A pending cut at or below the end gives up what follows it, as a corrupt record
+    // would under allow_truncate_corrupt: nothing past it is checked. At the end too: a
+    // cut interrupted by a power cut may have zeroed what follows it only in part.
+    let cut = report.pending_cut.filter(|&c| c <= scan_end);
     let end = cut.unwrap_or(scan_end);
     let truncating_corrupt = match cut {
         Some(_) => {
