@@ -249,6 +249,10 @@ impl<R: Runtime> Shard<R> {
                     continue;
                 };
                 let msg = self.delivered_copy(&view, &topic, queue_id, &delivered_properties);
+                if self.config().controller_mode && !self.is_master() {
+                    // Demoted during this pass (it awaited reads): no copy of a slave's own.
+                    break;
+                }
                 match self.store.put(&msg) {
                     Ok(put) => {
                         ticket = put.durable_ticket;
