@@ -368,7 +368,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
 
     /// Appends one message; maps store refusals to response codes.
     pub(super) fn put(&self, msg: &MessageToStore<'_>) -> Result<PutResult, (i32, String)> {
-        if self.config().controller_mode && !self.is_master() {
+        if self.config.borrow().controller_mode && !self.is_master() {
             // Checked here, at the put itself: a send that passed `decode_send` may
             // have awaited (retry redirect, topic creation) across a demotion.
             return Err((rs::SERVICE_NOT_AVAILABLE, super::role::DEMOTED_REMARK.into()));
