@@ -63,6 +63,9 @@ struct Plan {
     /// The slaves stop following this long before the failover (0: they do not), so A
     /// writes records no slave has (stored on the master only), to be cut later.
     partition_ms: u64,
+    /// allAck (§3.7): every member of the in-sync set the harness names confirms a send
+    /// (A: {B, C}; the new master: the other slave). Else one slave confirms.
+    all_ack: bool,
 }
 
 #[derive(Default)]
@@ -291,11 +294,11 @@ async fn failover(w: Rc<World>) {
     let (eb, ec) = (w.ends(1), w.ends(2));
     let new_master = if ec.iter().zip(&eb).all(|(c, b)| c > b) { 2 } else { 1 };
     let other = 3 - new_master;
-    // Only one slave confirms a SYNC send (the in-sync set's allAck is WP4): a shard
-    // where the other slave holds more may have acknowledged sends only it has.
+    // Without allAck one slave confirms a SYNC send: a shard where the other slave
+    // holds more may have acknowledged sends only it has.
     for (i, (b, c)) in eb.iter().zip(&ec).enumerate() {
         let (mine, theirs) = if new_master == 1 { (b, c) } else { (c, b) };
-        if mine < theirs {
+        if mine < theirs && !w.plan.all_ack {
             w.unchecked_shards.borrow_mut().insert(i);
         }
     }
@@ -304,6 +307,9 @@ async fn failover(w: Rc<World>) {
         return;
     }
     w.master.set(new_master);
+    if w.plan.all_ack {
+        w.brokers[new_master].set_sync_state_set(Some([other as u64 + 1].into_iter().collect()));
+    }
     follow(&w, other).await;
     if w.plan.crash {
         w.ex.sleep(Duration::from_millis(w.ex.random(0..100))).await;
@@ -360,6 +366,7 @@ fn run_seed(seed: u64) -> (Vec<String>, String) {
         crash: ex.chance(500_000),
         failover_after_ms: 5 + ex.random(0..250),
         partition_ms: if ex.chance(500_000) { 1 + ex.random(0..100) } else { 0 },
+        all_ack: ex.chance(500_000),
     };
     let brokers: Vec<_> = (0..3u64).map(|i| SimBroker::new(ex.clone(), SimDisk::new(seed.wrapping_mul(3).wrapping_add(i)), config(&plan, i + 1))).collect();
     let w = Rc::new(World {
@@ -381,6 +388,9 @@ fn run_seed(seed: u64) -> (Vec<String>, String) {
             b.start().await.expect("broker starts");
         }
         w.brokers[0].set_role(Role::Master { epoch: 1 }, None).await.expect("A becomes master of epoch 1");
+        if w.plan.all_ack {
+            w.brokers[0].set_sync_state_set(Some([2, 3].into_iter().collect()));
+        }
         for b in 1..3 {
             follow(&w, b).await;
         }
@@ -473,7 +483,7 @@ fn failover_with_epochs_keeps_its_invariants_under_simulation() {
 fn lower_epochs_are_not_followed_and_a_stale_master_fences_itself() {
     ringmq_broker::fatal::panic_instead_of_exit_on_this_thread();
     let ex = SimExecutor::new(7);
-    let plan = Plan { shards: 1, sync_flush: false, producers: 0, sends_per_producer: 0, crash: false, failover_after_ms: 0, partition_ms: 0 };
+    let plan = Plan { shards: 1, sync_flush: false, producers: 0, sends_per_producer: 0, crash: false, failover_after_ms: 0, partition_ms: 0, all_ack: false };
     let stale = SimBroker::new(ex.clone(), SimDisk::new(1), config(&plan, 1));
     let ahead = SimBroker::new(ex.clone(), SimDisk::new(2), config(&plan, 2));
     let x = ex.clone();

@@ -15,7 +15,7 @@ pub use ringmq_client::remoting::ha as proto;
 
 use crate::rt::chan::{self, OneshotReceiver, OneshotSender};
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
 /// RocketMQ's `syncFlushTimeout` default.
@@ -68,6 +68,8 @@ pub struct SlaveProgress {
     pub received: u64,
     pub durable: u64,
     pub last_ack_ms: i64,
+    /// The slave's controller broker id (its HELLO, controller mode).
+    pub broker_id: Option<u64>,
 }
 
 /// A master shard's view of its slaves and the sends waiting for them.
@@ -76,6 +78,11 @@ pub struct MasterState {
     slaves: BTreeMap<u64, SlaveProgress>,
     /// (local offset a send needs confirmed, who waits), in arrival order.
     waiters: Vec<(u64, OneshotSender<()>)>,
+    /// Controller mode with allAck (docs/design/controller.md §3.7): the broker ids of
+    /// the other SyncStateSet members, every one of which must confirm; empty: the
+    /// master alone, which acknowledges at once. `None`: any one slave confirms (the
+    /// SYNC_MASTER rule).
+    in_sync: Option<BTreeSet<u64>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -97,17 +104,50 @@ impl MasterState {
         if self.slaves.len() >= SLAVES_PER_SHARD_MAX {
             return false;
         }
-        self.slaves.insert(conn, SlaveProgress { received: at, durable: at, last_ack_ms: now_ms });
+        self.slaves.insert(conn, SlaveProgress { received: at, durable: at, last_ack_ms: now_ms, broker_id: None });
         true
+    }
+
+    /// Names the broker behind an attached connection (its HELLO's controller id).
+    pub fn set_broker_id(&mut self, conn: u64, broker_id: Option<u64>) {
+        if let Some(p) = self.slaves.get_mut(&conn) {
+            p.broker_id = broker_id;
+        }
+    }
+
+    pub fn in_sync(&self) -> Option<&BTreeSet<u64>> {
+        self.in_sync.as_ref()
+    }
+
+    /// Sets who must confirm (see `in_sync`); returns the waiters that are confirmed
+    /// under the new set.
+    pub fn set_in_sync(&mut self, members: Option<BTreeSet<u64>>, mode: SyncAck) -> Vec<OneshotSender<()>> {
+        self.in_sync = members;
+        self.release(mode)
     }
 
     pub fn detach(&mut self, conn: u64) {
         self.slaves.remove(&conn);
     }
 
-    /// The highest offset any slave confirmed, in `mode`.
+    /// The offset confirmed in `mode`: the highest any slave confirmed, or with an
+    /// in-sync set the lowest of its members' (each member's best connection; a member
+    /// not connected confirms nothing).
     pub fn confirmed(&self, mode: SyncAck) -> Option<u64> {
-        self.slaves.values().map(|p| if mode == SyncAck::Received { p.received } else { p.durable }).max()
+        let offset = |p: &SlaveProgress| if mode == SyncAck::Received { p.received } else { p.durable };
+        let Some(members) = &self.in_sync else { return self.slaves.values().map(offset).max() };
+        let mut lowest = u64::MAX;
+        for id in members {
+            lowest = lowest.min(self.slaves.values().filter(|p| p.broker_id == Some(*id)).map(offset).max()?);
+        }
+        Some(lowest)
+    }
+
+    fn release(&mut self, mode: SyncAck) -> Vec<OneshotSender<()>> {
+        let Some(confirmed) = self.confirmed(mode) else { return Vec::new() };
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiters).into_iter().partition(|(target, _)| *target <= confirmed);
+        self.waiters = waiting;
+        done.into_iter().map(|(_, tx)| tx).collect()
     }
 
     /// Records an ACK; returns the waiters it releases.
@@ -118,10 +158,7 @@ impl MasterState {
             p.durable = p.durable.max(durable);
             p.last_ack_ms = now_ms;
         }
-        let Some(confirmed) = self.confirmed(mode) else { return Vec::new() };
-        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiters).into_iter().partition(|(target, _)| *target <= confirmed);
-        self.waiters = waiting;
-        done.into_iter().map(|(_, tx)| tx).collect()
+        self.release(mode)
     }
 
     /// A send that needs `target` confirmed: `None` when already confirmed.
@@ -198,5 +235,36 @@ mod tests {
             assert!(m.attach(c, 0, 0));
         }
         assert!(!m.attach(99, 0, 0), "bounded");
+    }
+
+    /// (in-sync set, (broker id, received) per connection) → confirmed offset.
+    fn check_in_sync(members: Option<&[u64]>, slaves: &[(Option<u64>, u64)], expected: Option<u64>) {
+        let mut m = MasterState::default();
+        for (conn, &(id, received)) in slaves.iter().enumerate() {
+            assert!(m.attach(conn as u64, 0, 0));
+            m.set_broker_id(conn as u64, id);
+            m.on_ack(conn as u64, received, 0, 1, SyncAck::Received);
+        }
+        m.set_in_sync(members.map(|s| s.iter().copied().collect()), SyncAck::Received);
+        assert_eq!(m.confirmed(SyncAck::Received), expected, "{members:?} {slaves:?}");
+    }
+
+    #[test]
+    fn an_in_sync_set_needs_every_member() {
+        check_in_sync(None, &[(Some(2), 10), (Some(3), 30)], Some(30));
+        check_in_sync(Some(&[2, 3]), &[(Some(2), 10), (Some(3), 30)], Some(10));
+        check_in_sync(Some(&[3]), &[(Some(2), 10), (Some(3), 30)], Some(30));
+        check_in_sync(Some(&[2, 3]), &[(Some(2), 10)], None);
+        check_in_sync(Some(&[2]), &[(Some(2), 10), (Some(2), 40)], Some(40));
+        check_in_sync(Some(&[2]), &[(None, 50)], None);
+        check_in_sync(Some(&[]), &[], Some(u64::MAX));
+        // A waiter released when the set shrinks to the members that confirmed.
+        let mut m = MasterState::default();
+        m.attach(1, 0, 0);
+        m.set_broker_id(1, Some(2));
+        m.set_in_sync(Some([2, 3].into_iter().collect()), SyncAck::Received);
+        let _rx = m.wait_for(100, SyncAck::Received).unwrap().expect("waits for broker 3");
+        assert!(m.on_ack(1, 100, 0, 1, SyncAck::Received).is_empty());
+        assert_eq!(m.set_in_sync(Some([2].into_iter().collect()), SyncAck::Received).len(), 1);
     }
 }

@@ -233,6 +233,7 @@ impl<R: Runtime> Shard<R> {
             let _ = write_frame(&mut writer, &Frame::Refuse { reason: reason.clone() }).await;
             return Err(HaError::Refused(reason));
         }
+        self.ha.master.borrow_mut().set_broker_id(conn_id, hello.controller_broker_id);
         let master_end = self.store.shard().phys(self.store.write_offset());
         write_frame(&mut writer, &Frame::Welcome { epoch: self.current_epoch(), start_phys, master_end_phys: master_end }).await?;
         tracing::info!(shard = self.place.id, conn_id, from = start_phys, master_end, "slave attached");
@@ -544,7 +545,8 @@ impl<R: Runtime> Shard<R> {
         self.store.request_flush();
         let wait = {
             let mut master = self.ha.master.borrow_mut();
-            if master.slave_count() == 0 {
+            // A master alone in its in-sync set needs nobody.
+            if master.slave_count() == 0 && master.in_sync().is_none_or(|s| !s.is_empty()) {
                 return Err((rs::SLAVE_NOT_AVAILABLE, "no slave is attached to this SYNC_MASTER shard: the message is stored on the master only".into()));
             }
             master.wait_for(ticket, mode).map_err(|e| (rs::SYSTEM_BUSY, e.to_string()))?

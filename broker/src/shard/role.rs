@@ -157,7 +157,10 @@ impl<R: Runtime> Shard<R> {
         let failed = {
             let mut master = self.ha.master.borrow_mut();
             master.detach_all();
-            master.fail_waiters()
+            // Waiters go first: none may be released by the reset below.
+            let failed = master.fail_waiters();
+            master.set_in_sync(None, crate::ha::SyncAck::Received);
+            failed
         };
         if was != Role::Fenced {
             tracing::warn!(shard = self.place.id, ?was, unacknowledged = failed, why, "fenced: writes refused");
@@ -221,6 +224,18 @@ impl<R: Runtime> Shard<R> {
             }
         }
         Ok(())
+    }
+
+    /// Controller mode with allAck (§3.7; WP4's SyncStateSet driver or a harness calls
+    /// it): the broker ids of the other in-sync members, each of which must confirm a
+    /// SYNC send; `None` goes back to "any one slave". Not kept across a role change.
+    pub fn set_sync_state_set(&self, members: Option<std::collections::BTreeSet<u64>>) {
+        if !self.config().controller_mode {
+            return;
+        }
+        let mode = self.config().ha_sync_ack;
+        let released = self.ha.master.borrow_mut().set_in_sync(members, mode);
+        released.into_iter().for_each(|tx| tx.send(()));
     }
 
     /// A send stored while this shard was master in `generation`: answered

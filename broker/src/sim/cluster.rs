@@ -186,6 +186,13 @@ impl SimBroker {
         done_rx.await.unwrap_or_else(|| Err("the broker went down during the role change".into()))
     }
 
+    /// Plays the controller's SyncStateSet (allAck): every shard's in-sync members.
+    pub fn set_sync_state_set(&self, members: Option<std::collections::BTreeSet<u64>>) {
+        for s in self.shards() {
+            s.set_sync_state_set(members.clone());
+        }
+    }
+
     /// Whether a shard took a TRUNCATE and waits for the restart that applies it.
     pub fn wants_restart(&self) -> bool {
         self.shards().iter().any(|s| s.ha_restart_wanted())
