@@ -4,9 +4,10 @@
 //! checked as recovery checks them, then dispatched to ConsumeQueues and the index).
 //!
 //! `proto` (`ringmq_client::remoting::ha`) is the stream's wire format. Every HELLO carries the slave's last epoch
-//! and where it began, every WELCOME the master's epoch, so a later failover (a new
-//! master with a higher epoch, slaves truncating to the epoch boundary) needs no format
-//! change.
+//! and where it began, every WELCOME the master's epoch. In controller mode (issue 27)
+//! those come from the shard's epoch history (`epoch`), a master's acknowledgements may
+//! need every member of an in-sync set (`MasterState::set_in_sync`), and a shard's role
+//! is a cell (`Role`, driven by `shard/role.rs`).
 
 pub mod epoch;
 

@@ -1,7 +1,8 @@
 //! Controller mode's role switching for one shard (docs/design/controller.md §3.3,
 //! §3.5): the role cell (`ha::Role`), the epoch history it writes, and what every
-//! other path asks (`is_master`). The controller (WP4), or a simulator harness playing
-//! it, calls `set_role`.
+//! other path asks (`is_master`), and the in-sync set a SYNC send waits for (allAck,
+//! `set_sync_state_set`). The controller (WP4), or a simulator harness playing it,
+//! calls `set_role` and `set_sync_state_set`.
 //!
 //! Invariants: without `controller_mode` nothing here changes behaviour (`is_master`
 //! is the static `BrokerConfig.role`, the generation never moves); a shard takes a
