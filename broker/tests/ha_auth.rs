@@ -177,7 +177,7 @@ fn a_raw_peer_without_the_proof_gets_one_refuse_and_no_log_byte() {
         let client = SimClient::new(ex.clone(), master.connect(0).expect("master up"));
         let r = client.request(common_sim::create_topic(TOPIC, 4), Duration::from_millis(REQUEST_DEADLINE_MS)).await.expect("create answered");
         assert_eq!(r.code, rs::SUCCESS);
-        let hello = |nonce: Option<[u8; NONCE_BYTES]>| Hello { shard: 0, shard_count: 2, segment_bytes: StoreConfig::for_tests().segment_bytes, last_epoch: 0, last_epoch_start_phys: 0, end_phys: 0, auth_nonce: nonce };
+        let hello = |nonce: Option<[u8; NONCE_BYTES]>| Hello { shard: 0, shard_count: 2, segment_bytes: StoreConfig::for_tests().segment_bytes, last_epoch: 0, last_epoch_start_phys: 0, end_phys: 0, auth_nonce: nonce, controller_broker_id: None };
         let cases: Vec<(&str, Vec<Vec<u8>>, &str)> = vec![
             ("HELLO without proof", vec![encode(Frame::Hello(hello(None)))], "the slave sent no proof"),
             ("wrong AUTH", vec![encode(Frame::Hello(hello(Some([5; NONCE_BYTES])))), encode(Frame::Auth { slave_proof: [0; PROOF_BYTES] })], "wrong proof"),

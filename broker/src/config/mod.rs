@@ -223,6 +223,12 @@ pub struct BrokerConfig {
     /// Replication). Unset or empty: replication is not authenticated. Never written
     /// back (GET_BROKER_CONFIG): it is a secret.
     pub ha_auth_secret: Option<String>,
+    /// Controller mode (issue 27, docs/design/controller.md §3.5): master or slave is
+    /// each shard's role cell (`Shard::set_role`), set by the controller, and `role`
+    /// only says whether a master waits for a slave (`SyncMaster`) or not. Off: `role`
+    /// is the static role, exactly as before. No config key yet (WP4 adds them).
+    #[serde(skip)]
+    pub controller_mode: bool,
     /// How long a SYNC_MASTER send waits for a slave's confirmation before answering
     /// FLUSH_SLAVE_TIMEOUT (RocketMQ's `syncFlushTimeout`, ms).
     pub sync_flush_timeout_ms: u64,
@@ -362,6 +368,7 @@ impl Default for BrokerConfig {
             transaction_pending_max: crate::txn::TRANSACTION_PENDING_MAX_DEFAULT,
             ha_listen_port: 0,
             ha_master_address: None,
+            controller_mode: false,
             ha_auth_secret: None,
             sync_flush_timeout_ms: crate::ha::SYNC_FLUSH_TIMEOUT_MS_DEFAULT,
             ha_sync_ack: crate::ha::SyncAck::Received,

@@ -4,9 +4,12 @@
 //! checked as recovery checks them, then dispatched to ConsumeQueues and the index).
 //!
 //! `proto` (`ringmq_client::remoting::ha`) is the stream's wire format. Every HELLO carries the slave's last epoch
-//! and where it began, every WELCOME the master's epoch, so a later failover (a new
-//! master with a higher epoch, slaves truncating to the epoch boundary) needs no format
-//! change.
+//! and where it began, every WELCOME the master's epoch. In controller mode (issue 27)
+//! those come from the shard's epoch history (`epoch`), a master's acknowledgements may
+//! need every member of an in-sync set (`MasterState::set_in_sync`), and a shard's role
+//! is a cell (`Role`, driven by `shard/role.rs`).
+
+pub mod epoch;
 
 /// The stream's wire format lives with the other codecs in the client crate.
 pub use ringmq_client::remoting::ha as proto;
@@ -15,7 +18,8 @@ pub mod replicas;
 
 use crate::rt::chan::{self, OneshotReceiver, OneshotSender};
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 
 /// RocketMQ's `syncFlushTimeout` default.
 pub const SYNC_FLUSH_TIMEOUT_MS_DEFAULT: u64 = 5_000;
@@ -35,6 +39,21 @@ pub const META_INTERVAL_MS: u64 = 1_000;
 /// Slave connections one master shard serves at once.
 pub const SLAVES_PER_SHARD_MAX: usize = 8;
 
+/// A shard's role in controller mode (docs/design/controller.md §3.5), set by the
+/// controller (`Shard::set_role`; the simulator harness plays it). Without controller
+/// mode the static `BrokerConfig.role` decides and this is unused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Role {
+    /// Takes writes in `epoch` (its epoch file has the epoch's entry, durable).
+    Master { epoch: u64 },
+    /// Follows `master` (its replication base address) of `epoch`; takes no writes.
+    Slave { epoch: u64, master: SocketAddr },
+    /// Neither: a master that learnt of a higher epoch, or a broker whose role is not
+    /// known yet. Refuses writes and follows nobody.
+    #[default]
+    Fenced,
+}
+
 /// What a SYNC_MASTER's acknowledgement promises about the slave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -52,6 +71,8 @@ pub struct SlaveProgress {
     pub received: u64,
     pub durable: u64,
     pub last_ack_ms: i64,
+    /// The slave's controller broker id (its HELLO, controller mode).
+    pub broker_id: Option<u64>,
 }
 
 /// A master shard's view of its slaves and the sends waiting for them.
@@ -60,6 +81,11 @@ pub struct MasterState {
     slaves: BTreeMap<u64, SlaveProgress>,
     /// (local offset a send needs confirmed, who waits), in arrival order.
     waiters: Vec<(u64, OneshotSender<()>)>,
+    /// Controller mode with allAck (docs/design/controller.md §3.7): the broker ids of
+    /// the other SyncStateSet members, every one of which must confirm; empty: the
+    /// master alone, which acknowledges at once. `None`: any one slave confirms (the
+    /// SYNC_MASTER rule).
+    in_sync: Option<BTreeSet<u64>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -81,17 +107,50 @@ impl MasterState {
         if self.slaves.len() >= SLAVES_PER_SHARD_MAX {
             return false;
         }
-        self.slaves.insert(conn, SlaveProgress { received: at, durable: at, last_ack_ms: now_ms });
+        self.slaves.insert(conn, SlaveProgress { received: at, durable: at, last_ack_ms: now_ms, broker_id: None });
         true
+    }
+
+    /// Names the broker behind an attached connection (its HELLO's controller id).
+    pub fn set_broker_id(&mut self, conn: u64, broker_id: Option<u64>) {
+        if let Some(p) = self.slaves.get_mut(&conn) {
+            p.broker_id = broker_id;
+        }
+    }
+
+    pub fn in_sync(&self) -> Option<&BTreeSet<u64>> {
+        self.in_sync.as_ref()
+    }
+
+    /// Sets who must confirm (see `in_sync`); returns the waiters that are confirmed
+    /// under the new set.
+    pub fn set_in_sync(&mut self, members: Option<BTreeSet<u64>>, mode: SyncAck) -> Vec<OneshotSender<()>> {
+        self.in_sync = members;
+        self.release(mode)
     }
 
     pub fn detach(&mut self, conn: u64) {
         self.slaves.remove(&conn);
     }
 
-    /// The highest offset any slave confirmed, in `mode`.
+    /// The offset confirmed in `mode`: the highest any slave confirmed, or with an
+    /// in-sync set the lowest of its members' (each member's best connection; a member
+    /// not connected confirms nothing).
     pub fn confirmed(&self, mode: SyncAck) -> Option<u64> {
-        self.slaves.values().map(|p| if mode == SyncAck::Received { p.received } else { p.durable }).max()
+        let offset = |p: &SlaveProgress| if mode == SyncAck::Received { p.received } else { p.durable };
+        let Some(members) = &self.in_sync else { return self.slaves.values().map(offset).max() };
+        let mut lowest = u64::MAX;
+        for id in members {
+            lowest = lowest.min(self.slaves.values().filter(|p| p.broker_id == Some(*id)).map(offset).max()?);
+        }
+        Some(lowest)
+    }
+
+    fn release(&mut self, mode: SyncAck) -> Vec<OneshotSender<()>> {
+        let Some(confirmed) = self.confirmed(mode) else { return Vec::new() };
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiters).into_iter().partition(|(target, _)| *target <= confirmed);
+        self.waiters = waiting;
+        done.into_iter().map(|(_, tx)| tx).collect()
     }
 
     /// Records an ACK; returns the waiters it releases.
@@ -102,10 +161,7 @@ impl MasterState {
             p.durable = p.durable.max(durable);
             p.last_ack_ms = now_ms;
         }
-        let Some(confirmed) = self.confirmed(mode) else { return Vec::new() };
-        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiters).into_iter().partition(|(target, _)| *target <= confirmed);
-        self.waiters = waiting;
-        done.into_iter().map(|(_, tx)| tx).collect()
+        self.release(mode)
     }
 
     /// A send that needs `target` confirmed: `None` when already confirmed.
@@ -119,6 +175,17 @@ impl MasterState {
         let (tx, rx) = chan::oneshot();
         self.waiters.push((target, tx));
         Ok(Some(rx))
+    }
+
+    /// Lets every waiting send go unconfirmed (a demotion): their receivers see the
+    /// sender dropped. Returns how many there were.
+    pub fn fail_waiters(&mut self) -> usize {
+        std::mem::take(&mut self.waiters).len()
+    }
+
+    /// Forgets every slave (a demotion: their connections are closing).
+    pub fn detach_all(&mut self) {
+        self.slaves.clear();
     }
 
     /// Drops waiters whose receiver gave up (timed out).
@@ -171,5 +238,36 @@ mod tests {
             assert!(m.attach(c, 0, 0));
         }
         assert!(!m.attach(99, 0, 0), "bounded");
+    }
+
+    /// (in-sync set, (broker id, received) per connection) → confirmed offset.
+    fn check_in_sync(members: Option<&[u64]>, slaves: &[(Option<u64>, u64)], expected: Option<u64>) {
+        let mut m = MasterState::default();
+        for (conn, &(id, received)) in slaves.iter().enumerate() {
+            assert!(m.attach(conn as u64, 0, 0));
+            m.set_broker_id(conn as u64, id);
+            m.on_ack(conn as u64, received, 0, 1, SyncAck::Received);
+        }
+        m.set_in_sync(members.map(|s| s.iter().copied().collect()), SyncAck::Received);
+        assert_eq!(m.confirmed(SyncAck::Received), expected, "{members:?} {slaves:?}");
+    }
+
+    #[test]
+    fn an_in_sync_set_needs_every_member() {
+        check_in_sync(None, &[(Some(2), 10), (Some(3), 30)], Some(30));
+        check_in_sync(Some(&[2, 3]), &[(Some(2), 10), (Some(3), 30)], Some(10));
+        check_in_sync(Some(&[3]), &[(Some(2), 10), (Some(3), 30)], Some(30));
+        check_in_sync(Some(&[2, 3]), &[(Some(2), 10)], None);
+        check_in_sync(Some(&[2]), &[(Some(2), 10), (Some(2), 40)], Some(40));
+        check_in_sync(Some(&[2]), &[(None, 50)], None);
+        check_in_sync(Some(&[]), &[], Some(u64::MAX));
+        // A waiter released when the set shrinks to the members that confirmed.
+        let mut m = MasterState::default();
+        m.attach(1, 0, 0);
+        m.set_broker_id(1, Some(2));
+        m.set_in_sync(Some([2, 3].into_iter().collect()), SyncAck::Received);
+        let _rx = m.wait_for(100, SyncAck::Received).unwrap().expect("waits for broker 3");
+        assert!(m.on_ack(1, 100, 0, 1, SyncAck::Received).is_empty());
+        assert_eq!(m.set_in_sync(Some([2].into_iter().collect()), SyncAck::Received).len(), 1);
     }
 }

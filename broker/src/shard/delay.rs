@@ -143,10 +143,11 @@ impl<D: crate::store::io::Disk> Delays<D> {
 }
 
 impl<R: Runtime> Shard<R> {
-    /// Runs delay-level delivery until the shard stops.
-    pub(super) async fn run_delivery(self: Rc<Self>) {
+    /// Runs delay-level delivery until the shard stops or is no longer the master it
+    /// was in `generation` (`role.rs`).
+    pub(super) async fn run_delivery(self: Rc<Self>, generation: u64) {
         let mut last_persist_us = self.rt.monotonic_us();
-        while !self.store_stop.get() {
+        while self.master_tasks_run(generation) {
             let outcome = self.deliver_pass().await;
             let timers = self.timer_pass().await;
             let now_ms = self.now_ms();
@@ -248,6 +249,10 @@ impl<R: Runtime> Shard<R> {
                     continue;
                 };
                 let msg = self.delivered_copy(&view, &topic, queue_id, &delivered_properties);
+                if self.config().controller_mode && !self.is_master() {
+                    // Demoted during this pass (it awaited reads): no copy of a slave's own.
+                    break;
+                }
                 match self.store.put(&msg) {
                     Ok(put) => {
                         ticket = put.durable_ticket;

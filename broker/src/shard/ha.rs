@@ -17,10 +17,19 @@
 //! most once per `HA_AUTH_REFUSAL_LOG_INTERVAL_MS`; it sends no ACK a SYNC_MASTER
 //! counts (it is never attached). A slave with the secret follows only a master that
 //! proved it back.
+//!
+//! Controller mode (docs/design/controller.md §3.4, roles in `role.rs`): only a
+//! `Master{e}` serves slaves (others REFUSE); a HELLO of a higher epoch is refused and
+//! fences this master; a slave past the point where its log agrees with the master's
+//! (`EpochFile::find_consistent_point`) gets TRUNCATE instead of WELCOME, writes the
+//! cut (`Store::write_truncate_marker`) and waits for a restart; a slave follows no
+//! master of an epoch below the one it knows, and mirrors its master's epoch history
+//! (META `Epochs`). A connection ends when its shard's role changes.
 
 use super::Shard;
 use crate::ha::proto::{AuthSide, Frame, Hello, MetaKind, ProtoError, BATCH_BYTES_MAX, FRAME_BYTES_MAX, HANDSHAKE_FRAME_BYTES_MAX, NONCE_BYTES};
-use crate::ha::{SyncAck, HEARTBEAT_INTERVAL_MS, META_INTERVAL_MS, RECONNECT_INTERVAL_MS, SLAVE_SILENT_MAX_MS};
+use crate::ha::epoch::{EpochEntry, EpochFile};
+use crate::ha::{Role, SyncAck, HEARTBEAT_INTERVAL_MS, META_INTERVAL_MS, RECONNECT_INTERVAL_MS, SLAVE_SILENT_MAX_MS};
 use crate::rt::Runtime;
 use crate::store::engine::{local_of, ShardId};
 use crate::store::error::StoreError;
@@ -32,8 +41,8 @@ use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
-/// The epoch this broker's shards serve as masters. Fixed until failover exists; kept
-/// on the wire (HELLO, WELCOME) so a failover can raise it without a format change.
+/// The epoch this broker's shards serve as masters without controller mode (fixed;
+/// in controller mode the epoch history says, `Shard::current_epoch`).
 pub const MASTER_EPOCH: u64 = 1;
 /// How long a peer may take to say HELLO / WELCOME.
 const HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
@@ -65,6 +74,10 @@ pub enum HaError {
     Auth(&'static str),
     #[error("no random nonce: {0}")]
     Nonce(String),
+    #[error("the master asked to cut this log at {0}: restart to apply it")]
+    Truncated(u64),
+    #[error("this shard's role changed")]
+    RoleChanged,
 }
 
 /// A nonce from the operating system's CSPRNG.
@@ -121,11 +134,11 @@ async fn with_timeout<R: Runtime, T>(rt: &R, ms: u64, f: impl Future<Output = Re
 /// master. Only this module touches it.
 #[derive(Default)]
 pub struct Replication {
-    master: RefCell<crate::ha::MasterState>,
+    pub(super) master: RefCell<crate::ha::MasterState>,
     slave: Cell<crate::ha::SlaveState>,
     /// A slave's master (replication port of its shard 0): `ha_master_address`, or
     /// learnt from the NameServer (`ShardEvent::HaMaster`); `None` until known.
-    master_addr: Cell<Option<SocketAddr>>,
+    pub(super) master_addr: Cell<Option<SocketAddr>>,
     /// A slave's consumer offsets committed by clients that its master has not shown
     /// back yet (sent to the master).
     client_offsets: RefCell<std::collections::BTreeMap<crate::meta::offsets::OffsetKey, u64>>,
@@ -134,11 +147,21 @@ pub struct Replication {
     /// When the last refusal line was logged (monotonic µs), and refusals since.
     auth_refusal_logged_us: Cell<Option<u64>>,
     auth_refusals_unlogged: Cell<u64>,
+    /// Controller mode: the role cell (`role.rs`); `Fenced` until the controller names one.
+    pub(super) role: Cell<Role>,
+    /// Moves on every role change.
+    pub(super) role_generation: Cell<u64>,
+    /// Dropped (woken) on the next role change; at most `ROLE_WATCHERS_MAX`.
+    pub(super) role_watchers: RefCell<Vec<crate::rt::chan::OneshotSender<()>>>,
+    /// The epoch history as last saved (controller mode).
+    pub(super) epochs: RefCell<Option<EpochFile>>,
+    /// A TRUNCATE was taken; the broker must restart to apply it.
+    pub(super) restart_wanted: Cell<bool>,
 }
 
 impl Replication {
-    pub fn new(master_addr: Option<SocketAddr>) -> Self {
-        Self { master_addr: Cell::new(master_addr), ..Default::default() }
+    pub fn new(master_addr: Option<SocketAddr>, epochs: Option<EpochFile>) -> Self {
+        Self { master_addr: Cell::new(master_addr), role: Cell::new(Role::Fenced), epochs: RefCell::new(epochs), ..Default::default() }
     }
 
     /// The NameServer or a peer shard named this slave's master.
@@ -182,6 +205,22 @@ impl<R: Runtime> Shard<R> {
             let _ = write_frame(&mut writer, &Frame::Refuse { reason: reason.clone() }).await;
             return Err(HaError::Refused(reason));
         }
+        let generation = self.role_generation();
+        if self.config().controller_mode {
+            match self.handshake_point(&hello) {
+                Ok(None) => {}
+                Ok(Some(to_phys)) => {
+                    tracing::warn!(shard = self.place.id, conn_id, to_phys, slave_end = hello.end_phys, "the slave holds records past where its log agrees with this master's: told to cut them");
+                    write_frame(&mut writer, &Frame::Truncate { to_phys }).await?;
+                    return Ok(());
+                }
+                Err(reason) => {
+                    tracing::warn!(shard = self.place.id, conn_id, reason, "slave refused");
+                    let _ = write_frame(&mut writer, &Frame::Refuse { reason: reason.clone() }).await;
+                    return Err(HaError::Refused(reason));
+                }
+            }
+        }
         // An empty slave below this master's retention is re-seeded: it starts where
         // this log now begins (README, Replication).
         let log_start = self.store.log_start();
@@ -194,8 +233,9 @@ impl<R: Runtime> Shard<R> {
             let _ = write_frame(&mut writer, &Frame::Refuse { reason: reason.clone() }).await;
             return Err(HaError::Refused(reason));
         }
+        self.ha.master.borrow_mut().set_broker_id(conn_id, hello.controller_broker_id);
         let master_end = self.store.shard().phys(self.store.write_offset());
-        write_frame(&mut writer, &Frame::Welcome { epoch: MASTER_EPOCH, start_phys, master_end_phys: master_end }).await?;
+        write_frame(&mut writer, &Frame::Welcome { epoch: self.current_epoch(), start_phys, master_end_phys: master_end }).await?;
         tracing::info!(shard = self.place.id, conn_id, from = start_phys, master_end, "slave attached");
         // ACKs are read by their own task; it ends with the connection, or when this
         // function returns (`_streaming` drops): its read half keeps the socket open, and
@@ -246,7 +286,7 @@ impl<R: Runtime> Shard<R> {
         // Table versions last sent: checked before every DATA frame, so a slave knows a
         // topic before it holds the topic's first record.
         let mut tables_sent = None;
-        while !closed.get() && !self.store_stop.get() {
+        while !closed.get() && !self.store_stop.get() && self.role_generation() == generation {
             let tables_now = (self.meta.topics.borrow().version(), self.meta.groups.borrow().version(), self.auth_version());
             let due = last_meta_us.is_none_or(|t| self.rt.monotonic_us().saturating_sub(t) >= META_INTERVAL_MS * 1000);
             if due || (self.meta.stores.is_some() && tables_sent != Some(tables_now)) {
@@ -373,6 +413,11 @@ impl<R: Runtime> Shard<R> {
             out.push((MetaKind::ConsumerOffsets, o));
         }
         out.push((MetaKind::DelayOffsets, self.delay_offsets().encode()));
+        if self.config().controller_mode {
+            if let Some(history) = self.epoch_history() {
+                out.push((MetaKind::Epochs, history.encode()));
+            }
+        }
         out
     }
 
@@ -422,6 +467,15 @@ impl<R: Runtime> Shard<R> {
                 self.replace_delay_offsets(theirs).await;
             }
             MetaKind::Auth => self.apply_replicated_auth(payload).await?,
+            MetaKind::Epochs => {
+                if !self.config().controller_mode {
+                    return Err("an epoch history sent to a broker not in controller mode".into());
+                }
+                let theirs = EpochFile::decode(payload).map_err(|e| e.to_string())?;
+                if self.epoch_history().as_ref() != Some(&theirs) {
+                    self.save_epochs(theirs).await.map_err(|e| e.to_string())?;
+                }
+            }
         }
         Ok(())
     }
@@ -440,6 +494,10 @@ impl<R: Runtime> Shard<R> {
         if ShardId::of_phys(h.end_phys).0 as usize != self.place.id {
             return Some(format!("slave log end {} is not an offset of shard {}", h.end_phys, self.place.id));
         }
+        if self.config().controller_mode {
+            // Epochs and ends are compared by `handshake_point`.
+            return None;
+        }
         if h.last_epoch > MASTER_EPOCH {
             return Some(format!("slave holds epoch {} records, this master serves epoch {MASTER_EPOCH}", h.last_epoch));
         }
@@ -455,6 +513,30 @@ impl<R: Runtime> Shard<R> {
         None
     }
 
+    /// Controller mode (§3.4): where a slave may start. `Ok(None)`: WELCOME at its end;
+    /// `Ok(Some(to))`: it holds records past `to`, where its log stops agreeing with
+    /// this master's (TRUNCATE); `Err`: refused (not the master; a slave of a higher
+    /// epoch, which also fences this stale master; logs that diverged).
+    fn handshake_point(&self, h: &Hello) -> Result<Option<u64>, String> {
+        let Role::Master { epoch } = self.ha.role.get() else {
+            let master = self.ha.master_addr.get().map_or_else(|| "unknown".to_string(), |a| a.to_string());
+            return Err(format!("not the master of epoch {}; master is {master}", self.known_epoch()));
+        };
+        if h.last_epoch > epoch {
+            self.fence("a slave holds a higher epoch");
+            return Err(format!("slave holds epoch {} records, above this master's epoch {epoch}: this master is stale and fenced itself", h.last_epoch));
+        }
+        if local_of(h.end_phys) == 0 {
+            // An empty slave starts where this log does (re-seeded if need be).
+            return Ok(None);
+        }
+        let Some(history) = self.epoch_history() else { return Err("no epoch history on this master".into()) };
+        let theirs = EpochFile::from_entries(vec![EpochEntry { epoch: h.last_epoch, start_phys: h.last_epoch_start_phys }]).map_err(|e| e.to_string())?;
+        let master_end = self.store.shard().phys(self.store.write_offset());
+        let point = history.find_consistent_point(master_end, &theirs, h.end_phys).map_err(|e| e.to_string())?;
+        Ok((point < h.end_phys).then_some(point))
+    }
+
     /// SYNC_MASTER: waits until a slave confirmed everything up to `ticket` (the local
     /// log end of a send), or answers why not.
     pub(super) async fn wait_replicated(&self, ticket: u64) -> Result<(), (i32, String)> {
@@ -463,7 +545,8 @@ impl<R: Runtime> Shard<R> {
         self.store.request_flush();
         let wait = {
             let mut master = self.ha.master.borrow_mut();
-            if master.slave_count() == 0 {
+            // A master alone in its in-sync set needs nobody.
+            if master.slave_count() == 0 && master.in_sync().is_none_or(|s| !s.is_empty()) {
                 return Err((rs::SLAVE_NOT_AVAILABLE, "no slave is attached to this SYNC_MASTER shard: the message is stored on the master only".into()));
             }
             master.wait_for(ticket, mode).map_err(|e| (rs::SYSTEM_BUSY, e.to_string()))?
@@ -488,8 +571,38 @@ impl<R: Runtime> Shard<R> {
         C: Fn() -> F,
     {
         while !self.store_stop.get() {
-            match connect().await {
-                Some(stream) => match self.clone().replicate_once(stream).await {
+            if self.ha.restart_wanted.get() {
+                // The cut is on disk: nothing more is appended until the restart.
+                return;
+            }
+            if self.config().controller_mode && !matches!(self.ha.role.get(), Role::Slave { .. }) {
+                let changed = self.role_watch();
+                let _ = crate::rt::timeout(&self.rt, Duration::from_millis(RECONNECT_INTERVAL_MS), changed).await;
+                continue;
+            }
+            let changed = self.role_watch();
+            let session = async {
+                match connect().await {
+                    Some(stream) => Some(self.clone().replicate_once(stream).await),
+                    None => None,
+                }
+            };
+            let ended = futures_lite::future::or(session, async {
+                let _ = changed.await;
+                Some(Err(HaError::RoleChanged))
+            });
+            match ended.await {
+                Some(Err(HaError::Truncated(to))) => {
+                    tracing::warn!(shard = self.place.id, to, "the cut is durable: this broker must restart to apply it");
+                    return;
+                }
+                Some(Err(HaError::RoleChanged)) => {
+                    let mut s = self.ha.slave.get();
+                    s.connected = false;
+                    self.ha.slave.set(s);
+                    continue;
+                }
+                Some(result) => match result {
                     Err(HaError::Refused(reason)) => tracing::error!(shard = self.place.id, reason, "master refused this slave; retrying"),
                     Err(HaError::Store(e)) => tracing::error!(shard = self.place.id, error = %e, "replicated data does not continue this log; retrying"),
                     Err(e @ HaError::Auth(_)) => tracing::error!(shard = self.place.id, error = %e, "replication not authenticated (haAuthSecret): retrying"),
@@ -510,14 +623,24 @@ impl<R: Runtime> Shard<R> {
         let end = self.store.shard().phys(self.store.write_offset());
         let secret = self.config().ha_auth_secret().map(<[u8]>::to_vec);
         let auth_nonce = if secret.is_some() { Some(fresh_nonce()?) } else { None };
+        let controller = self.config().controller_mode;
+        let generation = self.role_generation();
+        let (last_epoch, last_epoch_start_phys) = match self.epoch_history() {
+            Some(history) if controller => {
+                let last = history.clipped_to(end).last();
+                (last.epoch, last.start_phys)
+            }
+            _ => (if self.store.write_offset() > 0 { MASTER_EPOCH } else { 0 }, self.store.shard().phys(0)),
+        };
         let hello = Hello {
             shard: self.place.id as u16,
             shard_count: self.place.count as u16,
             segment_bytes: self.config().store.segment_bytes,
-            last_epoch: if self.store.write_offset() > 0 { MASTER_EPOCH } else { 0 },
-            last_epoch_start_phys: self.store.shard().phys(0),
+            last_epoch,
+            last_epoch_start_phys,
             end_phys: end,
             auth_nonce,
+            controller_broker_id: controller.then(|| self.config().broker_id),
         };
         write_frame(&mut writer, &Frame::Hello(hello.clone())).await?;
         let mut buf = Vec::new();
@@ -538,6 +661,18 @@ impl<R: Runtime> Shard<R> {
             }
         }
         let epoch = match answer {
+            Frame::Welcome { epoch, .. } if controller && epoch < self.known_epoch() => {
+                return Err(HaError::Refused(format!("the master serves epoch {epoch}, below epoch {} this slave knows: not followed", self.known_epoch())));
+            }
+            Frame::Truncate { to_phys } if controller => {
+                let to = local_of(to_phys);
+                if ShardId::of_phys(to_phys).0 as usize != self.place.id || to_phys > end {
+                    return Err(HaError::Unexpected("TRUNCATE past this log's end"));
+                }
+                self.store.write_truncate_marker(to).await?;
+                self.ha.restart_wanted.set(true);
+                return Err(HaError::Truncated(to_phys));
+            }
             Frame::Welcome { epoch, start_phys, master_end_phys } => {
                 if start_phys != end {
                     // Only an empty replica may start elsewhere: where its master's
@@ -631,6 +766,10 @@ impl<R: Runtime> Shard<R> {
             let mut at = 0usize;
             let mut newest_store_ms = self.ha.slave.get().newest_store_ms;
             while at < records.len() {
+                if self.role_generation() != generation {
+                    // Promoted or re-pointed meanwhile: not one more byte of the old master.
+                    return Err(HaError::RoleChanged);
+                }
                 match self.store.append_replicated(phys_from + at as u64, &records[at..]) {
                     Ok(r) => {
                         at += r.bytes_consumed;
@@ -660,7 +799,7 @@ impl<R: Runtime> Shard<R> {
     /// (`ha_client_offsets`), which takes it by the higher offset when it is reachable.
     pub(super) fn commit_client_offset(&self, group: &str, topic: &str, queue_id: i32, offset: u64) -> Result<(), crate::meta::MetaError> {
         self.offsets.table.borrow_mut().commit(group, topic, queue_id, offset)?;
-        if !self.config().role.is_master() {
+        if !self.is_master() {
             // Bounded: its keys are keys of the offset table just committed to.
             self.ha.client_offsets.borrow_mut().insert((group.to_string(), topic.to_string(), queue_id), offset);
         }
@@ -709,7 +848,7 @@ impl<R: Runtime> Shard<R> {
 
     /// Whether a slave still has to learn its master from the NameServer.
     pub fn ha_master_unknown(&self) -> bool {
-        !self.config().role.is_master() && self.ha.master_addr.get().is_none()
+        !self.config().controller_mode && !self.config().role.is_master() && self.ha.master_addr.get().is_none()
     }
 
     /// The NameServer named `ha_server_addr` as the master of this broker name (its
@@ -717,7 +856,8 @@ impl<R: Runtime> Shard<R> {
     /// a change (the master moved) reaches every shard, whose next connection attempt
     /// goes there.
     pub fn learn_ha_master(self: &Rc<Self>, ha_server_addr: &str) {
-        if self.config().role.is_master() || self.config().ha_master_address.is_some() {
+        // In controller mode the controller names the master (`set_role`).
+        if self.config().role.is_master() || self.config().ha_master_address.is_some() || self.config().controller_mode {
             return;
         }
         let addr: std::net::SocketAddr = match ha_server_addr.parse() {

@@ -385,7 +385,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
         if !self.config().auto_create_subscription_group {
             return Ok(None);
         }
-        if !self.config().role.is_master() {
+        if !self.is_master() {
             // A slave's group table is its master's copy: it creates nothing, and a
             // group its master will create on first contact goes on with Java's
             // defaults here (Java's slave also auto-creates, in its own table, which

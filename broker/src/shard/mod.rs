@@ -36,6 +36,7 @@ pub mod ha;
 pub mod txn;
 mod registration;
 mod reply;
+pub mod role;
 
 use crate::config::BrokerConfig;
 use crate::meta::groups::GroupTable;
@@ -242,6 +243,14 @@ impl<R: Runtime> Shard<R> {
         let (store, report) = open_store(rt.disk(), rt.clock(), dir.clone(), ShardId(id as u16), config.store.clone())
             .await
             .map_err(|e| OpenError::Store { shard: id, reason: e.to_string() })?;
+        // A cut the store applied (or found already applied) goes to the epoch history
+        // too; only then is its marker removed, so a crash in between repeats both.
+        let pending_cut_phys = report.pending_cut.map(|cut| ShardId(id as u16).phys(cut));
+        let epochs = role::open_epochs(rt.disk(), &dir, id, store.shard().phys(store.log_start()), pending_cut_phys, config.controller_mode).await?;
+        if report.pending_cut.is_some() {
+            store.clear_truncate_marker().await.map_err(|e| OpenError::Store { shard: id, reason: e.to_string() })?;
+        }
+        let epochs = epochs.filter(|_| config.controller_mode);
         let recovery_ms = rt.monotonic_us().saturating_sub(open_started_us) / 1000;
         tracing::info!(shard = id, unclean = report.unclean, end = report.end_offset, records = report.records_scanned, recovery_ms, "store open");
         let meta_dir = config.store_root.join("config");
@@ -314,7 +323,7 @@ impl<R: Runtime> Shard<R> {
             delays,
             timers,
             txns,
-            ha: ha::Replication::new(ha_master_addr),
+            ha: ha::Replication::new(ha_master_addr, epochs),
             stats: ShardStats::new(started_ms, recovery_ms),
         });
         crate::store::flusher::spawn_store_tasks(rt.clone(), store, shard.store_stop.clone(), Rc::new(|e: String| crate::fatal::fatal(&e)));
@@ -334,10 +343,13 @@ impl<R: Runtime> Shard<R> {
         });
         // A slave's log is its master's: it makes no copies of its own (delayed, timed,
         // transactional), it only replicates.
-        if shard.config().role.is_master() {
-            rt.spawn(shard.clone().run_delivery());
-            rt.spawn(shard.clone().run_txn_checks());
-            rt.spawn(shard.clone().run_txn_persist());
+        // In controller mode the role is not known yet (`Fenced`): `set_role` starts
+        // them on promotion.
+        if shard.is_master() {
+            let generation = shard.role_generation();
+            rt.spawn(shard.clone().run_delivery(generation));
+            rt.spawn(shard.clone().run_txn_checks(generation));
+            rt.spawn(shard.clone().run_txn_persist(generation));
         }
         shard.open_acl().await?;
         shard.open_auth().await?;
@@ -380,7 +392,7 @@ impl<R: Runtime> Shard<R> {
         let stats = self.store.stats();
         let end = self.store.write_offset();
         let slaves = self.ha_slaves();
-        let ha_behind = if self.config().role.is_master() {
+        let ha_behind = if self.is_master() {
             slaves.iter().map(|(_, p)| end.saturating_sub(p.received)).max().unwrap_or(0)
         } else {
             let s = self.ha_slave_state();
@@ -611,12 +623,12 @@ impl<R: Runtime> Shard<R> {
     }
 
     async fn handle_here(self: &Rc<Self>, cmd: RemotingCommand, ctx: ConnCtx) -> RemotingCommand {
-        if !self.config().role.is_master() && matches!(cmd.code, rq::UPDATE_AND_CREATE_TOPIC | rq::DELETE_TOPIC_IN_BROKER | rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP | rq::DELETE_SUBSCRIPTIONGROUP) {
+        if !self.is_master() && matches!(cmd.code, rq::UPDATE_AND_CREATE_TOPIC | rq::DELETE_TOPIC_IN_BROKER | rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP | rq::DELETE_SUBSCRIPTIONGROUP) {
             // A slave's topic and group tables are its master's (replicated): a change
             // made here would be overwritten, so it is refused rather than accepted.
             return error_response(&cmd, rs::SERVICE_NOT_AVAILABLE, "this broker is a slave: change topics and groups on its master (they replicate here)");
         }
-        if !self.config().role.is_master() && ringmq_acl::auth::request::codes::CHANGES.contains(&cmd.code) {
+        if !self.is_master() && ringmq_acl::auth::request::codes::CHANGES.contains(&cmd.code) {
             // Users and ACLs follow the master's the same way.
             return error_response(&cmd, rs::SERVICE_NOT_AVAILABLE, "this broker is a slave: change users and ACLs on its master (they replicate here)");
         }

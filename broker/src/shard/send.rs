@@ -128,7 +128,7 @@ impl<R: crate::rt::Runtime> Shard<R> {
     }
 
     pub(super) fn decode_send<'c>(&self, cmd: &'c RemotingCommand) -> Result<SendMessageHeaderRef<'c>, RemotingCommand> {
-        if !self.config().role.is_master() {
+        if !self.is_master() {
             // A slave's log holds its master's records only (RocketMQ's answer).
             return Err(error_response(cmd, rs::SERVICE_NOT_AVAILABLE, "message store is slave mode, so putMessage is forbidden"));
         }
@@ -325,6 +325,13 @@ impl<R: crate::rt::Runtime> Shard<R> {
     /// (`interop_request_reply.rs`). Not after replication: Apache does not wait for a
     /// slave either.
     async fn wait_acknowledgeable(&self, last: PutResult, topic: &str, queue_id: i32) -> (i32, Option<String>) {
+        // The put just before ran in this generation (no await since).
+        let generation = self.role_generation();
+        let answer = self.wait_acknowledgeable_inner(last, topic, queue_id).await;
+        self.unless_demoted(generation, answer)
+    }
+
+    async fn wait_acknowledgeable_inner(&self, last: PutResult, topic: &str, queue_id: i32) -> (i32, Option<String>) {
         if self.config().store.flush_mode == FlushMode::Sync {
             if let Err(e) = self.store.wait_durable(last.durable_ticket).await {
                 crate::fatal::fatal(&format!("store of shard {} failed: {e}", self.place.id));
@@ -361,6 +368,11 @@ impl<R: crate::rt::Runtime> Shard<R> {
 
     /// Appends one message; maps store refusals to response codes.
     pub(super) fn put(&self, msg: &MessageToStore<'_>) -> Result<PutResult, (i32, String)> {
+        if self.config.borrow().controller_mode && !self.is_master() {
+            // Checked here, at the put itself: a send that passed `decode_send` may
+            // have awaited (retry redirect, topic creation) across a demotion.
+            return Err((rs::SERVICE_NOT_AVAILABLE, super::role::DEMOTED_REMARK.into()));
+        }
         match self.store.put(msg) {
             Ok(r) => {
                 self.stats.on_put(msg.topic, msg.body.len());

@@ -284,6 +284,10 @@ impl<R: Runtime> Shard<R> {
         let Ok(view) = StoredMessageView::parse(&record) else { return Ok(None) };
         let Some((_, topic, queue_id, properties)) = timer_delivered(&String::from_utf8_lossy(view.properties_bytes())) else { return Ok(None) };
         let msg = self.delivered_copy(&view, &topic, queue_id, &properties);
+        if self.config().controller_mode && !self.is_master() {
+            // Demoted during this pass: retried by the next master's own pass.
+            return Err(());
+        }
         match self.store.put(&msg) {
             Ok(put) => {
                 self.stats.on_copy_put();

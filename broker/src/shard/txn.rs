@@ -213,7 +213,7 @@ impl<R: Runtime> Shard<R> {
             Ok(h) => h,
             Err(e) => return error_response(cmd, rs::INVALID_PARAMETER, format!("bad END_TRANSACTION header: {e}")),
         };
-        if self.config().role == crate::config::BrokerRole::Slave {
+        if !self.is_master() {
             return error_response(cmd, rs::SLAVE_NOT_AVAILABLE, "Message store is slave mode, so end transaction is forbidden.");
         }
         let outcome = match txn::Outcome::from_end_code(h.commit_or_rollback) {
@@ -431,9 +431,9 @@ impl<R: Runtime> Shard<R> {
     /// end of the one before (Java waits that long after each check): the interval in
     /// force, read at least every `TXN_CHECK_INTERVAL_RECHECK_MS`, so one changed at
     /// runtime governs the next pass (not only the one after it).
-    pub(super) async fn run_txn_checks(self: Rc<Self>) {
+    pub(super) async fn run_txn_checks(self: Rc<Self>, generation: u64) {
         let mut last_pass_end_us = self.rt.monotonic_us();
-        while !self.store_stop.get() {
+        while self.master_tasks_run(generation) {
             let due_us = last_pass_end_us.saturating_add(self.config().transaction_check_interval_ms.saturating_mul(1000));
             let now_us = self.rt.monotonic_us();
             if now_us < due_us {
@@ -632,8 +632,8 @@ impl<R: Runtime> Shard<R> {
 
     /// Saves the table every `TXN_PERSIST_INTERVAL_MS` while it changes (its own task:
     /// the save waits for a flush, which must not hold up delay delivery).
-    pub(super) async fn run_txn_persist(self: Rc<Self>) {
-        while !self.store_stop.get() {
+    pub(super) async fn run_txn_persist(self: Rc<Self>, generation: u64) {
+        while self.master_tasks_run(generation) {
             self.rt.sleep(Duration::from_millis(txn::TXN_PERSIST_INTERVAL_MS)).await;
             self.persist_txn_state().await;
         }

@@ -41,7 +41,8 @@ pub struct SimBroker {
     next_conn: Cell<u64>,
     /// Incarnations started (1 after the first start).
     incarnation: Cell<u64>,
-    /// A slave's master: every incarnation's shards replicate from it.
+    /// A slave's master: every incarnation's shards replicate from it (in controller
+    /// mode, whichever it is at each connection attempt: `set_role` changes it).
     master: RefCell<Option<Rc<SimBroker>>>,
 }
 
@@ -127,11 +128,12 @@ impl SimBroker {
                     });
                 }
             }
-            if let Some(master) = me.master.borrow().clone() {
+            if me.master.borrow().is_some() || me.config.controller_mode {
                 for shard in &shards {
-                    let (master, id) = (master.clone(), shard.id());
+                    let (me, id) = (me.clone(), shard.id());
                     let connect = move || {
-                        let end = master.connect_replica(id);
+                        let master = me.master.borrow().clone();
+                        let end = master.and_then(|m| m.connect_replica(id));
                         async move { end }
                     };
                     shard.rt().clone().spawn(shard.clone().run_replication(connect));
@@ -161,6 +163,39 @@ impl SimBroker {
         self.ex.kill_group(self.group.get());
         self.shards.borrow_mut().clear();
         Ok(())
+    }
+
+    /// Plays the controller (controller mode): gives every shard `role`, inside this
+    /// broker's task group (tasks a promotion starts die with the process), and for a
+    /// slave makes `master` the broker it connects to.
+    pub async fn set_role(&self, role: crate::ha::Role, master: Option<Rc<SimBroker>>) -> Result<(), String> {
+        if let Some(m) = master {
+            *self.master.borrow_mut() = Some(m);
+        }
+        let (done_tx, done_rx) = chan::oneshot();
+        let shards = self.shards();
+        self.ex.spawn_in(Some(self.group.get()), async move {
+            for shard in shards {
+                if let Err(e) = shard.set_role(role).await {
+                    done_tx.send(Err(format!("shard {}: {e}", shard.id())));
+                    return;
+                }
+            }
+            done_tx.send(Ok(()));
+        });
+        done_rx.await.unwrap_or_else(|| Err("the broker went down during the role change".into()))
+    }
+
+    /// Plays the controller's SyncStateSet (allAck): every shard's in-sync members.
+    pub fn set_sync_state_set(&self, members: Option<std::collections::BTreeSet<u64>>) {
+        for s in self.shards() {
+            s.set_sync_state_set(members.clone());
+        }
+    }
+
+    /// Whether a shard took a TRUNCATE and waits for the restart that applies it.
+    pub fn wants_restart(&self) -> bool {
+        self.shards().iter().any(|s| s.ha_restart_wanted())
     }
 
     /// Opens a connection to `shard` (as SO_REUSEPORT would place it).

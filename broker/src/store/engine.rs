@@ -48,6 +48,7 @@ mod replica;
 mod retention;
 pub(crate) mod scrub;
 mod search;
+mod truncate;
 mod watermark;
 mod write;
 
@@ -57,6 +58,7 @@ pub use read::{GetResult, GetStatus, CQ_PULL_BLOCKS_MAX, GET_MESSAGES_MAX, READ_
 pub use replica::{AppendWait, ReplicatedAppend};
 pub use retention::{clean_trigger, CleanTrigger};
 pub use scrub::{ScrubFinding, ScrubStep};
+pub use truncate::TRUNCATE_MARKER;
 pub use write::{MessageToStore, PutResult};
 
 /// Physical offsets carry the shard id in their top bits (DESIGN.md §3), so an

@@ -8,18 +8,23 @@
 //!   epoch history tail (last epoch and where it started) and its log end;
 //!   with `haAuthSecret` set, an extension follows: a flags byte (`HELLO_FLAG_AUTH`)
 //!   and the slave's random nonce (`NONCE_BYTES`); without it the frame is as before;
+//!   in controller mode the flags also carry `HELLO_FLAG_CONTROLLER` and the slave's
+//!   controller broker id (u64, after the nonce when both are set);
 //! - master → slave `CHALLENGE` (only to a HELLO with the extension, when the master
 //!   has a secret too): the master's nonce and its proof (`auth_proof`, `AuthSide::Master`);
 //! - slave → master `AUTH`: the slave's proof (`AuthSide::Slave`), checked before the
 //!   WELCOME; nothing of the log is sent to a peer that has not proved the secret;
 //! - master → slave `WELCOME` (epoch, where the stream starts, the master's log end) or
-//!   `REFUSE` (why, in words; the slave logs it and retries later);
+//!   `REFUSE` (why, in words; the slave logs it and retries later), or (controller mode)
+//!   `TRUNCATE` (kind 9: the slave holds records past where its log agrees with the
+//!   master's; it cuts its log to `to_phys` and restarts);
 //! - master → slave `DATA`: the physical offset of the first byte and whole records;
 //!   an empty `DATA` is a heartbeat that carries the master's log end;
 //! - slave → master `ACK`: the slave's log end (received) and its durable end;
 //! - master → slave `META`: one metadata snapshot (`MetaKind`) of the master's shard,
 //!   sent when it changed (at most every `META_INTERVAL_MS`); kind 5 (`Auth`, the users
-//!   and ACLs) was added later: the kinds before it and their payloads are unchanged.
+//!   and ACLs) was added later: the kinds before it and their payloads are unchanged;
+//!   kind 6 (`Epochs`, the master's epoch history) only in controller mode.
 //!
 //! A proof is HMAC-SHA256(secret, side label ‖ the HELLO frame as encoded, nonce
 //! included ‖ the master's nonce): it binds the slave's shard, shard count, segment
@@ -49,9 +54,12 @@ const KIND_ACK: u8 = 5;
 const KIND_META: u8 = 6;
 const KIND_CHALLENGE: u8 = 7;
 const KIND_AUTH: u8 = 8;
+const KIND_TRUNCATE: u8 = 9;
 
 /// HELLO extension flag: the slave authenticates (a nonce follows).
 pub const HELLO_FLAG_AUTH: u8 = 1;
+/// HELLO extension flag: the slave runs in controller mode (its broker id follows).
+pub const HELLO_FLAG_CONTROLLER: u8 = 2;
 /// Random bytes of each side's nonce.
 pub const NONCE_BYTES: usize = 32;
 /// An HMAC-SHA256 proof.
@@ -73,6 +81,7 @@ pub enum Frame {
     Data { phys_from: u64, master_end_phys: u64, records: Vec<u8> },
     Ack { received_phys: u64, durable_phys: u64 },
     Meta { kind: MetaKind, payload: Vec<u8> },
+    Truncate { to_phys: u64 },
 }
 
 /// What a META frame carries (each in the broker's own snapshot encoding).
@@ -91,6 +100,10 @@ pub enum MetaKind {
     /// build, which refuses a kind it does not know, keeps replicating from a master that
     /// does not use them.
     Auth = 5,
+    /// The master's epoch history (`ha::epoch`, Apache's CheckpointFile text): sent only
+    /// in controller mode, at WELCOME and when it changes, so a slave can serve as
+    /// master later with the whole history.
+    Epochs = 6,
 }
 
 impl MetaKind {
@@ -101,6 +114,7 @@ impl MetaKind {
             3 => Some(MetaKind::ConsumerOffsets),
             4 => Some(MetaKind::DelayOffsets),
             5 => Some(MetaKind::Auth),
+            6 => Some(MetaKind::Epochs),
             _ => None,
         }
     }
@@ -119,6 +133,9 @@ pub struct Hello {
     /// The slave's nonce when it authenticates (`haAuthSecret` set): sent as the HELLO
     /// extension; `None` encodes exactly the HELLO of before.
     pub auth_nonce: Option<[u8; NONCE_BYTES]>,
+    /// The slave's controller broker id in controller mode (`HELLO_FLAG_CONTROLLER`);
+    /// `None` encodes the HELLO of before.
+    pub controller_broker_id: Option<u64>,
 }
 
 /// Who proves: the labels keep a master's proof from ever serving as a slave's.
@@ -186,9 +203,15 @@ impl Frame {
                 for v in [h.segment_bytes, h.last_epoch, h.last_epoch_start_phys, h.end_phys] {
                     out.extend_from_slice(&v.to_be_bytes());
                 }
+                let flags = if h.auth_nonce.is_some() { HELLO_FLAG_AUTH } else { 0 } | if h.controller_broker_id.is_some() { HELLO_FLAG_CONTROLLER } else { 0 };
+                if flags != 0 {
+                    out.push(flags);
+                }
                 if let Some(nonce) = &h.auth_nonce {
-                    out.push(HELLO_FLAG_AUTH);
                     out.extend_from_slice(nonce);
+                }
+                if let Some(id) = h.controller_broker_id {
+                    out.extend_from_slice(&id.to_be_bytes());
                 }
             }
             Frame::Challenge { master_nonce, master_proof } => {
@@ -229,6 +252,10 @@ impl Frame {
                 out.push(*kind as u8);
                 out.extend_from_slice(payload);
             }
+            Frame::Truncate { to_phys } => {
+                out.push(KIND_TRUNCATE);
+                out.extend_from_slice(&to_phys.to_be_bytes());
+            }
         }
         let len = (out.len() - start - 4) as u32;
         out[start..start + 4].copy_from_slice(&len.to_be_bytes());
@@ -265,13 +292,20 @@ impl Frame {
                     last_epoch_start_phys: r.u64("epoch start")?,
                     end_phys: r.u64("end")?,
                     auth_nonce: None,
+                    controller_broker_id: None,
                 };
                 // The extension is strict (no unknown flag, nothing after the nonce), so
                 // re-encoding a decoded HELLO gives the bytes a proof covers.
                 if !r.b.is_empty() {
-                    match r.take(1, "flags")?[0] {
-                        HELLO_FLAG_AUTH => hello.auth_nonce = Some(r.array("nonce")?),
-                        other => return Err(ProtoError::BadFlags(other)),
+                    let flags = r.take(1, "flags")?[0];
+                    if flags == 0 || flags & !(HELLO_FLAG_AUTH | HELLO_FLAG_CONTROLLER) != 0 {
+                        return Err(ProtoError::BadFlags(flags));
+                    }
+                    if flags & HELLO_FLAG_AUTH != 0 {
+                        hello.auth_nonce = Some(r.array("nonce")?);
+                    }
+                    if flags & HELLO_FLAG_CONTROLLER != 0 {
+                        hello.controller_broker_id = Some(r.u64("broker id")?);
                     }
                     r.end()?;
                 }
@@ -303,6 +337,11 @@ impl Frame {
                     return Err(ProtoError::TooLarge(r.b.len()));
                 }
                 Frame::Meta { kind: MetaKind::from_u8(kind).ok_or(ProtoError::UnknownKind(kind))?, payload: r.b.to_vec() }
+            }
+            KIND_TRUNCATE => {
+                let frame = Frame::Truncate { to_phys: r.u64("truncate offset")? };
+                r.end()?;
+                frame
             }
             other => return Err(ProtoError::UnknownKind(other)),
         };
@@ -358,8 +397,12 @@ mod tests {
 
     #[test]
     fn frames_round_trip() {
-        check(Frame::Hello(Hello { shard: 3, shard_count: 16, segment_bytes: 1 << 30, last_epoch: 2, last_epoch_start_phys: 1 << 56, end_phys: u64::MAX, auth_nonce: None }));
-        check(Frame::Hello(Hello { shard: 3, shard_count: 16, segment_bytes: 1 << 30, last_epoch: 2, last_epoch_start_phys: 1 << 56, end_phys: u64::MAX, auth_nonce: Some([7; NONCE_BYTES]) }));
+        check(Frame::Hello(Hello { shard: 3, shard_count: 16, segment_bytes: 1 << 30, last_epoch: 2, last_epoch_start_phys: 1 << 56, end_phys: u64::MAX, auth_nonce: None, controller_broker_id: None }));
+        check(Frame::Hello(Hello { shard: 3, shard_count: 16, segment_bytes: 1 << 30, last_epoch: 2, last_epoch_start_phys: 1 << 56, end_phys: u64::MAX, auth_nonce: Some([7; NONCE_BYTES]), controller_broker_id: None }));
+        check(Frame::Hello(Hello { shard: 3, shard_count: 16, segment_bytes: 1 << 30, last_epoch: 2, last_epoch_start_phys: 1 << 56, end_phys: u64::MAX, auth_nonce: None, controller_broker_id: Some(2) }));
+        check(Frame::Hello(Hello { shard: 3, shard_count: 16, segment_bytes: 1 << 30, last_epoch: 2, last_epoch_start_phys: 1 << 56, end_phys: u64::MAX, auth_nonce: Some([7; NONCE_BYTES]), controller_broker_id: Some(u64::MAX) }));
+        check(Frame::Truncate { to_phys: 1 << 56 });
+        check(Frame::Meta { kind: MetaKind::Epochs, payload: b"1\n0\n1-0\n".to_vec() });
         check(Frame::Challenge { master_nonce: [1; NONCE_BYTES], master_proof: [2; PROOF_BYTES] });
         check(Frame::Auth { slave_proof: [3; PROOF_BYTES] });
         check(Frame::Welcome { epoch: 1, start_phys: 0, master_end_phys: 42 });
@@ -383,7 +426,10 @@ mod tests {
         check_error(&[0, 0, 0, 1, 99], ProtoError::UnknownKind(99));
         check_error(&[0, 0, 0, 3, KIND_ACK, 0, 0], ProtoError::Truncated("received"));
         check_error(&[0, 0, 0, 2, KIND_META, 9], ProtoError::UnknownKind(9));
-        check_error(&[0, 0, 0, 2, KIND_META, 6], ProtoError::UnknownKind(6));
+        check_error(&[0, 0, 0, 2, KIND_META, 7], ProtoError::UnknownKind(7));
+        check_error(&[0, 0, 0, 1, 10], ProtoError::UnknownKind(10));
+        check_error(&[0, 0, 0, 5, KIND_TRUNCATE, 0, 0, 0, 0], ProtoError::Truncated("truncate offset"));
+        check_error(&[0, 0, 0, 10, KIND_TRUNCATE, 0, 0, 0, 0, 0, 0, 0, 0, 0], ProtoError::Trailing(1));
         // The frames of before decode as before: a topic table is kind 1.
         assert_eq!(Frame::decode(&[0, 0, 0, 3, KIND_META, 1, 0xAB]).unwrap(), Some((Frame::Meta { kind: MetaKind::Topics, payload: vec![0xAB] }, 7)));
         check_error(&[0, 0, 0, 1, KIND_META], ProtoError::Truncated("meta kind"));
@@ -401,7 +447,7 @@ mod tests {
     }
 
     fn hello(auth_nonce: Option<[u8; NONCE_BYTES]>) -> Hello {
-        Hello { shard: 1, shard_count: 2, segment_bytes: 1 << 30, last_epoch: 1, last_epoch_start_phys: 0, end_phys: 4096, auth_nonce }
+        Hello { shard: 1, shard_count: 2, segment_bytes: 1 << 30, last_epoch: 1, last_epoch_start_phys: 0, end_phys: 4096, auth_nonce, controller_broker_id: None }
     }
 
     /// (frame, its exact bytes): a HELLO without a nonce is byte for byte the HELLO of
@@ -413,9 +459,15 @@ mod tests {
         let with_nonce: Vec<u8> = [&[0, 0, 0, 77][..], &plain[4..], &[HELLO_FLAG_AUTH], &nonce].concat();
         let challenge: Vec<u8> = [&[0, 0, 0, 65, KIND_CHALLENGE][..], &[0xaa; 32], &[0xbb; 32]].concat();
         let auth: Vec<u8> = [&[0, 0, 0, 33, KIND_AUTH][..], &[0xcc; 32]].concat();
+        let controller: Vec<u8> = [&[0, 0, 0, 53][..], &plain[4..], &[HELLO_FLAG_CONTROLLER], &7u64.to_be_bytes()].concat();
+        let both: Vec<u8> = [&[0, 0, 0, 85][..], &plain[4..], &[HELLO_FLAG_AUTH | HELLO_FLAG_CONTROLLER], &nonce, &7u64.to_be_bytes()].concat();
+        let truncate: Vec<u8> = [&[0, 0, 0, 9, KIND_TRUNCATE][..], &4096u64.to_be_bytes()].concat();
         let cases = [
             (Frame::Hello(hello(None)), plain),
             (Frame::Hello(hello(Some(nonce))), with_nonce),
+            (Frame::Hello(Hello { controller_broker_id: Some(7), ..hello(None) }), controller),
+            (Frame::Hello(Hello { controller_broker_id: Some(7), ..hello(Some(nonce)) }), both),
+            (Frame::Truncate { to_phys: 4096 }, truncate),
             (Frame::Challenge { master_nonce: [0xaa; 32], master_proof: [0xbb; 32] }, challenge),
             (Frame::Auth { slave_proof: [0xcc; 32] }, auth),
         ];
@@ -435,7 +487,11 @@ mod tests {
         let with_len = |body: &[u8]| -> Vec<u8> { [&(body.len() as u32).to_be_bytes()[..], body].concat() };
         let body = &h[4..];
         let cases: Vec<(Vec<u8>, ProtoError)> = vec![
-            (with_len(&[&body[..body.len() - NONCE_BYTES - 1], &[2]].concat()), ProtoError::BadFlags(2)),
+            (with_len(&[&body[..body.len() - NONCE_BYTES - 1], &[4]].concat()), ProtoError::BadFlags(4)),
+            (with_len(&[&body[..body.len() - NONCE_BYTES - 1], &[0]].concat()), ProtoError::BadFlags(0)),
+            (with_len(&[&body[..body.len() - NONCE_BYTES - 1], &[HELLO_FLAG_CONTROLLER, 0, 0, 0]].concat()), ProtoError::Truncated("broker id")),
+            (with_len(&[&body[..body.len() - NONCE_BYTES - 1], &[HELLO_FLAG_AUTH | HELLO_FLAG_CONTROLLER], &[0; NONCE_BYTES]].concat()), ProtoError::Truncated("broker id")),
+            (with_len(&[&body[..body.len() - NONCE_BYTES - 1], &[HELLO_FLAG_CONTROLLER], &[0; 9]].concat()), ProtoError::Trailing(1)),
             (with_len(&body[..body.len() - 1]), ProtoError::Truncated("nonce")),
             (with_len(&[body, &[0]].concat()), ProtoError::Trailing(1)),
             (with_len(&[KIND_CHALLENGE; 1 + 63]), ProtoError::Truncated("master proof")),
@@ -462,20 +518,35 @@ mod tests {
         assert!(!h.auth_verify(secret, AuthSide::Master, &[0xaa; NONCE_BYTES], &proof), "a slave's proof is not a master's");
         assert!(!h.auth_verify(b"0123456789abcdeF", AuthSide::Slave, &[0xaa; NONCE_BYTES], &proof), "another secret");
         assert!(!h.auth_verify(secret, AuthSide::Slave, &[0xab; NONCE_BYTES], &proof), "another master nonce");
-        for changed in [Hello { end_phys: 0, ..h.clone() }, Hello { shard: 0, ..h.clone() }, Hello { last_epoch: 2, ..h.clone() }, Hello { auth_nonce: Some([9; NONCE_BYTES]), ..h.clone() }] {
+        for changed in [Hello { end_phys: 0, ..h.clone() }, Hello { shard: 0, ..h.clone() }, Hello { last_epoch: 2, ..h.clone() }, Hello { auth_nonce: Some([9; NONCE_BYTES]), ..h.clone() }, Hello { controller_broker_id: Some(1), ..h.clone() }] {
             assert!(!changed.auth_verify(secret, AuthSide::Slave, &[0xaa; NONCE_BYTES], &proof), "{changed:?}");
         }
     }
 
     proptest! {
         #[test]
-        fn handshake_frames_decode_garbage_without_panic(kind in prop_oneof![Just(KIND_HELLO), Just(KIND_CHALLENGE), Just(KIND_AUTH)], body in proptest::collection::vec(any::<u8>(), 0..128)) {
+        fn handshake_frames_decode_garbage_without_panic(kind in prop_oneof![Just(KIND_HELLO), Just(KIND_CHALLENGE), Just(KIND_AUTH), Just(KIND_TRUNCATE)], body in proptest::collection::vec(any::<u8>(), 0..128)) {
             let bytes = [&((body.len() + 1) as u32).to_be_bytes()[..], &[kind], &body].concat();
             if let Ok(Some((frame, used))) = Frame::decode(&bytes) {
                 // What decodes re-encodes to the same bytes (a proof covers them).
                 let mut again = Vec::new();
                 frame.encode(&mut again);
                 prop_assert_eq!(&again[..], &bytes[..used]);
+            }
+        }
+
+        #[test]
+        fn hello_and_truncate_round_trip(
+            shard in any::<u16>(), shard_count in any::<u16>(), segment_bytes in any::<u64>(), last_epoch in any::<u64>(),
+            last_epoch_start_phys in any::<u64>(), end_phys in any::<u64>(), auth_nonce in proptest::option::of(any::<[u8; NONCE_BYTES]>()),
+            controller_broker_id in proptest::option::of(any::<u64>()), to_phys in any::<u64>(),
+        ) {
+            let hello = Hello { shard, shard_count, segment_bytes, last_epoch, last_epoch_start_phys, end_phys, auth_nonce, controller_broker_id };
+            for frame in [Frame::Hello(hello), Frame::Truncate { to_phys }] {
+                let mut out = Vec::new();
+                frame.encode(&mut out);
+                prop_assert!(out.len() <= HANDSHAKE_FRAME_BYTES_MAX);
+                prop_assert_eq!(Frame::decode(&out), Ok(Some((frame.clone(), out.len()))));
             }
         }
 

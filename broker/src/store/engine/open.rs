@@ -18,6 +18,10 @@
 //!    is rebuilt. This reads every ConsumeQueue file once at start-up (20 bytes per
 //!    message).
 //!
+//! 6. A pending cut (`truncate.rs`, controller mode) ends the log there whatever
+//!    follows, through step 4's `allow_truncate_corrupt` path; the report names it and
+//!    the caller removes the marker.
+//!
 //! Invariant: after `open_store` returns, the bytes past the end within one window are
 //! zero on disk, so the next recovery cannot mistake stale garbage for a torn tail.
 
@@ -41,6 +45,9 @@ pub struct RecoveryReport {
     pub truncated_bytes: u64,
     pub rebuilt_queues: usize,
     pub index_replayed: bool,
+    /// A pending cut's marker was found (its local offset): the log ends there unless it
+    /// already ended before. The marker stays until `Store::clear_truncate_marker`.
+    pub pending_cut: Option<u64>,
     /// Wall-clock milliseconds of each phase of the open, in order (the log shows them).
     pub phases_ms: Vec<(&'static str, i64)>,
 }
@@ -181,6 +188,7 @@ pub async fn open_store<D: Disk, C: Clock>(
     let checkpoint = mark_abort_and_load_checkpoint(&disk, &dir, &mut report).await?;
     phases.end(&mut report, "abort_and_checkpoint", clock.now_ms());
     report.checkpoint_found = checkpoint.is_some();
+    report.pending_cut = super::truncate::read_marker(&disk, &dir).await?;
 
     let commitlog_dir = Store::<D, C>::commitlog_dir(&dir);
     let (commitlog, mut sizes) = open_commitlog(&disk, commitlog_dir, shard, &config).await?;
@@ -209,9 +217,20 @@ pub async fn open_store<D: Disk, C: Clock>(
 
     let files = store.inner.borrow().commitlog.files.clone();
     let mut scanner = Scanner::new(files, store.config.segment_bytes);
-    let (end, how, rebuild) = replay_log(&store, &mut scanner, &replay, &sizes, damaged).await?;
+    let (scan_end, how, rebuild) = replay_log(&store, &mut scanner, &replay, &sizes, damaged).await?;
     report.records_scanned = store.stats().records_put;
-    let truncating_corrupt = check_end(&store, &mut scanner, end, &how, checkpoint).await?;
+    // A pending cut at or below the end gives up what follows it, as a corrupt record
+    // would under allow_truncate_corrupt: nothing past it is checked. At the end too: a
+    // cut interrupted by a power cut may have zeroed what follows it only in part.
+    let cut = report.pending_cut.filter(|&c| c <= scan_end);
+    let end = cut.unwrap_or(scan_end);
+    let truncating_corrupt = match cut {
+        Some(_) => {
+            tracing::warn!(shard = shard.0, cut = shard.phys(end), end = shard.phys(scan_end), "applying the pending cut: the records past it are not on this broker's master");
+            true
+        }
+        None => check_end(&store, &mut scanner, end, &how, checkpoint).await?,
+    };
     report.end_offset = end;
     phases.end(&mut report, "scan", store.clock.now_ms());
 
@@ -226,7 +245,13 @@ pub async fn open_store<D: Disk, C: Clock>(
     } else {
         end
     };
-    if truncating_corrupt {
+    if cut.is_some() {
+        // Zeroed up to the last byte the given-up records (and a torn write after them)
+        // left, within the cut's segment; later segments are removed.
+        let data_end = scanner.last_nonzero_in(end, scan_end + store.config.torn_window_bytes()).await?.map(|at| at + 1).unwrap_or(end);
+        let segment_end = give_up_past_end(&store, &mut scanner, &mut sizes, end).await?;
+        written_end = written_end.max(data_end.min(segment_end));
+    } else if truncating_corrupt {
         written_end = written_end.max(give_up_past_end(&store, &mut scanner, &mut sizes, end).await?);
     }
     report.truncated_bytes = written_end - end;
