@@ -10,7 +10,7 @@
 //! Invariant: argument errors (ids that are not numbers, `cleanBrokerMetadata` without
 //! `-c` or `-l`, neither `-b` nor `-c`) are refused before any request.
 
-use crate::commands::{call, render, Common, Outcome};
+use crate::commands::{call, render, table, Common, Outcome};
 use clap::Subcommand;
 use ringmq_client::instance::ClientInstance;
 use ringmq_client::remoting::bodies::JsonBody;
@@ -18,7 +18,7 @@ use ringmq_client::remoting::codes::request_code as rq;
 use ringmq_client::remoting::command::RemotingCommand;
 use ringmq_client::remoting::controller::{
     BrokerReplicasInfo, CleanControllerBrokerDataRequestHeader, ElectMasterRequestHeader, ElectMasterResponseBody, ElectMasterResponseHeader,
-    EpochEntryCache, GetMetaDataResponseHeader, ReplicaIdentity,
+    ElectionHistoryBody, EpochEntryCache, GetMetaDataResponseHeader, ReplicaIdentity, RINGMQ_CONTROLLER_GET_ELECTION_HISTORY,
 };
 use ringmq_client::remoting::route::ClusterInfo;
 use serde_json::{json, Value};
@@ -62,6 +62,9 @@ pub enum ControllerCommand {
         /// Print again every this many seconds (3 when given empty), until stopped.
         #[arg(short = 'i', long = "interval", num_args = 0..=1, default_missing_value = "")]
         interval: Option<String>,
+        /// (RingMQ) also print each set's election history and epoch starts.
+        #[arg(long = "history")]
+        history: bool,
     },
     /// Fetch broker epoch entries (from every broker of the set or cluster; needs `-n`).
     getBrokerEpoch {
@@ -178,7 +181,7 @@ pub async fn run(instance: &Rc<ClientInstance>, json: bool, command: ControllerC
             }
             render(json, Value::Object(docs), text)
         }
-        ControllerCommand::getSyncStateSet { controller, cluster, broker_name, interval: every, .. } => {
+        ControllerCommand::getSyncStateSet { controller, cluster, broker_name, interval: every, history, .. } => {
             let every = interval(&every)?;
             let controller = first(&controller)?.to_string();
             rounds(every, || async {
@@ -190,7 +193,17 @@ pub async fn run(instance: &Rc<ClientInstance>, json: bool, command: ControllerC
                 let leader = leader(instance, &controller).await?;
                 let r = call(instance, &leader, RemotingCommand::request(rq::CONTROLLER_GET_SYNC_STATE_DATA).with_body(serde_json::to_vec(&names).map_err(|e| e.to_string())?)).await?;
                 let info = BrokerReplicasInfo::decode(&r.body).map_err(|e| format!("{leader}: sync state data does not decode: {e}"))?;
-                render(json, serde_json::to_value(&info).map_err(|e| e.to_string())?, sync_state_text(&info))
+                if !history {
+                    return render(json, serde_json::to_value(&info).map_err(|e| e.to_string())?, sync_state_text(&info));
+                }
+                let (mut text, mut doc) = (sync_state_text(&info), serde_json::to_value(&info).map_err(|e| e.to_string())?);
+                for name in info.replicas_info_table.keys() {
+                    let r = call(instance, &leader, RemotingCommand::request(RINGMQ_CONTROLLER_GET_ELECTION_HISTORY).with_ext("brokerName", name)).await?;
+                    let h = ElectionHistoryBody::decode(&r.body).map_err(|e| format!("{leader}: election history does not decode: {e}"))?;
+                    text += &history_text(name, &h);
+                    doc["history"][name] = serde_json::to_value(&h).map_err(|e| e.to_string())?;
+                }
+                render(json, doc, text)
             })
             .await
         }
@@ -349,6 +362,24 @@ fn sync_state_text(info: &BrokerReplicasInfo) -> String {
     out
 }
 
+/// (RingMQ) a set's elections, oldest first, then its epochs' start offsets per shard.
+fn history_text(name: &str, h: &ElectionHistoryBody) -> String {
+    let id = |v: Option<i64>| v.map_or("-".to_string(), |i| i.to_string());
+    let rows: Vec<Vec<String>> = h
+        .history
+        .iter()
+        .map(|e| {
+            let candidates = e.candidates.iter().map(|c| format!("{}{}@{}/{}", c.id, if c.alive { "" } else { "(dead)" }, c.epoch, c.max_offset)).collect::<Vec<_>>().join(" ");
+            vec![e.master_epoch.to_string(), id(e.old_master), id(e.new_master), e.trigger.clone(), e.raft_term.to_string(), candidates]
+        })
+        .collect();
+    let mut out = format!("\n#ElectionHistory\t{name}\n") + &table(&["#Epoch", "#OldMaster", "#NewMaster", "#Trigger", "#RaftTerm", "#Candidates(id@epoch/maxOffset)"], &rows);
+    for (epoch, starts) in &h.epoch_starts {
+        out += &format!("#EpochStart\t{epoch}\t{}\n", starts.iter().map(u64::to_string).collect::<Vec<_>>().join(","));
+    }
+    out
+}
+
 /// mqadmin's `getBrokerEpoch` lines for one broker; the last epoch ends at the broker's
 /// max offset, as mqadmin prints it.
 fn epoch_text(addr: &str, cache: &EpochEntryCache) -> String {
@@ -466,6 +497,32 @@ mod tests {
                 .to_string(),
         );
         check(epoch_text("x", &EpochEntryCache::default()), "\n#clusterName\t\n#brokerName\t\n#brokerAddr\tx\n#brokerId\t0\n".to_string());
+    }
+
+    #[test]
+    fn election_history_prints_one_row_per_election() {
+        use ringmq_client::remoting::controller::{ElectionCandidate, ElectionEntry};
+        let h = ElectionHistoryBody {
+            history: vec![
+                ElectionEntry { master_epoch: 1, old_master: None, new_master: Some(1), trigger: "Broker".into(), candidates: vec![], raft_term: 1, leader_wall_ms: 5 },
+                ElectionEntry {
+                    master_epoch: 2,
+                    old_master: Some(1),
+                    new_master: Some(2),
+                    trigger: "Controller".into(),
+                    candidates: vec![ElectionCandidate { id: 1, alive: false, epoch: 1, max_offset: 10, priority: 0 }, ElectionCandidate { id: 2, alive: true, epoch: 1, max_offset: 10, priority: 0 }],
+                    raft_term: 3,
+                    leader_wall_ms: 9,
+                },
+            ],
+            epoch_starts: [(2, vec![4096, 0])].into(),
+        };
+        let text = history_text("broker-a", &h);
+        let lines: Vec<Vec<&str>> = text.lines().filter(|l| !l.is_empty()).map(|l| l.split_whitespace().collect()).collect();
+        check(lines[0].clone(), vec!["#ElectionHistory", "broker-a"]);
+        check(lines[2].clone(), vec!["1", "-", "1", "Broker", "1"]);
+        check(lines[3].clone(), vec!["2", "1", "2", "Controller", "3", "1(dead)@1/10", "2@1/10"]);
+        check(lines[4].clone(), vec!["#EpochStart", "2", "4096,0"]);
     }
 
     #[test]

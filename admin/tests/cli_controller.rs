@@ -3,8 +3,9 @@
 //! nodes on ephemeral ports: a follower whose metadata names the other as leader, and
 //! the leader. Checks what mqadmin checks: the CLI asks `-a` for the leader and sends
 //! leader-only requests there with Apache's header fields, prints mqadmin's lines, and
-//! exits 1 with the controller's remark on a refusal. (The same commands against real
-//! `ringmq-controller` processes: `controller/tests/processes.rs` once they exist.)
+//! exits 1 with the controller's remark on a refusal. Then the same commands against a
+//! real one-node controller (`ringmq_controller::server::spawn`) holding a broker set
+//! the test registers and heartbeats as two brokers would.
 
 mod common;
 
@@ -200,4 +201,140 @@ fn a_controller_that_names_no_leader_is_an_error_not_a_guess() {
     assert_eq!(code, 1, "{err}{out}");
     assert!(err.contains("the controller knows no leader now"), "{err}{out}");
     assert_eq!(codes(&seen), vec![rq::CONTROLLER_GET_METADATA_INFO], "only asked who leads");
+}
+
+/// One request over a plain socket (what a broker of the set would send).
+fn raw(addr: &str, cmd: RemotingCommand) -> RemotingCommand {
+    let mut out = bytes::BytesMut::new();
+    cmd.with_opaque(1).encode(&mut out).expect("encode");
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    s.write_all(&out).expect("write");
+    let mut buf = bytes::BytesMut::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(r) = RemotingCommand::decode(&mut buf, &Default::default()).expect("decode") {
+            return r;
+        }
+        let n = s.read(&mut chunk).expect("read");
+        assert!(n > 0, "{addr} closed");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn controller_commands_against_a_real_controller() {
+    use ringmq_client::remoting::controller::{
+        AlterSyncStateSetRequestHeader, ApplyBrokerIdRequestHeader, BrokerHeartbeatRequestHeader, ElectMasterRequestHeader, RegisterBrokerToControllerRequestHeader,
+        SyncStateSet,
+    };
+    let store = tempfile::tempdir().expect("store");
+    let port = TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let props = format!(
+        "controllerDLegerGroup=adminGroup\ncontrollerDLegerPeers=n0-127.0.0.1:{port}\ncontrollerDLegerSelfId=n0\ncontrollerStorePath={}\n",
+        store.path().display()
+    );
+    let config = ringmq_controller::config::ControllerFileConfig::from_properties(&props).expect("controller config");
+    let node = ringmq_controller::server::spawn(config.node_config()).expect("controller starts");
+    let ctl = node.local_addr().to_string();
+    eventually("the one-node group leads", || raw(&ctl, RemotingCommand::request(rq::CONTROLLER_GET_METADATA_INFO)).ext_fields.get("isLeader") == Some("true"));
+
+    // Two brokers of set b1 register (ids 1 and 2), heartbeat, broker 1 elects itself
+    // and reports broker 2 in sync.
+    let brokers = ["127.0.0.1:30911", "127.0.0.1:30921"];
+    for (i, addr) in brokers.iter().enumerate() {
+        let id = i as i64 + 1;
+        let applied = raw(
+            &ctl,
+            RemotingCommand::request(rq::CONTROLLER_APPLY_BROKER_ID).with_header(&ApplyBrokerIdRequestHeader {
+                cluster_name: "c".into(),
+                broker_name: "b1".into(),
+                applied_broker_id: id,
+                register_check_code: format!("{addr};1"),
+            }),
+        );
+        assert_eq!(applied.code, rs::SUCCESS, "apply id {id}: {:?}", applied.remark);
+        let registered = raw(
+            &ctl,
+            RemotingCommand::request(rq::CONTROLLER_REGISTER_BROKER).with_header(&RegisterBrokerToControllerRequestHeader {
+                cluster_name: "c".into(),
+                broker_name: "b1".into(),
+                broker_id: id,
+                broker_address: addr.to_string(),
+                invoke_time: None,
+            }),
+        );
+        assert_eq!(registered.code, rs::SUCCESS, "register {id}: {:?}", registered.remark);
+    }
+    let heartbeat = |id: i64| {
+        let r = raw(
+            &ctl,
+            RemotingCommand::request(rq::BROKER_HEARTBEAT).with_header(&BrokerHeartbeatRequestHeader {
+                cluster_name: "c".into(),
+                broker_addr: brokers[id as usize - 1].into(),
+                broker_name: "b1".into(),
+                broker_id: Some(id),
+                epoch: Some(0),
+                max_offset: Some(0),
+                confirm_offset: Some(0),
+                heartbeat_timeout_mills: Some(120_000),
+                election_priority: Some(0),
+            }),
+        );
+        assert_eq!(r.code, rs::SUCCESS, "heartbeat {id}: {:?}", r.remark);
+    };
+    heartbeat(1);
+    heartbeat(2);
+    let elected = raw(
+        &ctl,
+        RemotingCommand::request(rq::CONTROLLER_ELECT_MASTER).with_header(&ElectMasterRequestHeader {
+            cluster_name: "c".into(),
+            broker_name: "b1".into(),
+            broker_id: 1,
+            designate_elect: false,
+            invoke_time: None,
+        }),
+    );
+    assert_eq!((elected.code, elected.ext_fields.get("masterBrokerId")), (rs::SUCCESS, Some("1")), "{:?}", elected.remark);
+    let altered = raw(
+        &ctl,
+        RemotingCommand::request(rq::CONTROLLER_ALTER_SYNC_STATE_SET)
+            .with_header(&AlterSyncStateSetRequestHeader { broker_name: "b1".into(), master_broker_id: 1, master_epoch: 1, invoke_time: None })
+            .with_body(SyncStateSet { sync_state_set: vec![1, 2], sync_state_set_epoch: 1 }.encode()),
+    );
+    assert_eq!(altered.code, rs::SUCCESS, "alter: {:?}", altered.remark);
+
+    let check = |args: &[&str], code: i32, says: &[&str]| {
+        let (got, out, err) = admin(args);
+        assert_eq!(got, code, "{args:?}: {err}{out}");
+        for s in says {
+            assert!(format!("{out}{err}").contains(s), "{args:?} says {s:?}: {err}{out}");
+        }
+    };
+    check(&["getControllerMetaData", "-a", &ctl], 0, &["#ControllerGroup\tadminGroup\n", &format!("#ControllerLeaderAddress\t{ctl}\n")]);
+    check(&["getControllerConfig", "-a", &ctl], 0, &["controllerDLegerGroup", "adminGroup"]);
+    check(
+        &["getSyncStateSet", "-a", &ctl, "-b", "b1", "--history"],
+        0,
+        &["#MasterBrokerId\t1\n", "#MasterEpoch\t1\n", "#SyncStateSetNums\t2\n", "#ElectionHistory\tb1", "Broker"],
+    );
+    // An operator moves mastership to broker 2 (in sync, alive).
+    check(&["electMaster", "-a", &ctl, "-c", "c", "--bn", "b1", "-b", "2"], 0, &["#BrokerMasterAddr\t127.0.0.1:30921\n", "#MasterEpoch\t2\n"]);
+    let doc: serde_json::Value = serde_json::from_str(&common::ok(&["getSyncStateSet", "-a", &ctl, "-b", "b1", "--history", "--json"])).expect("JSON");
+    assert_eq!(doc["replicasInfoTable"]["b1"]["masterBrokerId"], 2, "{doc}");
+    assert_eq!(doc["history"]["b1"]["history"][1]["trigger"], "Admin", "{doc}");
+    // A living broker's metadata is kept unless -l says otherwise.
+    let (code, out, err) = admin(&["cleanBrokerMetadata", "-a", &ctl, "--bn", "b1", "-c", "c", "-b", "1"]);
+    assert_eq!(code, 1, "cleaning a living broker without -l is refused: {err}{out}");
+    check(&["cleanBrokerMetadata", "-a", &ctl, "--bn", "b1", "-c", "c", "-b", "1", "-l"], 0, &["clear broker b1 metadata from controller success!"]);
+    check(&["getSyncStateSet", "-a", &ctl, "-b", "b1"], 0, &["#MasterBrokerId\t2\n"]);
+    node.stop();
 }

@@ -52,8 +52,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const WRITE_WAIT_MS_DEFAULT: u64 = 5000;
 /// Apache's remark for 2007 (`DLedgerController.java:404-405`).
 pub const NOT_LEADER_REMARK: &str = "The controller is not in leader state";
-/// (RingMQ) a set's election history and epoch starts; header `brokerName`.
-pub const RINGMQ_CONTROLLER_GET_ELECTION_HISTORY: i32 = -32_010;
+/// (RingMQ) a set's election history and epoch starts; header `brokerName`; body the
+/// client crate's `ElectionHistoryBody` (what `ringmq-admin getSyncStateSet --history` reads).
+pub use ringmq_client::remoting::controller::RINGMQ_CONTROLLER_GET_ELECTION_HISTORY;
 /// (RingMQ) the heartbeat ext field carrying a new master's epoch start offsets.
 pub const EPOCH_START_OFFSETS_EXT: &str = "epochStartOffsets";
 /// Start offsets one heartbeat may carry (one per shard).

@@ -414,6 +414,9 @@ fn three_controller_processes_fail_over_and_elect_on_silence() {
         let h: serde_json::Value = serde_json::from_slice(&history.body).expect("history JSON");
         let last = &h["history"][1];
         assert_eq!((last["trigger"].as_str(), last["new_master"].as_i64(), last["old_master"].as_i64()), (Some("Controller"), Some(2), Some(1)), "{h}");
+        // The wire type the admin tool reads decodes the same body.
+        let typed = ringmq_client::remoting::controller::ElectionHistoryBody::decode(&history.body).expect("ElectionHistoryBody");
+        assert_eq!(typed.history.last().map(|e| (e.trigger.as_str(), e.new_master, e.master_epoch)), Some(("Controller", Some(2), 2)), "{h}");
         // GET_CONTROLLER_CONFIG answers the effective properties on any node (n0 here).
         let conf = clients.call(0, RemotingCommand::request(req::GET_CONTROLLER_CONFIG)).await.expect("1010");
         expect(&conf, rc::SUCCESS, "1010");

@@ -291,6 +291,48 @@ pub struct EpochEntryCache {
 }
 impl JsonBody for EpochEntryCache {}
 
+/// (RingMQ) private request code: a broker set's election history and epoch starts
+/// (docs/design/controller.md §2.3); kept off Apache's bodies because strict decoders
+/// refuse unknown fields. Header `brokerName`; body `ElectionHistoryBody`.
+pub const RINGMQ_CONTROLLER_GET_ELECTION_HISTORY: i32 = -32_010;
+
+/// One candidate as the leader saw it when it elected.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ElectionCandidate {
+    pub id: i64,
+    pub alive: bool,
+    pub epoch: i32,
+    pub max_offset: i64,
+    pub priority: i32,
+}
+
+/// One election of the history.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ElectionEntry {
+    pub master_epoch: i32,
+    pub old_master: Option<i64>,
+    pub new_master: Option<i64>,
+    /// `Controller`, `Broker` or `Admin`.
+    pub trigger: String,
+    #[serde(default)]
+    pub candidates: Vec<ElectionCandidate>,
+    pub raft_term: u64,
+    /// The leader's wall clock when it proposed; informational only.
+    pub leader_wall_ms: u64,
+}
+
+/// RINGMQ_CONTROLLER_GET_ELECTION_HISTORY answer body.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ElectionHistoryBody {
+    #[serde(default)]
+    pub history: Vec<ElectionEntry>,
+    /// Epoch -> each shard's first physical offset in it.
+    #[serde(default)]
+    pub epoch_starts: BTreeMap<i32, Vec<u64>>,
+}
+impl JsonBody for ElectionHistoryBody {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
