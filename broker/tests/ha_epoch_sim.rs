@@ -36,7 +36,6 @@ use ringmq_broker::store::io::sim::SimDisk;
 use ringmq_client::message::stored::StoredMessageView;
 use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
 use ringmq_client::remoting::command::RemotingCommand;
-use ringmq_client::remoting::headers::SendMessageRequestHeaderV2;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -142,23 +141,7 @@ impl World {
 }
 
 fn send_cmd(queue_id: i32, body: &[u8]) -> RemotingCommand {
-    let header = SendMessageRequestHeaderV2 {
-        a: "PG".into(),
-        b: TOPIC.into(),
-        c: "TBW102".into(),
-        d: QUEUES as i32,
-        e: queue_id,
-        f: 0,
-        g: 1_700_000_000_000,
-        h: 0,
-        i: Some("TAGS\u{1}t\u{2}".into()),
-        j: Some(0),
-        k: false,
-        l: None,
-        m: false,
-        n: None,
-    };
-    RemotingCommand::request(rq::SEND_MESSAGE_V2).with_header(&header).with_body(body.to_vec())
+    common_sim::send_v2(TOPIC, QUEUES, queue_id, body)
 }
 
 async fn producer(w: Rc<World>, actor: usize) {

@@ -1,7 +1,8 @@
 //! The harness the seeded simulation workloads share (`txn_sim.rs`, `ha_sim.rs`): run a
 //! seed and turn its violations into a failure that names the seed and how to replay it,
 //! run many seeds (or one, by environment variable), spawn an actor whose end can be
-//! awaited, and the topic create every workload starts with.
+//! awaited, the topic create every workload starts with, and the SEND_MESSAGE_V2 its
+//! producers send.
 
 #![allow(dead_code)]
 
@@ -61,6 +62,28 @@ pub fn spawn_actor(ex: &SimExecutor, actor: impl Future<Output = ()> + 'static) 
 }
 
 /// UPDATE_AND_CREATE_TOPIC for `topic` with `queues` read and write queues, perm rw.
+/// SEND_MESSAGE_V2 of `body` to `topic`'s `queue_id` (producer group "PG", tag "t"),
+/// as the replication sims' producers send it.
+pub fn send_v2(topic: &str, queues: u32, queue_id: i32, body: &[u8]) -> RemotingCommand {
+    let header = ringmq_client::remoting::headers::SendMessageRequestHeaderV2 {
+        a: "PG".into(),
+        b: topic.into(),
+        c: "TBW102".into(),
+        d: queues as i32,
+        e: queue_id,
+        f: 0,
+        g: 1_700_000_000_000,
+        h: 0,
+        i: Some("TAGS\u{1}t\u{2}".into()),
+        j: Some(0),
+        k: false,
+        l: None,
+        m: false,
+        n: None,
+    };
+    RemotingCommand::request(rq::SEND_MESSAGE_V2).with_header(&header).with_body(body.to_vec())
+}
+
 pub fn create_topic(topic: &str, queues: u32) -> RemotingCommand {
     RemotingCommand::request(rq::UPDATE_AND_CREATE_TOPIC)
         .with_ext("topic", topic)
