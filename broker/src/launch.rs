@@ -253,6 +253,9 @@ async fn run_shard(
         .detach();
     }
     start_replication(&shard, &config, id, stop.clone(), &shard_tls);
+    if config.controller_mode && id == crate::routing::META_OWNER_SHARD {
+        glommio::spawn_local(shard.clone().run_replicas()).detach();
+    }
     if let Some(reloader) = tls_reloader {
         glommio::spawn_local(shard_tls.clone().reload_task(reloader, stop.clone(), id, id == 0)).detach();
     }
@@ -349,15 +352,17 @@ async fn accept_until_stop(listener: &glommio::net::TcpListener, stop: &AtomicBo
 /// A master shard listens for its slaves on `ha_port_base + id`; a slave shard keeps a
 /// connection to its master's shard `id` (master replication port + id; the master is
 /// `ha_master_address` or the one the NameServer names).
+/// Controller mode: both (a shard's role changes at run time; the slave task idles
+/// unless `Slave`, a non-master refuses HELLO).
 fn start_replication(shard: &Rc<Shard<Glommio>>, config: &BrokerConfig, id: usize, stop: Arc<AtomicBool>, tls: &crate::net::tls::ShardTls) {
-    if config.role.is_master() {
+    if config.role.is_master() || config.controller_mode {
         let port = config.ha_port_base() as usize + id;
         let Ok(port) = u16::try_from(port) else { fatal(&format!("shard {id}: replication port {port} is out of range")) };
         let listener = match glommio::net::TcpListener::bind(SocketAddr::new(config.listen_ip(), port)) {
             Ok(l) => l,
             // A SYNC_MASTER cannot honour its role without slaves: stop. An ASYNC_MASTER
             // serves on without them, saying so loudly (set ha_listen_port to a free port).
-            Err(e) if config.role == crate::config::BrokerRole::SyncMaster => fatal(&format!("shard {id}: cannot listen for slaves on port {port}: {e}")),
+            Err(e) if config.role == crate::config::BrokerRole::SyncMaster || config.controller_mode => fatal(&format!("shard {id}: cannot listen for slaves on port {port}: {e}")),
             Err(e) => {
                 tracing::error!(shard = id, port, error = %e, "cannot listen for slaves (ha_listen_port + shard): no slave can attach to this ASYNC_MASTER shard");
                 return;
@@ -401,7 +406,8 @@ fn start_replication(shard: &Rc<Shard<Glommio>>, config: &BrokerConfig, id: usiz
             }
         })
         .detach();
-    } else {
+    }
+    if !config.role.is_master() || config.controller_mode {
         // The target is read at each attempt: a slave may learn (or relearn) its
         // master from the NameServer while running.
         let target_of = shard.clone();

@@ -14,9 +14,26 @@ use std::net::SocketAddr;
 /// Longest one exchange with a NameServer may take (connect included).
 pub const NAMESRV_CALL_TIMEOUT_MS: u64 = 3_000;
 
+/// Who registers: the broker id and the `DataVersion.stateVersion` the NameServer
+/// compares (controller mode: the master epoch, so a stale master's registration
+/// loses to the new one's, `namesrv/src/route.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegisterAs {
+    pub broker_id: i64,
+    pub state_version: i64,
+}
+
+impl RegisterAs {
+    /// The static identity (controller mode off): `brokerId`, state version 0.
+    pub fn configured(config: &BrokerConfig) -> Self {
+        Self { broker_id: config.broker_id as i64, state_version: 0 }
+    }
+}
+
 /// REGISTER_BROKER for a broker named `broker_name` serving at `store_host` with the
 /// topics of `wrapper`.
-pub fn register_request(mut wrapper: TopicConfigSerializeWrapper, config: &BrokerConfig, broker_name: String, store_host: SocketAddr) -> RemotingCommand {
+pub fn register_request(mut wrapper: TopicConfigSerializeWrapper, config: &BrokerConfig, broker_name: String, store_host: SocketAddr, who: RegisterAs) -> RemotingCommand {
+    wrapper.data_version.state_version = who.state_version;
     // A broker without read or write permission (`brokerPermission`, drained) hands out
     // routes without it (Java's `registerBrokerAll`).
     let perm = config.broker_permission;
@@ -32,7 +49,7 @@ pub fn register_request(mut wrapper: TopicConfigSerializeWrapper, config: &Broke
         broker_addr: store_host.to_string(),
         cluster_name: config.cluster_name.clone(),
         ha_server_addr: format!("{}:{}", store_host.ip(), config.ha_port_base()),
-        broker_id: config.broker_id as i64,
+        broker_id: who.broker_id,
         heartbeat_timeout_millis: Some(120_000),
         enable_acting_master: None,
         compressed: false,
@@ -42,10 +59,10 @@ pub fn register_request(mut wrapper: TopicConfigSerializeWrapper, config: &Broke
 }
 
 /// UNREGISTER_BROKER for the broker `register_request` registered.
-pub fn unregister_request(config: &BrokerConfig, broker_name: String, store_host: SocketAddr) -> RemotingCommand {
+pub fn unregister_request(config: &BrokerConfig, broker_name: String, store_host: SocketAddr, broker_id: i64) -> RemotingCommand {
     RemotingCommand::request(rq::UNREGISTER_BROKER)
         .with_ext("brokerName", broker_name)
         .with_ext("brokerAddr", store_host.to_string())
         .with_ext("clusterName", config.cluster_name.clone())
-        .with_ext("brokerId", config.broker_id.to_string())
+        .with_ext("brokerId", broker_id.to_string())
 }

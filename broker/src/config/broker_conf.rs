@@ -110,6 +110,20 @@ pub const BROKER_CONF_KEYS: &[&str] = &[
     "tls.client.trustCertPath",
     "tls.client.authServer",
     "tls.client.serverName",
+    "enableControllerMode",
+    "controllerAddr",
+    "controllerHeartBeatTimeoutMills",
+    "brokerHeartbeatInterval",
+    "syncBrokerMetadataPeriod",
+    "syncControllerMetadataPeriod",
+    "checkSyncStateSetPeriod",
+    "allAckInSyncStateSet",
+    "minInSyncReplicas",
+    "inSyncReplicas",
+    "haMaxTimeSlaveNotCatchup",
+    "brokerElectionPriority",
+    "masterLeaseEnable",
+    "storePathBrokerIdentity",
 ];
 
 /// Keys that set the same thing as another (`tls.enable`, the system property of
@@ -227,6 +241,23 @@ impl BrokerConfig {
             ("longPollingEnable", self.long_polling_enable.to_string()),
             ("shortPollingTimeMills", self.short_polling_time_ms.to_string()),
         ];
+        out.extend([
+            ("enableControllerMode", self.controller_mode.to_string()),
+            ("controllerAddr", self.controller_addrs.join(";")),
+            ("controllerHeartBeatTimeoutMills", self.controller_heartbeat_timeout_ms.to_string()),
+            ("brokerHeartbeatInterval", self.broker_heartbeat_interval_ms.to_string()),
+            ("syncBrokerMetadataPeriod", self.sync_broker_metadata_period_ms.to_string()),
+            ("syncControllerMetadataPeriod", self.sync_controller_metadata_period_ms.to_string()),
+            ("checkSyncStateSetPeriod", self.check_sync_state_set_period_ms.to_string()),
+            ("allAckInSyncStateSet", self.all_ack_in_sync_state_set.to_string()),
+            ("minInSyncReplicas", self.min_in_sync_replicas.to_string()),
+            ("haMaxTimeSlaveNotCatchup", self.ha_max_time_slave_not_catchup_ms.to_string()),
+            ("brokerElectionPriority", self.broker_election_priority.to_string()),
+            ("masterLeaseEnable", self.master_lease_enable.to_string()),
+        ]);
+        if let Some(path) = &self.store_path_broker_identity {
+            out.push(("storePathBrokerIdentity", path.display().to_string()));
+        }
         if let Some(ip) = &self.broker_ip {
             out.push(("brokerIP1", ip.clone()));
         }
@@ -427,6 +458,25 @@ pub(super) fn apply_conf_key(config: &mut BrokerConfig, key: &str, value: &str) 
         "tls.client.trustCertPath" => config.tls.client.trust_cert_path = Some(expand_home(value)),
         "tls.client.authServer" => config.tls.client.auth_server = Some(parse_bool(value)?),
         "tls.client.serverName" => config.tls.client.server_name = Some(value.to_string()),
+        "enableControllerMode" => config.controller_mode = parse_bool(value)?,
+        "controllerAddr" => config.controller_addrs = split_addrs(value),
+        "controllerHeartBeatTimeoutMills" => config.controller_heartbeat_timeout_ms = parse_number(value)?,
+        "brokerHeartbeatInterval" => config.broker_heartbeat_interval_ms = parse_number(value)?,
+        "syncBrokerMetadataPeriod" => config.sync_broker_metadata_period_ms = parse_number(value)?,
+        "syncControllerMetadataPeriod" => config.sync_controller_metadata_period_ms = parse_number(value)?,
+        "checkSyncStateSetPeriod" => config.check_sync_state_set_period_ms = parse_number(value)?,
+        "allAckInSyncStateSet" => config.all_ack_in_sync_state_set = parse_bool(value)?,
+        "minInSyncReplicas" => config.min_in_sync_replicas = parse_number(value)?,
+        // Apache's inSyncReplicas counts acks without allAck; RingMQ acks locally then.
+        "inSyncReplicas" => {
+            if parse_number::<u32>(value)? != 1 {
+                return Err("only 1 is implemented (a send is acknowledged once stored locally); for replicated acknowledgements set allAckInSyncStateSet=true".into());
+            }
+        }
+        "haMaxTimeSlaveNotCatchup" => config.ha_max_time_slave_not_catchup_ms = parse_number(value)?,
+        "brokerElectionPriority" => config.broker_election_priority = parse_number(value)?,
+        "masterLeaseEnable" => config.master_lease_enable = parse_bool(value)?,
+        "storePathBrokerIdentity" => config.store_path_broker_identity = Some(expand_home(value)),
         _ => return Ok(ConfEffect::Unknown),
     }
     Ok(ConfEffect::Applied)
@@ -670,6 +720,20 @@ mod tests {
         tls.client.trustCertPath=/etc/ringmq/tls/ca.pem
         tls.client.authServer=true
         tls.client.serverName=broker.example
+        enableControllerMode=true
+        controllerAddr=c1:9878;c2:9878
+        controllerHeartBeatTimeoutMills=3000
+        brokerHeartbeatInterval=500
+        syncBrokerMetadataPeriod=1000
+        syncControllerMetadataPeriod=2000
+        checkSyncStateSetPeriod=1500
+        allAckInSyncStateSet=true
+        minInSyncReplicas=2
+        inSyncReplicas=1
+        haMaxTimeSlaveNotCatchup=3000
+        brokerElectionPriority=7
+        masterLeaseEnable=false
+        storePathBrokerIdentity=/data/rocketmq/identity
     ";
 
     #[test]
@@ -682,6 +746,19 @@ mod tests {
             c.listen_port = 20911;
             c.namesrv_addrs = vec!["n1:9876".into(), "n2:9876".into()];
             c.broker_ip = Some("10.0.0.8".into());
+            c.controller_mode = true;
+            c.controller_addrs = vec!["c1:9878".into(), "c2:9878".into()];
+            c.controller_heartbeat_timeout_ms = 3_000;
+            c.broker_heartbeat_interval_ms = 500;
+            c.sync_broker_metadata_period_ms = 1_000;
+            c.sync_controller_metadata_period_ms = 2_000;
+            c.check_sync_state_set_period_ms = 1_500;
+            c.all_ack_in_sync_state_set = true;
+            c.min_in_sync_replicas = 2;
+            c.ha_max_time_slave_not_catchup_ms = 3_000;
+            c.broker_election_priority = 7;
+            c.master_lease_enable = false;
+            c.store_path_broker_identity = Some("/data/rocketmq/identity".into());
             c.store_root = "/data/rocketmq/store".into();
             c.store.flush_mode = FlushMode::Sync;
             c.store.flush_interval_ms = 200;
@@ -763,6 +840,23 @@ mod tests {
     #[test]
     fn conf_cases() {
         check("", Ok(BrokerConfig::default()));
+        // Controller mode (issue 27, design §4).
+        check("enableControllerMode=true\ncontrollerAddr=10.0.0.1:9878; 10.0.0.2:9878", Ok(with(|c| {
+            c.controller_mode = true;
+            c.controller_addrs = vec!["10.0.0.1:9878".into(), "10.0.0.2:9878".into()];
+        })));
+        check("inSyncReplicas=1", Ok(BrokerConfig::default()));
+        check("inSyncReplicas=2", Err(&["inSyncReplicas", "only 1 is implemented", "allAckInSyncStateSet=true"]));
+        check("masterLeaseEnable=false", Ok(with(|c| c.master_lease_enable = false)));
+        check("masterLeaseEnable=maybe", Err(&["masterLeaseEnable", "true or false"]));
+        check("brokerElectionPriority=-3", Ok(with(|c| c.broker_election_priority = -3)));
+        check("controllerHeartBeatTimeoutMills=3000\nbrokerHeartbeatInterval=1000", Ok(with(|c| {
+            c.controller_heartbeat_timeout_ms = 3_000;
+            c.broker_heartbeat_interval_ms = 1_000;
+        })));
+        check("enableDLegerCommitLog=true", Err(&["DLedger CommitLog mode is not supported", "enableControllerMode=true"]));
+        check("enableElectUncleanMaster=false", Err(&["a controller setting"]));
+        check("asyncLearner=true", Err(&["asyncLearner"]));
         check("# only a comment\n\n   \n! another", Ok(BrokerConfig::default()));
         check("listenPort:1234", Ok(with(|c| c.listen_port = 1234)));
         check("  listenPort  =  1234  \r\n", Ok(with(|c| c.listen_port = 1234)));

@@ -91,9 +91,9 @@ const AUTH_CACHE_KEYS: &[&str] = &[
 /// Cadence keys of RocketMQ's background threads.
 const CADENCE_KEYS: &[&str] = &[
     "deleteCommitLogFilesInterval", "deleteConsumeQueueFilesInterval", "cleanResourceInterval", "flushConsumerOffsetInterval",
-    "flushConsumerOffsetHistoryInterval", "flushDelayOffsetInterval", "registerBrokerTimeoutMills", "brokerHeartbeatInterval",
+    "flushConsumerOffsetHistoryInterval", "flushDelayOffsetInterval", "registerBrokerTimeoutMills",
     "haSendHeartbeatInterval", "haHousekeepingInterval", "correctLogicMinOffsetSleepInterval", "correctLogicMinOffsetForceInterval",
-    "shutdownWaitTimeSeconds", "updateNameServerAddrPeriod", "fetchNamesrvAddrInterval", "syncBrokerMetadataPeriod",
+    "shutdownWaitTimeSeconds", "updateNameServerAddrPeriod", "fetchNamesrvAddrInterval",
 ];
 
 /// Every setter of Apache RocketMQ's broker-side configuration classes.
@@ -212,6 +212,9 @@ fn is_feature_switch(key: &str) -> bool {
 /// What a broker.conf `key=value` means when `broker_conf.rs` does not map `key`.
 /// `mapped` are the keys it does map (for the suggestion).
 pub fn classify(key: &str, value: &str, mapped: &[&'static str]) -> Unmapped {
+    if let Some(outcome) = classify_replication(key, value) {
+        return outcome;
+    }
     if is_thread_pool(key) && APACHE_BROKER_KEYS.contains(&key) {
         return Unmapped::Ignored(IgnoredWhy::ThreadPool);
     }
@@ -244,6 +247,29 @@ pub fn classify(key: &str, value: &str, mapped: &[&'static str]) -> Unmapped {
     match closest(key, mapped) {
         Some(s) => Unmapped::Refused(format!("unknown key `{key}` (did you mean `{s}`?)")),
         None => Unmapped::Refused(format!("unknown key `{key}`: neither a RingMQ nor an Apache RocketMQ broker setting")),
+    }
+}
+
+/// Replication and controller-mode keys RingMQ does not map, each with why
+/// (docs/design/controller.md §4); `None` for any other key.
+fn classify_replication(key: &str, value: &str) -> Option<Unmapped> {
+    let on = value.trim().eq_ignore_ascii_case("true");
+    let refused = |why: &str| Some(Unmapped::Refused(format!("`{key}={value}`: {why}")));
+    match key {
+        "enableDLegerCommitLog" if on => refused(
+            "DLedger CommitLog mode is not supported; use controller mode (enableControllerMode=true, controllerAddr=...) for automatic failover",
+        ),
+        "fetchControllerAddrByDnsLookup" if on => refused("looking the controllers up by DNS is not implemented; list them in controllerAddr (`;`-separated)"),
+        "enableAutoInSyncReplicas" if on => {
+            refused("shrinking inSyncReplicas to the SyncStateSet is not implemented; use allAckInSyncStateSet=true and minInSyncReplicas")
+        }
+        "asyncLearner" if on => refused("asynchronous learners (replicas never in the SyncStateSet) are not implemented"),
+        "fetchControllerAddrByDnsLookup" | "asyncLearner" => Some(Unmapped::Ignored(IgnoredWhy::FeatureOff)),
+        "enableElectUncleanMaster" => {
+            refused("a controller setting, not a broker one: set it in the controller's configuration (ringmq-controller's file or the NameServer's [controller] table)")
+        }
+        "storePathEpochFile" => refused("RingMQ keeps one epoch file per shard (<store>/shard-<i>/epochFileCheckpoint); remove the line"),
+        _ => None,
     }
 }
 
@@ -311,7 +337,21 @@ mod tests {
         // (a RingMQ setting, so `classify` never sees it; `conf_every_key` checks it).
         assert!(crate::config::BROKER_CONF_KEYS.contains(&"storeReplyMessageEnable"));
         check("enablePopMetrics", "true", Err("does not implement"));
-        check("enableDLegerCommitLog", "true", Err("does not implement"));
+        check("enableDLegerCommitLog", "true", Err("DLedger CommitLog mode is not supported; use controller mode (enableControllerMode=true"));
+        check("enableDLegerCommitLog", "false", Ok(IgnoredWhy::FeatureOff));
+        // Controller mode's unimplemented corners (design §4), each refused with why.
+        check("fetchControllerAddrByDnsLookup", "true", Err("list them in controllerAddr"));
+        check("fetchControllerAddrByDnsLookup", "false", Ok(IgnoredWhy::FeatureOff));
+        check("enableAutoInSyncReplicas", "TRUE", Err("allAckInSyncStateSet=true"));
+        check("enableAutoInSyncReplicas", "false", Ok(IgnoredWhy::FeatureOff));
+        check("asyncLearner", "true", Err("asynchronous learners"));
+        check("asyncLearner", "false", Ok(IgnoredWhy::FeatureOff));
+        check("enableElectUncleanMaster", "false", Err("a controller setting, not a broker one"));
+        check("enableElectUncleanMaster", "true", Err("controller's configuration"));
+        check("storePathEpochFile", "/x/epoch", Err("one epoch file per shard"));
+        for key in ["enableControllerMode", "controllerAddr", "brokerHeartbeatInterval", "syncBrokerMetadataPeriod", "masterLeaseEnable", "inSyncReplicas"] {
+            assert!(crate::config::BROKER_CONF_KEYS.contains(&key), "{key} is mapped");
+        }
         check("storePathIndex", "/x", Err("neither a RingMQ nor an Apache"));
         check("brokerNmae", "a", Err("did you mean `brokerName`?"));
         check("flushDiskTyp", "ASYNC_FLUSH", Err("did you mean `flushDiskType`?"));

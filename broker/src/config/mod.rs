@@ -97,6 +97,8 @@ pub enum RouteMode {
 
 /// RocketMQ 5's default Prometheus exporter port (`metricsPromExporterPort`).
 pub const METRICS_PROM_PORT_DEFAULT: u16 = 5557;
+/// Apache's `controllerHeartBeatTimeoutMills` default (`BrokerConfig.java`).
+pub const CONTROLLER_HEARTBEAT_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 
 /// The broker's TLS: what its ports accept (`tls.server.*`) and how it connects
 /// (`useTLS` / `tls.enable`, `tls.client.*`).
@@ -226,9 +228,38 @@ pub struct BrokerConfig {
     /// Controller mode (issue 27, docs/design/controller.md §3.5): master or slave is
     /// each shard's role cell (`Shard::set_role`), set by the controller, and `role`
     /// only says whether a master waits for a slave (`SyncMaster`) or not. Off: `role`
-    /// is the static role, exactly as before. No config key yet (WP4 adds them).
-    #[serde(skip)]
+    /// is the static role, exactly as before (`enableControllerMode`).
+    #[serde(alias = "enable_controller_mode")]
     pub controller_mode: bool,
+    /// The controllers (`controllerAddr`, `;`-separated in broker.conf): every one gets
+    /// heartbeats; the leader is found with CONTROLLER_GET_METADATA_INFO.
+    #[serde(deserialize_with = "self::toml::de_namesrv_addrs")]
+    pub controller_addrs: Vec<String>,
+    /// `controllerHeartBeatTimeoutMills`: the controller takes the broker for dead after
+    /// this long without a heartbeat; also the master lease's length (§3.8).
+    pub controller_heartbeat_timeout_ms: u64,
+    /// `brokerHeartbeatInterval`: heartbeats (904) to every controller.
+    pub broker_heartbeat_interval_ms: u64,
+    /// `syncBrokerMetadataPeriod`: CONTROLLER_GET_REPLICA_INFO (1004) cadence.
+    pub sync_broker_metadata_period_ms: u64,
+    /// `syncControllerMetadataPeriod`: who leads the controllers, re-read this often.
+    pub sync_controller_metadata_period_ms: u64,
+    /// `checkSyncStateSetPeriod`: a master's SyncStateSet review cadence.
+    pub check_sync_state_set_period_ms: u64,
+    /// `allAckInSyncStateSet`: a SYNC send waits for every SyncStateSet member (§3.7).
+    pub all_ack_in_sync_state_set: bool,
+    /// `minInSyncReplicas`: a master acknowledges only with at least this many members.
+    pub min_in_sync_replicas: u32,
+    /// `haMaxTimeSlaveNotCatchup`: a member behind this long leaves the SyncStateSet.
+    pub ha_max_time_slave_not_catchup_ms: u64,
+    /// `brokerElectionPriority`: lower is preferred when the controller elects.
+    pub broker_election_priority: i32,
+    /// `masterLeaseEnable` (RingMQ): a master acknowledges only within the lease its
+    /// last granted heartbeat gave it (§3.8); false keeps Apache's behaviour.
+    pub master_lease_enable: bool,
+    /// `storePathBrokerIdentity`: the identity files' directory (default: the store
+    /// root), where `brokerIdentity` and `brokerIdentity-temp` live.
+    pub store_path_broker_identity: Option<PathBuf>,
     /// How long a SYNC_MASTER send waits for a slave's confirmation before answering
     /// FLUSH_SLAVE_TIMEOUT (RocketMQ's `syncFlushTimeout`, ms).
     pub sync_flush_timeout_ms: u64,
@@ -369,6 +400,18 @@ impl Default for BrokerConfig {
             ha_listen_port: 0,
             ha_master_address: None,
             controller_mode: false,
+            controller_addrs: Vec::new(),
+            controller_heartbeat_timeout_ms: CONTROLLER_HEARTBEAT_TIMEOUT_MS_DEFAULT,
+            broker_heartbeat_interval_ms: 1_000,
+            sync_broker_metadata_period_ms: 5_000,
+            sync_controller_metadata_period_ms: 10_000,
+            check_sync_state_set_period_ms: 5_000,
+            all_ack_in_sync_state_set: false,
+            min_in_sync_replicas: 1,
+            ha_max_time_slave_not_catchup_ms: 15_000,
+            broker_election_priority: i32::MAX,
+            master_lease_enable: true,
+            store_path_broker_identity: None,
             ha_auth_secret: None,
             sync_flush_timeout_ms: crate::ha::SYNC_FLUSH_TIMEOUT_MS_DEFAULT,
             ha_sync_ack: crate::ha::SyncAck::Received,

@@ -80,7 +80,24 @@ pub const START_UP_CONF_KEYS: &[(&str, &str)] = &[
     ("authorizationMetadataProvider", "Apache's provider classes are checked when the broker starts (only the defaults exist)"),
     ("authorizationStrategy", "Apache's provider classes are checked when the broker starts (only the defaults exist)"),
     ("migrateAuthFromV1Enabled", "Apache's provider classes are checked when the broker starts (only the defaults exist)"),
+    ("enableControllerMode", CONTROLLER_START_UP),
+    ("controllerAddr", CONTROLLER_START_UP),
+    ("controllerHeartBeatTimeoutMills", CONTROLLER_START_UP),
+    ("brokerHeartbeatInterval", CONTROLLER_START_UP),
+    ("syncBrokerMetadataPeriod", CONTROLLER_START_UP),
+    ("syncControllerMetadataPeriod", CONTROLLER_START_UP),
+    ("checkSyncStateSetPeriod", CONTROLLER_START_UP),
+    ("allAckInSyncStateSet", CONTROLLER_START_UP),
+    ("minInSyncReplicas", CONTROLLER_START_UP),
+    ("inSyncReplicas", CONTROLLER_START_UP),
+    ("haMaxTimeSlaveNotCatchup", CONTROLLER_START_UP),
+    ("brokerElectionPriority", CONTROLLER_START_UP),
+    ("masterLeaseEnable", CONTROLLER_START_UP),
+    ("storePathBrokerIdentity", CONTROLLER_START_UP),
 ];
+
+/// Why the controller-mode keys (issue 27) are start-up keys.
+const CONTROLLER_START_UP: &str = "controller mode's settings are handed to its driver (shard 0) when the broker starts";
 
 /// Why `key` cannot change at runtime, if it cannot (a start-up key).
 pub fn start_up_reason(key: &str) -> Option<&'static str> {
@@ -346,6 +363,20 @@ mod tests {
             ("tls.client.trustCertPath", StartUp("reloaded within seconds")),
             ("tls.client.authServer", StartUp("checked")),
             ("tls.client.serverName", StartUp("checked for")),
+            ("enableControllerMode", StartUp("handed to its driver")),
+            ("controllerAddr", StartUp("handed to its driver")),
+            ("controllerHeartBeatTimeoutMills", StartUp("handed to its driver")),
+            ("brokerHeartbeatInterval", StartUp("handed to its driver")),
+            ("syncBrokerMetadataPeriod", StartUp("handed to its driver")),
+            ("syncControllerMetadataPeriod", StartUp("handed to its driver")),
+            ("checkSyncStateSetPeriod", StartUp("handed to its driver")),
+            ("allAckInSyncStateSet", StartUp("handed to its driver")),
+            ("minInSyncReplicas", StartUp("handed to its driver")),
+            ("inSyncReplicas", StartUp("handed to its driver")),
+            ("haMaxTimeSlaveNotCatchup", StartUp("handed to its driver")),
+            ("brokerElectionPriority", StartUp("handed to its driver")),
+            ("masterLeaseEnable", StartUp("handed to its driver")),
+            ("storePathBrokerIdentity", StartUp("handed to its driver")),
         ];
         let listed: Vec<&str> = table.iter().map(|(k, _)| *k).collect();
         assert_eq!(listed, BROKER_CONF_KEYS, "the table lists every mapped key, in BROKER_CONF_KEYS order");

@@ -280,6 +280,28 @@ mod tests {
     }
 
     #[test]
+    fn toml_controller_keys() {
+        check(
+            "enable_controller_mode = true\ncontroller_addrs = \"c1:9878;c2:9878\"\nmaster_lease_enable = false\nall_ack_in_sync_state_set = true\nbroker_election_priority = 3",
+            Ok(with(|c| {
+                c.controller_mode = true;
+                c.controller_addrs = vec!["c1:9878".into(), "c2:9878".into()];
+                c.master_lease_enable = false;
+                c.all_ack_in_sync_state_set = true;
+                c.broker_election_priority = 3;
+            })),
+        );
+        check("controller_mode = true\ncontroller_addrs = [\"c1:9878\"]", Ok(with(|c| (c.controller_mode, c.controller_addrs) = (true, vec!["c1:9878".into()]))));
+        check("controller_heartbeat_timeout_ms = 3000\nbroker_heartbeat_interval_ms = 500", Ok(with(|c| {
+            c.controller_heartbeat_timeout_ms = 3_000;
+            c.broker_heartbeat_interval_ms = 500;
+        })));
+        check("store_path_broker_identity = \"/x/id\"", Ok(with(|c| c.store_path_broker_identity = Some("/x/id".into()))));
+        check("controller_addrs = 5", Err(&["controller_addrs"]));
+        check("master_lease = true", Err(&["master_lease"]));
+    }
+
+    #[test]
     fn toml_errors_name_the_key() {
         check("listen_prot = 1", Err(&["listen_prot"]));
         check("[store]\nsegment_size = 1", Err(&["segment_size"]));

@@ -126,12 +126,7 @@ impl BrokerConfig {
             }
         }
         for addr in &self.namesrv_addrs {
-            let port_ok = addr
-                .rsplit_once(':')
-                .filter(|(host, _)| !host.is_empty())
-                .and_then(|(_, port)| port.parse::<u16>().ok())
-                .is_some_and(|port| port != 0);
-            if !port_ok {
+            if !is_host_port(addr) {
                 return Err(format!("namesrv address {addr:?} is not host:port"));
             }
         }
@@ -149,6 +144,11 @@ impl BrokerConfig {
         // Checked even when tracing is off: turning it on later must not meet a bad name.
         if let Err(e) = crate::meta::topics::check_topic_syntax(&self.msg_trace_topic_name) {
             return Err(format!("msg_trace_topic_name (msgTraceTopicName) {:?} is not a topic name: {e}", self.msg_trace_topic_name));
+        }
+        if self.controller_mode {
+            // The controller assigns the id and the role (Apache's samples say
+            // brokerId=-1, brokerRole=SLAVE): the static pairing does not apply.
+            return self.check_controller();
         }
         match (self.role, self.broker_id) {
             (BrokerRole::Slave, 0) => return Err("a slave needs broker_id > 0 (0 is the master)".into()),
@@ -168,6 +168,37 @@ impl BrokerConfig {
                 }
                 _ => {}
             }
+        }
+        Ok(())
+    }
+
+    /// Controller mode's settings (docs/design/controller.md §4): controllers to talk
+    /// to, a heartbeat well inside the timeout, and at least one in-sync replica.
+    fn check_controller(&self) -> Result<(), String> {
+        let max = crate::ha::replicas::CONTROLLERS_MAX;
+        if self.controller_addrs.is_empty() || self.controller_addrs.len() > max {
+            return Err(format!("enableControllerMode needs controllerAddr: 1 to {max} \"host:port\" entries, `;`-separated (got {})", self.controller_addrs.len()));
+        }
+        if let Some(bad) = self.controller_addrs.iter().find(|a| !is_host_port(a)) {
+            return Err(format!("controllerAddr entry {bad:?} is not \"host:port\""));
+        }
+        if self.broker_heartbeat_interval_ms == 0 || self.broker_heartbeat_interval_ms >= self.controller_heartbeat_timeout_ms {
+            return Err(format!(
+                "brokerHeartbeatInterval {} must be above 0 and below controllerHeartBeatTimeoutMills {}",
+                self.broker_heartbeat_interval_ms, self.controller_heartbeat_timeout_ms
+            ));
+        }
+        for (key, v) in [
+            ("syncBrokerMetadataPeriod", self.sync_broker_metadata_period_ms),
+            ("syncControllerMetadataPeriod", self.sync_controller_metadata_period_ms),
+            ("checkSyncStateSetPeriod", self.check_sync_state_set_period_ms),
+        ] {
+            if v == 0 {
+                return Err(format!("{key} must be above 0 ms"));
+            }
+        }
+        if self.min_in_sync_replicas == 0 {
+            return Err("minInSyncReplicas must be at least 1 (the master itself)".into());
         }
         Ok(())
     }
@@ -260,6 +291,14 @@ impl BrokerConfig {
     }
 }
 
+/// `host:port` with a non-empty host and a port above 0.
+fn is_host_port(addr: &str) -> bool {
+    addr.rsplit_once(':')
+        .filter(|(host, _)| !host.is_empty())
+        .and_then(|(_, port)| port.parse::<u16>().ok())
+        .is_some_and(|port| port != 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,6 +330,15 @@ mod tests {
             (with(|c| (c.role, c.broker_id, c.ha_master_address) = (BrokerRole::Slave, 1, Some("10.0.0.1:10912".into()))), None),
             (with(|c| (c.role, c.broker_id, c.ha_master_address) = (BrokerRole::Slave, 1, Some("host:10912".into()))), Some("ip:port")),
             (with(|c| c.store_root = PathBuf::new()), Some("store_root")),
+            // Controller mode: the controller decides id and role; its own keys checked.
+            (with(|c| c.controller_mode = true), Some("needs controllerAddr")),
+            (with(|c| (c.controller_mode, c.controller_addrs) = (true, vec!["c1:9878".into()])), None),
+            (with(|c| (c.controller_mode, c.controller_addrs, c.role, c.broker_id) = (true, vec!["c1:9878".into()], BrokerRole::Slave, 0)), None),
+            (with(|c| (c.controller_mode, c.controller_addrs) = (true, vec!["c1".into()])), Some("not \"host:port\"")),
+            (with(|c| (c.controller_mode, c.controller_addrs) = (true, vec!["c:1".into(); 10])), Some("1 to 9")),
+            (with(|c| (c.controller_mode, c.controller_addrs, c.broker_heartbeat_interval_ms) = (true, vec!["c:1".into()], 10_000)), Some("below controllerHeartBeatTimeoutMills")),
+            (with(|c| (c.controller_mode, c.controller_addrs, c.min_in_sync_replicas) = (true, vec!["c:1".into()], 0)), Some("minInSyncReplicas")),
+            (with(|c| (c.controller_mode, c.controller_addrs, c.check_sync_state_set_period_ms) = (true, vec!["c:1".into()], 0)), Some("checkSyncStateSetPeriod")),
             (with(|c| c.shard_count = 128), None),
             (with(|c| c.shard_count = 129), Some("shard_count 129")),
             (with(|c| c.cpu_list = Some(vec![])), Some("cpu_list")),

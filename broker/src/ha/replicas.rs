@@ -283,6 +283,11 @@ impl ReplicasManager {
         self.master_epoch
     }
 
+    /// The monotonic ms before which a master may acknowledge (`may_acknowledge`).
+    pub fn lease_until_ms(&self) -> u64 {
+        self.lease_until_ms
+    }
+
     pub fn sync_state_set(&self) -> (i32, &BTreeSet<i64>) {
         (self.sss_epoch, &self.sss)
     }

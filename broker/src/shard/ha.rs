@@ -157,6 +157,15 @@ pub struct Replication {
     pub(super) epochs: RefCell<Option<EpochFile>>,
     /// A TRUNCATE was taken; the broker must restart to apply it.
     pub(super) restart_wanted: Cell<bool>,
+    /// Controller mode, shard 0 only: the `ReplicasManager` its driver ticks
+    /// (`replicas.rs`); `None` elsewhere.
+    pub(super) replicas: RefCell<Option<crate::ha::replicas::ReplicasManager>>,
+    /// Controller mode: the id the controller assigned this broker (registered with
+    /// the NameServer while a slave); told to every shard with each role change.
+    pub(super) controller_id: Cell<Option<i64>>,
+    /// Controller mode with `masterLeaseEnable`: a write is acknowledged only before
+    /// this monotonic ms (the lease shard 0's driver holds, told to every shard).
+    pub(super) lease_until_ms: Cell<u64>,
 }
 
 impl Replication {
@@ -640,7 +649,8 @@ impl<R: Runtime> Shard<R> {
             last_epoch_start_phys,
             end_phys: end,
             auth_nonce,
-            controller_broker_id: controller.then(|| self.config().broker_id),
+            // The id the controller assigned (told with the role), which SyncStateSets name.
+            controller_broker_id: controller.then(|| self.ha.controller_id.get().and_then(|id| u64::try_from(id).ok()).unwrap_or(self.config().broker_id)),
         };
         write_frame(&mut writer, &Frame::Hello(hello.clone())).await?;
         let mut buf = Vec::new();

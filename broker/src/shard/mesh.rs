@@ -49,6 +49,9 @@ pub enum ShardEvent {
     /// UPDATE_BROKER_CONFIG: runtime keys (checked by `config::parse_runtime_update`)
     /// every shard applies to its configuration.
     RuntimeConfig { pairs: Vec<(String, String)> },
+    /// Controller mode (sent by shard 0's `ReplicasManager` driver): a role, SyncStateSet
+    /// or lease decision every shard applies (`replicas.rs`).
+    Controller(super::replicas::ControllerEvent),
 }
 
 #[derive(Debug)]

@@ -37,6 +37,7 @@ pub mod txn;
 mod registration;
 mod reply;
 pub mod role;
+pub mod replicas;
 
 use crate::config::BrokerConfig;
 use crate::meta::groups::GroupTable;
@@ -674,6 +675,7 @@ impl<R: Runtime> Shard<R> {
             rq::INVOKE_BROKER_TO_RESET_OFFSET => self.handle_reset_offset(&cmd, ctx).await,
             rq::VIEW_BROKER_STATS_DATA => self.handle_view_stats(&cmd).await,
             rq::AUTH_CREATE_USER..=rq::AUTH_LIST_ACL => self.handle_auth(&cmd).await,
+            code if replicas::SERVED_CODES.contains(&code) => self.handle_replicas(cmd).await,
             // From another shard only (a client's request never arrives as FORWARDED
             // with a code `route` does not forward).
             edge::REGISTER_NOW_INTERNAL if ctx.conn_id == ConnCtx::FORWARDED.conn_id && ctx.remote.is_none() => {
@@ -726,6 +728,7 @@ impl<R: Runtime> Shard<R> {
             }
             ShardEvent::HaMaster { addr } => self.ha.set_master_addr(addr),
             ShardEvent::Auth { encoded } => self.apply_auth_event(&encoded),
+            ShardEvent::Controller(event) => self.apply_controller_event(event),
             ShardEvent::RuntimeConfig { pairs } => {
                 // Checked whole on the metadata owner (`runtime_updated`); every shard
                 // holds the same configuration, so it applies here too.

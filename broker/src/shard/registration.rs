@@ -9,7 +9,7 @@
 //! per round and never blocks request handling (its own task).
 
 use super::Shard;
-use crate::namesrv_client::{register_request, unregister_request, NAMESRV_CALL_TIMEOUT_MS};
+use crate::namesrv_client::{register_request, unregister_request, RegisterAs, NAMESRV_CALL_TIMEOUT_MS};
 use crate::rt::Runtime;
 use ringmq_client::remoting::codes::response_code as rs;
 use ringmq_client::remoting::command::RemotingCommand;
@@ -22,8 +22,8 @@ use std::time::Duration;
 const STOP_CHECK_INTERVAL_MS: u64 = 100;
 
 impl<R: Runtime> Shard<R> {
-    fn register_request(&self) -> RemotingCommand {
-        register_request(self.topic_config_wrapper(), &self.config(), self.client_broker_name(), self.store_host())
+    fn register_request(&self, who: RegisterAs) -> RemotingCommand {
+        register_request(self.topic_config_wrapper(), &self.config(), self.client_broker_name(), self.store_host(), who)
     }
 
     async fn call_namesrv(&self, addr: &str, mut cmd: RemotingCommand) -> Result<RemotingCommand, String> {
@@ -65,8 +65,11 @@ impl<R: Runtime> Shard<R> {
 
     /// One registration round with every NameServer.
     pub async fn register_all(self: &Rc<Self>, log_success: bool) {
+        // Controller mode: only once the controller named a role (Apache keeps the
+        // broker `isolated` until then, design §3.9).
+        let Some(who) = self.register_as() else { return };
         for addr in self.config().namesrv_addrs.clone() {
-            match self.call_namesrv(&addr, self.register_request()).await {
+            match self.call_namesrv(&addr, self.register_request(who)).await {
                 Ok(r) if r.code == rs::SUCCESS => {
                     // A slave without ha_master_address learns its master here
                     // (RocketMQ's `updateMasterHAServerAddrPeriodically`).
@@ -86,7 +89,8 @@ impl<R: Runtime> Shard<R> {
     /// UNREGISTER_BROKER with every NameServer (clean stop).
     pub async fn unregister_all(self: &Rc<Self>) {
         for addr in self.config().namesrv_addrs.clone() {
-            let cmd = unregister_request(&self.config(), self.client_broker_name(), self.store_host());
+            let Some(who) = self.register_as() else { return };
+            let cmd = unregister_request(&self.config(), self.client_broker_name(), self.store_host(), who.broker_id);
             if let Err(e) = self.call_namesrv(&addr, cmd).await {
                 tracing::warn!(namesrv = %addr, error = %e, "NameServer unregistration failed");
             }

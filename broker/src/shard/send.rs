@@ -79,6 +79,10 @@ struct Stored {
 }
 
 
+/// The answer to a send stored after the master lease ran out (controller mode,
+/// `masterLeaseEnable`): it may be on this log only, so it is not acknowledged.
+pub const LEASE_EXPIRED_REMARK: &str = "master lease expired (controller unreachable): not acknowledged";
+
 impl<R: crate::rt::Runtime> Shard<R> {
     /// What a send needs of its topic (perm, write queues, order), creating the topic
     /// when auto-creation is on. Copied out of the table: no `TopicConfig` clone.
@@ -328,6 +332,10 @@ impl<R: crate::rt::Runtime> Shard<R> {
         // The put just before ran in this generation (no await since).
         let generation = self.role_generation();
         let answer = self.wait_acknowledgeable_inner(last, topic, queue_id).await;
+        if answer.0 == rs::SUCCESS && !self.lease_acknowledges() {
+            // A master whose lease ran out may already have a successor (§3.8).
+            return (rs::SERVICE_NOT_AVAILABLE, Some(LEASE_EXPIRED_REMARK.into()));
+        }
         self.unless_demoted(generation, answer)
     }
 
@@ -338,7 +346,8 @@ impl<R: crate::rt::Runtime> Shard<R> {
             }
         }
         self.waiters.notify(topic, queue_id);
-        if self.config().role != crate::config::BrokerRole::SyncMaster {
+        let all_ack = self.config().controller_mode && self.config().all_ack_in_sync_state_set;
+        if self.config().role != crate::config::BrokerRole::SyncMaster && !all_ack {
             return (rs::SUCCESS, None);
         }
         match self.wait_replicated(last.durable_ticket).await {
