@@ -24,7 +24,7 @@ use ringmq_broker::store::config::{FlushMode, StoreConfig};
 use ringmq_broker::store::engine::ShardId;
 use ringmq_broker::store::io::sim::SimDisk;
 use ringmq_client::message::stored::StoredMessageView;
-use ringmq_client::remoting::codes::{request_code as rq, response_code as rs};
+use ringmq_client::remoting::codes::response_code as rs;
 use ringmq_client::remoting::command::RemotingCommand;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
