@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/fuzz.sh — runs every cargo-fuzz target of client/fuzz/ (the wire decoders:
 # frames, JSON and binary headers, heartbeat, route, batch and stored-message bodies,
-# the replication stream's frames, the admin tools' bodies, POP's receipt handles and batch acks) and acl/fuzz/ (plain_acl.yml,
+# the replication stream's frames, the admin tools' bodies, POP's receipt handles and batch acks, controller mode's bodies) and acl/fuzz/ (plain_acl.yml,
 # RocketMQ 5's AUTH_* bodies, the signature path) and grpc/fuzz/ (the gRPC authorization
 # header; SendMessage decoding and translation) for a fixed time each, and exits non-zero when any target crashed, printing the
 # artifact (the input that reproduces it).

@@ -336,10 +336,7 @@ async fn bodies(b: &SimBroker) -> BTreeSet<(usize, Vec<u8>)> {
 }
 
 fn run_seed(seed: u64) -> (Vec<String>, String) {
-    ringmq_broker::fatal::panic_instead_of_exit_on_this_thread();
-    if let Ok(filter) = std::env::var("RINGMQ_LOG") {
-        let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(filter)).with_test_writer().try_init();
-    }
+    common_sim::init_seed_thread();
     let ex = SimExecutor::new(seed);
     let plan = Plan {
         shards: 1 + ex.random(0..2) as usize,

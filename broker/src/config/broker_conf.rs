@@ -728,7 +728,7 @@ mod tests {
         syncControllerMetadataPeriod=2000
         checkSyncStateSetPeriod=1500
         allAckInSyncStateSet=true
-        minInSyncReplicas=2
+        minInSyncReplicas=1
         inSyncReplicas=1
         haMaxTimeSlaveNotCatchup=3000
         brokerElectionPriority=7
@@ -754,7 +754,7 @@ mod tests {
             c.sync_controller_metadata_period_ms = 2_000;
             c.check_sync_state_set_period_ms = 1_500;
             c.all_ack_in_sync_state_set = true;
-            c.min_in_sync_replicas = 2;
+            c.min_in_sync_replicas = 1;
             c.ha_max_time_slave_not_catchup_ms = 3_000;
             c.broker_election_priority = 7;
             c.master_lease_enable = false;

@@ -200,6 +200,13 @@ impl BrokerConfig {
         if self.min_in_sync_replicas == 0 {
             return Err("minInSyncReplicas must be at least 1 (the master itself)".into());
         }
+        // Never accepted and not honoured: no send path refuses below the minimum yet.
+        if self.min_in_sync_replicas > 1 {
+            return Err(format!(
+                "minInSyncReplicas={} is not implemented yet (only 1); allAckInSyncStateSet=true already waits for every in-sync replica",
+                self.min_in_sync_replicas
+            ));
+        }
         Ok(())
     }
 
@@ -338,6 +345,7 @@ mod tests {
             (with(|c| (c.controller_mode, c.controller_addrs) = (true, vec!["c:1".into(); 10])), Some("1 to 9")),
             (with(|c| (c.controller_mode, c.controller_addrs, c.broker_heartbeat_interval_ms) = (true, vec!["c:1".into()], 10_000)), Some("below controllerHeartBeatTimeoutMills")),
             (with(|c| (c.controller_mode, c.controller_addrs, c.min_in_sync_replicas) = (true, vec!["c:1".into()], 0)), Some("minInSyncReplicas")),
+            (with(|c| (c.controller_mode, c.controller_addrs, c.min_in_sync_replicas) = (true, vec!["c:1".into()], 2)), Some("minInSyncReplicas=2 is not implemented yet")),
             (with(|c| (c.controller_mode, c.controller_addrs, c.check_sync_state_set_period_ms) = (true, vec!["c:1".into()], 0)), Some("checkSyncStateSetPeriod")),
             (with(|c| c.shard_count = 128), None),
             (with(|c| c.shard_count = 129), Some("shard_count 129")),

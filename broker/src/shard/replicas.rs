@@ -250,7 +250,10 @@ impl<R: Runtime> Shard<R> {
         self.with_manager(|m| m.propose_sync_state_set(proposal));
     }
 
-    /// Applies `event` here and on every other shard, waiting until each applied it.
+    /// Applies `event` here (awaited) and hands it to every other shard, waiting until
+    /// each took it. There a role change runs as a task of its own (its epoch write is
+    /// awaited there), spawned in arrival order: a later role change bumps the role
+    /// generation, so an earlier promotion still writing its epoch ends `Superseded`.
     async fn tell_shards(self: &Rc<Self>, event: ControllerEvent) {
         self.apply_controller_event_now(event.clone()).await;
         self.mesh.broadcast_and_wait(super::mesh::ShardEvent::Controller(event)).await;

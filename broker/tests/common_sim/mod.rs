@@ -62,6 +62,15 @@ pub fn spawn_actor(ex: &SimExecutor, actor: impl Future<Output = ()> + 'static) 
 }
 
 /// UPDATE_AND_CREATE_TOPIC for `topic` with `queues` read and write queues, perm rw.
+/// What a seed's thread needs first: invariant breaks panic (so `check_seed` can name
+/// the seed) instead of exiting the process, and `RINGMQ_LOG=<filter>` logs the run.
+pub fn init_seed_thread() {
+    ringmq_broker::fatal::panic_instead_of_exit_on_this_thread();
+    if let Ok(filter) = std::env::var("RINGMQ_LOG") {
+        let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(filter)).with_test_writer().try_init();
+    }
+}
+
 /// SEND_MESSAGE_V2 of `body` to `topic`'s `queue_id` (producer group "PG", tag "t"),
 /// as the replication sims' producers send it.
 pub fn send_v2(topic: &str, queues: u32, queue_id: i32, body: &[u8]) -> RemotingCommand {
